@@ -1,0 +1,51 @@
+# kafkalite: the two set-up commands a new user needs are `make run` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+STAMP := $(VENV)/.installed
+TEST_STAMP := $(VENV)/.installed-test
+
+.PHONY: run test install install-test system-deps lint bench docs clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q -e .
+	touch $(STAMP)
+
+install: $(STAMP)
+
+## make run: install and start one broker on config/server.yaml (127.0.0.1:9092)
+run: $(STAMP)
+	$(VENV)/bin/kafkalite-server config/server.yaml
+
+## Debian packages the tests use: kcat (librdkafka 2.0 client) and Apache ZooKeeper
+system-deps:
+	@if ! command -v kcat >/dev/null || [ ! -f /usr/share/java/zookeeper.jar ]; then \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq kcat zookeeper default-jre-headless >/dev/null; \
+	fi
+
+$(TEST_STAMP): pyproject.toml $(STAMP)
+	$(PIP) install -q -e '.[test]'
+	touch $(TEST_STAMP)
+
+install-test: system-deps $(TEST_STAMP)
+
+## make test: install everything (Python deps, kcat, zookeeper) and run the whole suite
+test: install-test
+	$(PY) -m pytest -q
+
+lint: $(TEST_STAMP)
+	$(VENV)/bin/ruff check kafkalite tests bench
+
+docs: $(STAMP)
+	$(PY) -m kafkalite.server.api_table > docs/compatibility.md
+
+bench: $(STAMP)
+	$(PY) -m bench all
+
+clean:
+	rm -rf $(VENV) data build *.egg-info

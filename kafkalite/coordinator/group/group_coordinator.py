@@ -1,0 +1,814 @@
+"""GroupCoordinator: the classic consumer group protocol (JoinGroup/SyncGroup/Heartbeat/...).
+
+One broker coordinates a group: the leader of its ``__consumer_offsets``
+partition. A rebalance moves the group Stable → PreparingRebalance (members
+rejoin; DelayedJoin waits for all of them or the rebalance timeout) →
+CompletingRebalance (the leader, chosen at join, sends the assignment in
+SyncGroup; it is persisted, then handed to every member) → Stable. Session
+timeouts are DelayedHeartbeats; static members (group.instance.id) keep their
+place and assignment across restarts within the session timeout.
+
+The semantics and error codes are Apache Kafka's (the classic protocol as the
+Kafka 4 group coordinator serves it). Methods run on the broker's event loop;
+the ones that wait (join, sync, writes to the log) are coroutines.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from kafkalite.coordinator.group import consumer_protocol
+from kafkalite.coordinator.group.delayed_heartbeat import DelayedHeartbeat
+from kafkalite.coordinator.group.delayed_join import DelayedJoin, DelayedSync, InitialDelayedJoin
+from kafkalite.coordinator.group.group_metadata import (
+    GroupMetadata,
+    GroupState,
+    JoinGroupResult,
+    MemberMetadata,
+    OffsetAndMetadata,
+    SyncGroupResult,
+    TopicPartition,
+)
+from kafkalite.coordinator.group.group_metadata_manager import (
+    OFFSETS_TOPIC,
+    GroupConfig,
+    GroupMetadataManager,
+)
+from kafkalite.protocol.errors import ErrorCode
+from kafkalite.timer.delayed_operation import DelayedOperation
+from kafkalite.timer.purgatory import DelayedOperationPurgatory
+
+if TYPE_CHECKING:
+    from kafkalite.server.broker import KafkaBroker
+
+log = logging.getLogger(__name__)
+
+#: a new member's JoinGroup cannot outlive this (it has no member id to heartbeat with)
+NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
+#: the only group type this coordinator runs (ListGroups v5 types filter)
+CLASSIC_GROUP_TYPE = "classic"
+
+
+@dataclass(slots=True)
+class MemberDescription:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    metadata: bytes
+    assignment: bytes
+
+
+@dataclass(slots=True)
+class GroupSummary:
+    error: int
+    group_id: str
+    state: str = GroupState.DEAD.value
+    protocol_type: str = ""
+    protocol: str = ""
+    members: list[MemberDescription] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _NewOffsetsTopic:
+    """The CreateTopics shape AdminManager.create_topics reads."""
+
+    name: str
+    num_partitions: int
+    replication_factor: int
+    configs: tuple[Any, ...]
+    assignments: tuple[Any, ...] = ()
+
+
+@dataclass(slots=True)
+class _Config:
+    name: str
+    value: str
+
+
+class GroupCoordinator:
+    def __init__(self, broker: KafkaBroker) -> None:
+        self.broker = broker
+        self.config = GroupConfig.from_broker_config(broker.config)
+        self.manager = GroupMetadataManager(broker, self.config, broker.clock_ms)
+        self.is_active = False
+        self.join_purgatory: DelayedOperationPurgatory[DelayedOperation] = None  # type: ignore[assignment]
+        self.heartbeat_purgatory: DelayedOperationPurgatory[DelayedHeartbeat] = None  # type: ignore[assignment]
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._creating_topic: asyncio.Task[None] | None = None
+
+    @property
+    def clock_ms(self) -> Callable[[], int]:
+        return self.broker.clock_ms
+
+    # ---- lifecycle ----------------------------------------------------------------
+    def startup(self) -> None:
+        """Start after the replica manager exists and before LeaderAndIsr can arrive."""
+        self.join_purgatory = DelayedOperationPurgatory("Rebalance")
+        self.heartbeat_purgatory = DelayedOperationPurgatory("Heartbeat")
+        rm = self.broker.replica_manager
+        rm.on_leadership_change.append(self.on_leadership_change)
+        for tp, p in list(rm.partitions.items()):
+            if tp[0] == OFFSETS_TOPIC and p.is_leader:
+                self.on_leadership_change(tp, True)
+        self._spawn(self.manager.run_expiry())
+        self.is_active = True
+
+    async def shutdown(self) -> None:
+        self.is_active = False
+        self.manager.shutdown()
+        rm = self.broker.replica_manager
+        if rm is not None and self.on_leadership_change in rm.on_leadership_change:
+            rm.on_leadership_change.remove(self.on_leadership_change)
+        for partition in list(self.manager.owned_partitions | self.manager.loading_partitions):
+            self.manager.unload(partition, self._on_group_unloaded)
+        for task in list(self._tasks):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if self.join_purgatory is not None:
+            self.join_purgatory.shutdown()
+            self.heartbeat_purgatory.shutdown()
+
+    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    # ---- leadership of __consumer_offsets ---------------------------------------------
+    def on_leadership_change(self, tp: TopicPartition, is_leader: bool) -> None:
+        if tp[0] != OFFSETS_TOPIC or not self.is_active and self.manager.shutting_down:
+            return
+        if is_leader:
+            self.manager.schedule_load(tp[1], self._on_group_loaded)
+        else:
+            self.manager.unload(tp[1], self._on_group_unloaded)
+
+    def _on_group_loaded(self, group: GroupMetadata) -> None:
+        for member in group.members.values():
+            self._complete_and_schedule_next_heartbeat_expiration(group, member)
+
+    def _on_group_unloaded(self, group: GroupMetadata) -> None:
+        previous = group.state
+        group.transition_to(GroupState.DEAD, self.clock_ms())
+        for member in group.members.values():
+            group.complete_join(member, JoinGroupResult(member.member_id, ErrorCode.not_coordinator))
+            group.complete_sync(member, SyncGroupResult(ErrorCode.not_coordinator))
+            self.heartbeat_purgatory.check_and_complete(_member_key(group.group_id, member.member_id))
+        if previous == GroupState.PREPARING_REBALANCE:
+            self.join_purgatory.check_and_complete(_join_key(group.group_id))
+
+    # ---- the offsets topic ------------------------------------------------------------
+    def _offsets_topic_online(self) -> bool:
+        t = self.broker.metadata_cache.get_topic(OFFSETS_TOPIC)
+        return t is not None and bool(t.partitions) and all(p.leader >= 0 for p in t.partitions.values())
+
+    async def ensure_offsets_topic(self, timeout_s: float = 10.0) -> bool:
+        """Create ``__consumer_offsets`` on first use; True once every partition has a leader."""
+        if self._offsets_topic_online():
+            return True
+        if self._creating_topic is None or self._creating_topic.done():
+            self._creating_topic = self._spawn(self._create_offsets_topic())
+        with contextlib.suppress(asyncio.TimeoutError, Exception):
+            await asyncio.wait_for(asyncio.shield(self._creating_topic), timeout_s)
+        return self._offsets_topic_online()
+
+    async def _create_offsets_topic(self) -> None:
+        if self.broker.metadata_cache.get_topic(OFFSETS_TOPIC) is None:
+            live = self.broker.metadata_cache.alive_broker_ids()
+            rf = max(1, min(self.config.offsets_topic_replication_factor, len(live)))
+            topic = _NewOffsetsTopic(OFFSETS_TOPIC, self.config.offsets_topic_num_partitions, rf, (
+                _Config("cleanup.policy", "compact"),
+                _Config("compression.type", "producer"),
+                _Config("segment.bytes", str(self.config.offsets_topic_segment_bytes)),
+            ))
+            [r] = await self.broker.admin.create_topics([topic], validate_only=False, timeout_ms=10000)
+            if r.error and r.error != ErrorCode.topic_already_exists:
+                log.warning("creating %s failed: %s %s", OFFSETS_TOPIC, ErrorCode(r.error).name, r.message or "")
+                return
+        await self.broker.wait_for_topics([OFFSETS_TOPIC], 10.0)
+
+    def coordinator_for(self, group_id: str) -> int:
+        """Broker id leading the group's offsets partition, or -1."""
+        t = self.broker.metadata_cache.get_topic(OFFSETS_TOPIC)
+        if t is None:
+            return -1
+        p = t.partitions.get(self.manager.partition_for(group_id))
+        if p is None or p.leader < 0 or p.leader not in self.broker.metadata_cache.brokers:
+            return -1
+        return p.leader
+
+    # ---- validation ---------------------------------------------------------------
+    def _validate_group_status(self, group_id: str | None, *, allow_empty: bool = False) -> int:
+        if group_id is None or (not allow_empty and group_id == ""):
+            return int(ErrorCode.invalid_group_id)
+        if not self.is_active:
+            return int(ErrorCode.coordinator_not_available)
+        if self.manager.is_group_loading(group_id):
+            return int(ErrorCode.coordinator_load_in_progress)
+        if not self.manager.is_group_local(group_id):
+            return int(ErrorCode.not_coordinator)
+        return 0
+
+    # ---- JoinGroup ----------------------------------------------------------------
+    async def handle_join_group(
+        self, group_id: str, member_id: str, group_instance_id: str | None, *, require_known_member_id: bool,
+        supports_skip_assignment: bool, client_id: str, client_host: str, rebalance_timeout_ms: int,
+        session_timeout_ms: int, protocol_type: str, protocols: list[tuple[str, bytes]],
+    ) -> JoinGroupResult:
+        error = self._validate_group_status(group_id)
+        if error:
+            return JoinGroupResult(member_id, error)
+        if not (self.config.group_min_session_timeout_ms <= session_timeout_ms
+                <= self.config.group_max_session_timeout_ms):
+            return JoinGroupResult(member_id, ErrorCode.invalid_session_timeout)
+        is_unknown = member_id == ""
+        group = self.manager.get_group(group_id)
+        if group is None:
+            if not is_unknown:
+                return JoinGroupResult(member_id, ErrorCode.unknown_member_id)
+            group = self.manager.add_group(GroupMetadata(group_id, GroupState.EMPTY, self.clock_ms()))
+        if not self._accept_joining_member(group, member_id):
+            return JoinGroupResult(member_id, ErrorCode.group_max_size_reached)
+
+        fut: asyncio.Future[JoinGroupResult] = asyncio.get_running_loop().create_future()
+        args = (client_id, client_host, rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols)
+        if group.is_state(GroupState.DEAD):
+            # deleted or unloaded meanwhile: let the member find the coordinator again
+            fut.set_result(JoinGroupResult(member_id, ErrorCode.coordinator_not_available))
+        elif not group.supports_protocols(protocol_type, [p for p, _ in protocols]):
+            fut.set_result(JoinGroupResult(member_id, ErrorCode.inconsistent_group_protocol))
+        elif is_unknown:
+            await self._do_new_member_join(group, group_instance_id, require_known_member_id,
+                                           supports_skip_assignment, fut, *args)
+        else:
+            self._do_current_member_join(group, member_id, group_instance_id, fut, *args)
+        if group.is_state(GroupState.PREPARING_REBALANCE):
+            self.join_purgatory.check_and_complete(_join_key(group_id))
+        # the member stays in the group even if its connection goes away meanwhile
+        return await asyncio.shield(fut)
+
+    def _accept_joining_member(self, group: GroupMetadata, member_id: str) -> bool:
+        max_size = self.config.group_max_size
+        if group.is_state(GroupState.EMPTY, GroupState.DEAD):
+            return True
+        if group.is_state(GroupState.PREPARING_REBALANCE):
+            known = group.members.get(member_id)
+            return (known is not None and known.is_awaiting_join) or group.num_awaiting_join < max_size
+        return group.has(member_id) or group.size < max_size
+
+    async def _do_new_member_join(
+        self, group: GroupMetadata, instance_id: str | None, require_known_member_id: bool,
+        supports_skip_assignment: bool, fut: asyncio.Future[JoinGroupResult], client_id: str,
+        client_host: str, rebalance_timeout_ms: int, session_timeout_ms: int, protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+    ) -> None:
+        new_member_id = f"{instance_id if instance_id is not None else client_id}-{uuid.uuid4()}"
+        if instance_id is not None:
+            old_member_id = group.static_member_id(instance_id)
+            if old_member_id is not None:
+                await self._update_static_member_and_rebalance(
+                    group, old_member_id, new_member_id, instance_id, protocols, rebalance_timeout_ms,
+                    session_timeout_ms, supports_skip_assignment, fut)
+                return
+        elif require_known_member_id:
+            # KIP-394: hand out the id first, so a retried JoinGroup cannot leave a ghost member
+            group.pending_members.add(new_member_id)
+            self._schedule_pending_member_expiration(group, new_member_id, session_timeout_ms)
+            fut.set_result(JoinGroupResult(new_member_id, ErrorCode.member_id_required))
+            return
+        self._add_member_and_rebalance(group, new_member_id, instance_id, fut, client_id, client_host,
+                                       rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols)
+
+    def _do_current_member_join(
+        self, group: GroupMetadata, member_id: str, instance_id: str | None,
+        fut: asyncio.Future[JoinGroupResult], client_id: str, client_host: str, rebalance_timeout_ms: int,
+        session_timeout_ms: int, protocol_type: str, protocols: list[tuple[str, bytes]],
+    ) -> None:
+        if member_id in group.pending_members:
+            # the second JoinGroup of a KIP-394 member (pending members are never static)
+            self._add_member_and_rebalance(group, member_id, instance_id, fut, client_id, client_host,
+                                           rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols)
+            return
+        error = group.validate_member(member_id, instance_id)
+        if error:
+            fut.set_result(JoinGroupResult(member_id, error))
+            return
+        member = group.get(member_id)
+        state = group.state
+        if state == GroupState.PREPARING_REBALANCE:
+            self._update_member_and_rebalance(group, member, protocols, rebalance_timeout_ms,
+                                              session_timeout_ms, fut)
+        elif state == GroupState.COMPLETING_REBALANCE:
+            if member.matches(protocols):
+                # it lost our JoinGroup response: send it again
+                fut.set_result(self._current_join_result(group, member_id))
+            else:
+                self._update_member_and_rebalance(group, member, protocols, rebalance_timeout_ms,
+                                                  session_timeout_ms, fut)
+        elif state == GroupState.STABLE:
+            if group.is_leader(member_id) or not member.matches(protocols):
+                # a leader rejoining or a member changing its metadata forces a rebalance
+                self._update_member_and_rebalance(group, member, protocols, rebalance_timeout_ms,
+                                                  session_timeout_ms, fut)
+            else:
+                fut.set_result(self._current_join_result(group, member_id, with_members=False))
+        else:
+            fut.set_result(JoinGroupResult(member_id, ErrorCode.unknown_member_id))
+
+    def _current_join_result(self, group: GroupMetadata, member_id: str, *,
+                             with_members: bool = True) -> JoinGroupResult:
+        leader = group.is_leader(member_id)
+        return JoinGroupResult(
+            member_id, 0, group.generation_id, group.protocol_type, group.protocol_name, group.leader_id or "",
+            members=group.current_member_metadata() if leader and with_members else [])
+
+    def _add_member_and_rebalance(
+        self, group: GroupMetadata, member_id: str, instance_id: str | None,
+        fut: asyncio.Future[JoinGroupResult], client_id: str, client_host: str, rebalance_timeout_ms: int,
+        session_timeout_ms: int, protocol_type: str, protocols: list[tuple[str, bytes]],
+    ) -> None:
+        member = MemberMetadata(member_id, instance_id, client_id, client_host, rebalance_timeout_ms,
+                                session_timeout_ms, protocol_type, protocols)
+        member.is_new = True
+        if group.is_state(GroupState.PREPARING_REBALANCE) and group.generation_id == 0:
+            group.new_member_added = True  # lets InitialDelayedJoin wait a little longer
+        group.add(member, fut)
+        # a new member cannot heartbeat while its JoinGroup waits, so that wait is bounded instead
+        self._complete_and_schedule_next_heartbeat_expiration(group, member, NEW_MEMBER_JOIN_TIMEOUT_MS)
+        self._maybe_prepare_rebalance(group)
+
+    def _update_member_and_rebalance(self, group: GroupMetadata, member: MemberMetadata,
+                                     protocols: list[tuple[str, bytes]], rebalance_timeout_ms: int,
+                                     session_timeout_ms: int, fut: asyncio.Future[JoinGroupResult]) -> None:
+        group.update_member(member, protocols, rebalance_timeout_ms, session_timeout_ms, fut)
+        self._maybe_prepare_rebalance(group)
+
+    async def _update_static_member_and_rebalance(
+        self, group: GroupMetadata, old_member_id: str, new_member_id: str, instance_id: str,
+        protocols: list[tuple[str, bytes]], rebalance_timeout_ms: int, session_timeout_ms: int,
+        supports_skip_assignment: bool, fut: asyncio.Future[JoinGroupResult],
+    ) -> None:
+        """A known static member rejoined with a new process: it takes over the old member id's place."""
+        current_leader = group.leader_id or ""
+        member = group.replace_static_member(instance_id, old_member_id, new_member_id)
+        self._complete_and_schedule_next_heartbeat_expiration(group, member)
+        old = (member.supported_protocols, member.rebalance_timeout_ms, member.session_timeout_ms)
+        group.update_member(member, protocols, rebalance_timeout_ms, session_timeout_ms, fut)
+        state = group.state
+        if state == GroupState.STABLE:
+            if group.protocol_name != group.select_protocol():
+                self._maybe_prepare_rebalance(group)
+                return
+            # same protocol: no rebalance, the member keeps the assignment of the id it replaces
+            assignment = {m.member_id: m.assignment for m in group.members.values()}
+            generation = group.generation_id
+            error = await self.manager.store_group(group, assignment)
+            if member.join_future is not fut or group.generation_id != generation:
+                return  # a rebalance started meanwhile and will answer this member
+            if error:
+                member.join_future = None
+                group.update_member(member, old[0], old[1], old[2], None)
+                restored = group.replace_static_member(instance_id, new_member_id, old_member_id)
+                self._complete_and_schedule_next_heartbeat_expiration(group, restored)
+                fut.set_result(JoinGroupResult("", error, group.generation_id, group.protocol_type,
+                                               group.protocol_name, current_leader))
+                return
+            if supports_skip_assignment:
+                # JoinGroup v9+: the leader learns it leads but must not run the assignor
+                is_leader = group.is_leader(new_member_id)
+                result = JoinGroupResult(
+                    new_member_id, 0, group.generation_id, group.protocol_type, group.protocol_name,
+                    group.leader_id or "", skip_assignment=is_leader,
+                    members=group.current_member_metadata() if is_leader else [])
+            else:
+                # older clients: name the old leader id, so a static leader does not reassign
+                result = JoinGroupResult(new_member_id, 0, group.generation_id, group.protocol_type,
+                                         group.protocol_name, current_leader)
+            group.complete_join(member, result)
+        elif state == GroupState.COMPLETING_REBALANCE:
+            # the leader may be assigning to the old member id: start over
+            self._prepare_rebalance(group)
+        elif state != GroupState.PREPARING_REBALANCE:
+            raise RuntimeError(f"static member rejoin in unexpected state {state.value}")
+
+    # ---- rebalance --------------------------------------------------------------------
+    def _maybe_prepare_rebalance(self, group: GroupMetadata) -> None:
+        if group.can_rebalance():
+            self._prepare_rebalance(group)
+
+    def _prepare_rebalance(self, group: GroupMetadata) -> None:
+        if group.is_state(GroupState.COMPLETING_REBALANCE):
+            self._reset_and_propagate_assignment_error(group, ErrorCode.rebalance_in_progress)
+        self._remove_sync_expiration(group)
+        if group.is_state(GroupState.EMPTY):
+            delay = self.config.group_initial_rebalance_delay_ms
+            op: DelayedJoin = InitialDelayedJoin(self, group, delay,
+                                                 max(group.rebalance_timeout_ms() - delay, 0))
+        else:
+            op = DelayedJoin(self, group, group.rebalance_timeout_ms())
+        group.transition_to(GroupState.PREPARING_REBALANCE, self.clock_ms())
+        log.info("preparing to rebalance group %s in state PreparingRebalance with old generation %d",
+                 group.group_id, group.generation_id)
+        self.watch_join(op)
+
+    def watch_join(self, op: DelayedJoin) -> None:
+        self.join_purgatory.try_complete_else_watch(op, [_join_key(op.group.group_id)])
+
+    def try_complete_join(self, group: GroupMetadata, force_complete: Callable[[], bool]) -> bool:
+        if group.has_all_members_joined():
+            return force_complete()
+        return False
+
+    def on_complete_join(self, group: GroupMetadata) -> None:
+        for m in group.not_yet_rejoined_members():
+            if not m.is_static:  # static members keep their place until their session expires
+                self._remove_heartbeat_for_leaving_member(group, m)
+                group.remove(m.member_id)
+        if group.is_state(GroupState.DEAD):
+            return
+        if not group.maybe_elect_new_joined_leader() and group.members:
+            # only silent static members left: wait another round for them
+            log.info("group %s could not complete rebalance because no members rejoined", group.group_id)
+            self.watch_join(DelayedJoin(self, group, group.rebalance_timeout_ms()))
+            return
+        group.init_next_generation(self.clock_ms())
+        if group.is_state(GroupState.EMPTY):
+            log.info("group %s with generation %d is now empty", group.group_id, group.generation_id)
+            self._spawn(self._store_empty_group(group))
+            return
+        log.info("stabilized group %s generation %d with %d members", group.group_id,
+                 group.generation_id, group.size)
+        for member in list(group.members.values()):
+            result = self._current_join_result(group, member.member_id)
+            group.complete_join(member, result)
+            self._complete_and_schedule_next_heartbeat_expiration(group, member)
+            member.is_new = False
+            group.pending_sync_members.add(member.member_id)
+        self.join_purgatory.try_complete_else_watch(
+            DelayedSync(self, group, group.generation_id, group.rebalance_timeout_ms()),
+            [_sync_key(group.group_id)])
+
+    async def _store_empty_group(self, group: GroupMetadata) -> None:
+        error = await self.manager.store_group(group, {})
+        if error:
+            log.warning("failed to write the empty metadata of group %s: %s", group.group_id,
+                        ErrorCode(error).name)
+
+    def _remove_sync_expiration(self, group: GroupMetadata) -> None:
+        group.pending_sync_members.clear()
+        self.join_purgatory.check_and_complete(_sync_key(group.group_id))
+
+    def on_expire_pending_sync(self, group: GroupMetadata, generation_id: int) -> None:
+        if generation_id != group.generation_id or not group.pending_sync_members:
+            return
+        if group.is_state(GroupState.COMPLETING_REBALANCE, GroupState.STABLE):
+            missing = list(group.pending_sync_members)
+            log.info("removing members %s of group %s: no SyncGroup within the rebalance timeout",
+                     missing, group.group_id)
+            for member_id in missing:
+                member = group.members.get(member_id)
+                if member is not None:
+                    self._remove_heartbeat_for_leaving_member(group, member)
+                group.remove(member_id)
+            self._prepare_rebalance(group)
+
+    def _reset_and_propagate_assignment_error(self, group: GroupMetadata, error: int) -> None:
+        for member in group.members.values():
+            member.assignment = b""
+        self._propagate_assignment(group, error)
+
+    def _propagate_assignment(self, group: GroupMetadata, error: int) -> None:
+        for member in list(group.members.values()):
+            result = SyncGroupResult(error, member.assignment, group.protocol_type, group.protocol_name)
+            if group.complete_sync(member, result):
+                self._complete_and_schedule_next_heartbeat_expiration(group, member)
+
+    # ---- SyncGroup ----------------------------------------------------------------
+    async def handle_sync_group(
+        self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
+        protocol_type: str | None, protocol_name: str | None, assignments: dict[str, bytes],
+    ) -> SyncGroupResult:
+        error = self._validate_group_status(group_id)
+        if error:
+            return SyncGroupResult(error)
+        group = self.manager.get_group(group_id)
+        if group is None:
+            return SyncGroupResult(ErrorCode.unknown_member_id)
+        if group.is_state(GroupState.DEAD):
+            return SyncGroupResult(ErrorCode.coordinator_not_available)
+        error = group.validate_member(member_id, group_instance_id)
+        if error:
+            return SyncGroupResult(error)
+        if generation_id != group.generation_id:
+            return SyncGroupResult(ErrorCode.illegal_generation)
+        if (protocol_type is not None and protocol_type != group.protocol_type) or (
+                protocol_name is not None and protocol_name != group.protocol_name):
+            return SyncGroupResult(ErrorCode.inconsistent_group_protocol)
+        member = group.get(member_id)
+        if group.is_state(GroupState.PREPARING_REBALANCE):
+            return SyncGroupResult(ErrorCode.rebalance_in_progress)
+        if group.is_state(GroupState.STABLE):
+            self._remove_pending_sync_member(group, member_id)
+            self._complete_and_schedule_next_heartbeat_expiration(group, member)
+            return SyncGroupResult(0, member.assignment, group.protocol_type, group.protocol_name)
+        if not group.is_state(GroupState.COMPLETING_REBALANCE):
+            return SyncGroupResult(ErrorCode.unknown_member_id)
+
+        fut: asyncio.Future[SyncGroupResult] = asyncio.get_running_loop().create_future()
+        member.sync_future = fut
+        self._remove_pending_sync_member(group, member_id)
+        self._complete_and_schedule_next_heartbeat_expiration(group, member)
+        if group.is_leader(member_id):
+            full = {m: assignments.get(m, b"") for m in group.members}
+            generation = group.generation_id
+            error = await self.manager.store_group(group, full)
+            # the group may have moved on while the record was written
+            if group.is_state(GroupState.COMPLETING_REBALANCE) and group.generation_id == generation:
+                if error:
+                    self._reset_and_propagate_assignment_error(group, error)
+                    self._maybe_prepare_rebalance(group)
+                else:
+                    for m in group.members.values():
+                        m.assignment = full.get(m.member_id, b"")
+                    self._propagate_assignment(group, 0)
+                    group.transition_to(GroupState.STABLE, self.clock_ms())
+        return await asyncio.shield(fut)
+
+    def _remove_pending_sync_member(self, group: GroupMetadata, member_id: str) -> None:
+        if member_id in group.pending_sync_members:
+            group.pending_sync_members.discard(member_id)
+            self.join_purgatory.check_and_complete(_sync_key(group.group_id))
+
+    # ---- Heartbeat ----------------------------------------------------------------
+    def handle_heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None,
+                         generation_id: int) -> int:
+        error = self._validate_group_status(group_id)
+        if error == ErrorCode.coordinator_load_in_progress:
+            return 0  # Kafka answers blindly while loading: the member will find out soon enough
+        if error:
+            return error
+        group = self.manager.get_group(group_id)
+        if group is None:
+            return int(ErrorCode.unknown_member_id)
+        if group.is_state(GroupState.DEAD):
+            return int(ErrorCode.coordinator_not_available)
+        error = group.validate_member(member_id, group_instance_id)
+        if error:
+            return error
+        if generation_id != group.generation_id:
+            return int(ErrorCode.illegal_generation)
+        if group.is_state(GroupState.EMPTY):
+            return int(ErrorCode.unknown_member_id)
+        self._complete_and_schedule_next_heartbeat_expiration(group, group.get(member_id))
+        if group.is_state(GroupState.PREPARING_REBALANCE):
+            return int(ErrorCode.rebalance_in_progress)
+        return 0
+
+    def _complete_and_schedule_next_heartbeat_expiration(self, group: GroupMetadata, member: MemberMetadata,
+                                                         timeout_ms: int | None = None) -> None:
+        key = _member_key(group.group_id, member.member_id)
+        member.heartbeat_satisfied = True
+        self.heartbeat_purgatory.check_and_complete(key)
+        member.heartbeat_satisfied = False
+        op = DelayedHeartbeat(self, group, member.member_id, False,
+                              member.session_timeout_ms if timeout_ms is None else timeout_ms)
+        self.heartbeat_purgatory.try_complete_else_watch(op, [key])
+
+    def _schedule_pending_member_expiration(self, group: GroupMetadata, member_id: str, timeout_ms: int) -> None:
+        op = DelayedHeartbeat(self, group, member_id, True, timeout_ms)
+        self.heartbeat_purgatory.try_complete_else_watch(op, [_member_key(group.group_id, member_id)])
+
+    def _remove_heartbeat_for_leaving_member(self, group: GroupMetadata, member: MemberMetadata) -> None:
+        member.is_leaving = True
+        self.heartbeat_purgatory.check_and_complete(_member_key(group.group_id, member.member_id))
+
+    def try_complete_heartbeat(self, group: GroupMetadata, member_id: str, is_pending: bool,
+                               force_complete: Callable[[], bool]) -> bool:
+        if group.is_state(GroupState.DEAD):
+            return force_complete()
+        if is_pending:
+            return force_complete() if group.has(member_id) else False
+        member = group.members.get(member_id)
+        if member is None or member.has_satisfied_heartbeat():
+            return force_complete()
+        return False
+
+    def on_expire_heartbeat(self, group: GroupMetadata, member_id: str, is_pending: bool) -> None:
+        if group.is_state(GroupState.DEAD):
+            return
+        if is_pending:
+            if member_id in group.pending_members:
+                log.info("pending member %s of group %s expired", member_id, group.group_id)
+                group.pending_members.discard(member_id)
+                if group.is_state(GroupState.PREPARING_REBALANCE):
+                    self.join_purgatory.check_and_complete(_join_key(group.group_id))
+            return
+        member = group.members.get(member_id)
+        if member is not None and not member.has_satisfied_heartbeat():
+            log.info("member %s of group %s has failed (session timeout), removing it",
+                     member_id, group.group_id)
+            self._remove_member_and_update_group(group, member)
+
+    def _remove_member_and_update_group(self, group: GroupMetadata, member: MemberMetadata) -> None:
+        # answer a JoinGroup it may still be waiting in, so the client retries if it lives
+        group.complete_join(member, JoinGroupResult("", ErrorCode.unknown_member_id))
+        group.complete_sync(member, SyncGroupResult(ErrorCode.unknown_member_id))
+        group.remove(member.member_id)
+        if group.is_state(GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            self._maybe_prepare_rebalance(group)
+        elif group.is_state(GroupState.PREPARING_REBALANCE):
+            self.join_purgatory.check_and_complete(_join_key(group.group_id))
+
+    # ---- LeaveGroup ---------------------------------------------------------------
+    def handle_leave_group(self, group_id: str,
+                           members: list[tuple[str, str | None]]) -> tuple[int, list[int]]:
+        """Returns the group-level error and one error per leaving member."""
+        error = self._validate_group_status(group_id)
+        if error:
+            return error, []
+        group = self.manager.get_group(group_id)
+        if group is None:
+            return int(ErrorCode.unknown_member_id), []
+        if group.is_state(GroupState.DEAD):
+            return int(ErrorCode.coordinator_not_available), []
+        errors = []
+        for member_id, instance_id in members:
+            if member_id == "":
+                # administrative removal by group.instance.id (KIP-345)
+                current = group.static_member_id(instance_id)
+                if current is None:
+                    errors.append(int(ErrorCode.unknown_member_id))
+                    continue
+                self._remove_current_member(group, group.get(current))
+                errors.append(0)
+            elif member_id in group.pending_members:
+                group.pending_members.discard(member_id)
+                self.heartbeat_purgatory.check_and_complete(_member_key(group_id, member_id))
+                if group.is_state(GroupState.PREPARING_REBALANCE):
+                    self.join_purgatory.check_and_complete(_join_key(group_id))
+                errors.append(0)
+            else:
+                error = group.validate_member(member_id, instance_id)
+                if not error:
+                    self._remove_current_member(group, group.get(member_id))
+                errors.append(error)
+        return 0, errors
+
+    def _remove_current_member(self, group: GroupMetadata, member: MemberMetadata) -> None:
+        log.info("member %s has left group %s", member.member_id, group.group_id)
+        self._remove_heartbeat_for_leaving_member(group, member)
+        self._remove_member_and_update_group(group, member)
+
+    # ---- OffsetCommit -------------------------------------------------------------
+    async def handle_commit_offsets(
+        self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
+        offsets: dict[TopicPartition, OffsetAndMetadata], api_version: int,
+    ) -> dict[TopicPartition, int]:
+        error = self._validate_group_status(group_id, allow_empty=True)
+        if error:
+            return dict.fromkeys(offsets, error)
+        group = self.manager.get_group(group_id)
+        if group is None:
+            if generation_id >= 0:
+                # v9+ says so plainly; older versions keep their historical error
+                code = ErrorCode.group_id_not_found if api_version >= 9 else ErrorCode.illegal_generation
+                return dict.fromkeys(offsets, int(code))
+            # a "simple" group: it only stores offsets (assign() + commit)
+            group = self.manager.add_group(GroupMetadata(group_id, GroupState.EMPTY, self.clock_ms()))
+        error = self._validate_offset_commit(group, member_id, group_instance_id, generation_id)
+        if error:
+            return dict.fromkeys(offsets, error)
+        member = group.members.get(member_id)
+        if member is not None:
+            self._complete_and_schedule_next_heartbeat_expiration(group, member)
+        results: dict[TopicPartition, int] = {}
+        valid: dict[TopicPartition, OffsetAndMetadata] = {}
+        for tp, om in offsets.items():
+            if len(om.metadata.encode("utf-8")) > self.config.offset_metadata_max_bytes:
+                results[tp] = int(ErrorCode.offset_metadata_too_large)
+            else:
+                valid[tp] = om
+        results.update(await self.manager.store_offsets(group, valid))
+        return {tp: results[tp] for tp in offsets}
+
+    @staticmethod
+    def _validate_offset_commit(group: GroupMetadata, member_id: str, instance_id: str | None,
+                                generation_id: int) -> int:
+        if group.is_state(GroupState.DEAD):
+            return int(ErrorCode.coordinator_not_available)
+        if generation_id < 0 and group.is_state(GroupState.EMPTY):
+            return 0  # admin clients and consumers without group management
+        if generation_id >= 0 or member_id or instance_id is not None:
+            error = group.validate_member(member_id, instance_id)
+            if error:
+                return error
+            if generation_id != group.generation_id:
+                return int(ErrorCode.illegal_generation)
+        elif not group.is_state(GroupState.EMPTY):
+            return int(ErrorCode.unknown_member_id)
+        if group.is_state(GroupState.COMPLETING_REBALANCE):
+            # the member has the new generation but not its assignment yet
+            return int(ErrorCode.rebalance_in_progress)
+        return 0
+
+    # ---- OffsetFetch --------------------------------------------------------------
+    def handle_fetch_offsets(
+        self, group_id: str, partitions: list[TopicPartition] | None,
+    ) -> tuple[int, dict[TopicPartition, OffsetAndMetadata | None]]:
+        """Committed offsets (None = no commit) for the partitions, or all of them."""
+        error = self._validate_group_status(group_id, allow_empty=True)
+        if error:
+            return error, {}
+        group = self.manager.get_group(group_id)
+        committed = {} if group is None or group.is_state(GroupState.DEAD) else group.offsets
+        if partitions is None:
+            return 0, dict(committed)
+        return 0, {tp: committed.get(tp) for tp in partitions}
+
+    # ---- DescribeGroups / ListGroups / DeleteGroups / OffsetDelete ----------------------
+    def handle_describe_group(self, group_id: str) -> GroupSummary:
+        error = self._validate_group_status(group_id, allow_empty=True)
+        if error:
+            return GroupSummary(error, group_id)
+        group = self.manager.get_group(group_id)
+        if group is None or group.is_state(GroupState.DEAD):
+            return GroupSummary(int(ErrorCode.group_id_not_found), group_id)
+        stable = group.is_state(GroupState.STABLE) and group.protocol_name is not None
+        members = []
+        for m in group.members.values():
+            members.append(MemberDescription(
+                m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                m.metadata(group.protocol_name) if stable and group.protocol_name else b"",
+                m.assignment if stable else b""))
+        return GroupSummary(0, group_id, group.state.value, group.protocol_type or "",
+                            group.protocol_name or "" if stable else "", members)
+
+    def handle_list_groups(self, states: set[str], types: set[str]) -> tuple[int, list[GroupMetadata]]:
+        """Groups this broker coordinates; filters are lower-cased names (empty = any)."""
+        if not self.is_active:
+            return int(ErrorCode.coordinator_not_available), []
+        if self.manager.is_loading:
+            return int(ErrorCode.coordinator_load_in_progress), []
+        if types and CLASSIC_GROUP_TYPE not in types:
+            return 0, []
+        out = [g for g in self.manager.current_groups()
+               if not g.is_state(GroupState.DEAD) and (not states or g.state.value.lower() in states)]
+        return 0, out
+
+    async def handle_delete_group(self, group_id: str) -> int:
+        error = self._validate_group_status(group_id, allow_empty=True)
+        if error:
+            return error
+        group = self.manager.get_group(group_id)
+        if group is None or group.is_state(GroupState.DEAD):
+            return int(ErrorCode.group_id_not_found)
+        if not group.is_state(GroupState.EMPTY):
+            return int(ErrorCode.non_empty_group)
+        return await self.manager.delete_group(group)
+
+    async def handle_delete_offsets(
+        self, group_id: str, partitions: list[TopicPartition],
+    ) -> tuple[int, dict[TopicPartition, int]]:
+        """OffsetDelete: (group error, per-partition errors)."""
+        error = self._validate_group_status(group_id)
+        if error:
+            return error, {}
+        group = self.manager.get_group(group_id)
+        if group is None or group.is_state(GroupState.DEAD):
+            return int(ErrorCode.group_id_not_found), {}
+        results: dict[TopicPartition, int] = {}
+        if group.is_state(GroupState.EMPTY):
+            deletable = list(partitions)
+        elif group.protocol_type == consumer_protocol.PROTOCOL_TYPE:
+            deletable = []
+            for tp in partitions:
+                if group.is_subscribed_to_topic(tp[0]):
+                    results[tp] = int(ErrorCode.group_subscribed_to_topic)
+                else:
+                    deletable.append(tp)
+        else:
+            return int(ErrorCode.non_empty_group), {}
+        error = await self.manager.delete_offsets(group, deletable)
+        for tp in deletable:
+            results[tp] = error
+        return 0, results
+
+
+def _join_key(group_id: str) -> tuple[str, str]:
+    return ("join", group_id)
+
+
+def _sync_key(group_id: str) -> tuple[str, str]:
+    return ("sync", group_id)
+
+
+def _member_key(group_id: str, member_id: str) -> tuple[str, str, str]:
+    return ("member", group_id, member_id)

@@ -1,0 +1,377 @@
+"""GroupMetadataManager: the groups cache and its durable copy in ``__consumer_offsets``.
+
+A group lives in partition ``partition_for(group_id)`` of ``__consumer_offsets``
+and only the leader of that partition (its coordinator) caches it. When this
+broker becomes leader of a partition the manager replays the partition's log
+(last value per key wins, a null value deletes) into the cache; until that is
+done the partition's groups answer COORDINATOR_LOAD_IN_PROGRESS. When it stops
+being leader the groups are dropped and answer NOT_COORDINATOR.
+
+Every change (commits, group metadata, deletions) is appended through the
+replica manager with acks=-1 and reaches the cache only after the append
+succeeded, so what a client was told is what a reload will find.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from kafkalite.coordinator.group import offset_codec as codec
+from kafkalite.coordinator.group.group_metadata import (
+    GroupMetadata,
+    GroupState,
+    OffsetAndMetadata,
+    TopicPartition,
+)
+from kafkalite.protocol.errors import ErrorCode
+from kafkalite.protocol.records import build_batch, iter_batches
+
+if TYPE_CHECKING:
+    from kafkalite.server.broker import KafkaBroker
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+@dataclass(slots=True)
+class GroupConfig:
+    """The broker settings the group coordinator reads (Kafka's names and defaults)."""
+
+    offsets_topic_num_partitions: int = 50
+    offsets_topic_replication_factor: int = 3
+    offsets_topic_segment_bytes: int = 104857600
+    offsets_load_buffer_size: int = 5242880
+    offsets_commit_timeout_ms: int = 5000
+    offsets_retention_ms: int = 10080 * 60_000
+    offsets_retention_check_interval_ms: int = 600000
+    offset_metadata_max_bytes: int = 4096
+    group_min_session_timeout_ms: int = 6000
+    group_max_session_timeout_ms: int = 1800000
+    group_initial_rebalance_delay_ms: int = 3000
+    group_max_size: int = 2**31 - 1
+
+    @classmethod
+    def from_broker_config(cls, cfg: Any) -> GroupConfig:
+        d = cls()
+
+        def get(key: str, default: int) -> int:
+            v = cfg.get(key) if hasattr(cfg, "get") else None
+            return default if v is None else int(v)
+
+        return cls(
+            offsets_topic_num_partitions=get("offsets.topic.num.partitions", d.offsets_topic_num_partitions),
+            offsets_topic_replication_factor=get("offsets.topic.replication.factor",
+                                                 d.offsets_topic_replication_factor),
+            offsets_topic_segment_bytes=get("offsets.topic.segment.bytes", d.offsets_topic_segment_bytes),
+            offsets_load_buffer_size=get("offsets.load.buffer.size", d.offsets_load_buffer_size),
+            offsets_commit_timeout_ms=get("offsets.commit.timeout.ms", d.offsets_commit_timeout_ms),
+            offsets_retention_ms=get("offsets.retention.minutes", 10080) * 60_000,
+            offsets_retention_check_interval_ms=get("offsets.retention.check.interval.ms",
+                                                    d.offsets_retention_check_interval_ms),
+            offset_metadata_max_bytes=get("offset.metadata.max.bytes", d.offset_metadata_max_bytes),
+            group_min_session_timeout_ms=get("group.min.session.timeout.ms", d.group_min_session_timeout_ms),
+            group_max_session_timeout_ms=get("group.max.session.timeout.ms", d.group_max_session_timeout_ms),
+            group_initial_rebalance_delay_ms=get("group.initial.rebalance.delay.ms",
+                                                 d.group_initial_rebalance_delay_ms),
+            group_max_size=get("group.max.size", d.group_max_size),
+        )
+
+
+def _store_error(code: int, *, for_offsets: bool) -> int:
+    """What a failed append means to a group client (Kafka's mapping)."""
+    if code in (ErrorCode.unknown_topic_or_partition, ErrorCode.not_enough_replicas,
+                ErrorCode.not_enough_replicas_after_append, ErrorCode.request_timed_out):
+        return int(ErrorCode.coordinator_not_available)
+    if code in (ErrorCode.not_leader_or_follower, ErrorCode.kafka_storage_error):
+        return int(ErrorCode.not_coordinator)
+    if code in (ErrorCode.message_too_large, ErrorCode.record_list_too_large, ErrorCode.invalid_fetch_size):
+        return int(ErrorCode.invalid_commit_offset_size if for_offsets else ErrorCode.unknown_server_error)
+    return int(code)
+
+
+class GroupMetadataManager:
+    def __init__(self, broker: KafkaBroker, config: GroupConfig, clock_ms: Callable[[], int]) -> None:
+        self.broker = broker
+        self.config = config
+        self.clock_ms = clock_ms
+        self.groups: dict[str, GroupMetadata] = {}
+        self.owned_partitions: set[int] = set()
+        self.loading_partitions: set[int] = set()
+        #: one token per leadership of a partition; a load whose token is stale gives up
+        self._load_tokens: dict[int, object] = {}
+        self._load_tasks: dict[int, asyncio.Task[None]] = {}
+        self.shutting_down = False
+
+    # ---- ownership ----------------------------------------------------------------
+    @property
+    def num_partitions(self) -> int:
+        """An existing ``__consumer_offsets`` wins over offsets.topic.num.partitions."""
+        t = self.broker.metadata_cache.get_topic(OFFSETS_TOPIC)
+        if t is not None and t.partitions:
+            return len(t.partitions)
+        return self.config.offsets_topic_num_partitions
+
+    def partition_for(self, group_id: str) -> int:
+        return codec.partition_for(group_id, self.num_partitions)
+
+    def is_group_local(self, group_id: str) -> bool:
+        return self.partition_for(group_id) in self.owned_partitions
+
+    def is_group_loading(self, group_id: str) -> bool:
+        return self.partition_for(group_id) in self.loading_partitions
+
+    @property
+    def is_loading(self) -> bool:
+        return bool(self.loading_partitions)
+
+    # ---- cache --------------------------------------------------------------------
+    def get_group(self, group_id: str) -> GroupMetadata | None:
+        return self.groups.get(group_id)
+
+    def add_group(self, group: GroupMetadata) -> GroupMetadata:
+        return self.groups.setdefault(group.group_id, group)
+
+    def remove_group(self, group: GroupMetadata) -> None:
+        if self.groups.get(group.group_id) is group:
+            del self.groups[group.group_id]
+
+    def current_groups(self) -> list[GroupMetadata]:
+        return list(self.groups.values())
+
+    # ---- writes -------------------------------------------------------------------
+    async def _append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> tuple[int, int]:
+        """Append records to one offsets partition (acks=-1); returns (error, base offset)."""
+        tp = (OFFSETS_TOPIC, partition)
+        batch = build_batch(records, timestamp_ms=self.clock_ms())
+        result: Any = self.broker.replica_manager.append_records(
+            self.config.offsets_commit_timeout_ms, -1, {tp: bytearray(batch)})
+        if not isinstance(result, dict):
+            result = await result
+        r = result[tp]
+        return int(r.error), int(r.base_offset)
+
+    async def store_group(self, group: GroupMetadata, assignment: dict[str, bytes]) -> int:
+        """Persist the group's generation and assignment; returns an error code."""
+        value = codec.encode_group_metadata_value(group.to_record_value(assignment))
+        key = codec.encode_group_metadata_key(group.group_id)
+        error, _ = await self._append(self.partition_for(group.group_id), [(key, value)])
+        if error:
+            log.warning("storing metadata of group %s failed: %s", group.group_id, ErrorCode(error).name)
+        return _store_error(error, for_offsets=False) if error else 0
+
+    async def store_offsets(self, group: GroupMetadata,
+                            offsets: dict[TopicPartition, OffsetAndMetadata]) -> dict[TopicPartition, int]:
+        """Append the commits, then make them visible; returns an error per partition."""
+        if not offsets:
+            return {}
+        gid = group.group_id
+        records = []
+        for (topic, partition), om in offsets.items():
+            value = codec.OffsetCommitValue(om.offset, om.metadata, om.commit_timestamp, om.leader_epoch,
+                                            om.expire_timestamp)
+            records.append((codec.encode_offset_commit_key(gid, topic, partition),
+                            codec.encode_offset_commit_value(value)))
+        group.pending_offset_commits.update(offsets.keys())
+        try:
+            error, base = await self._append(self.partition_for(gid), records)
+        finally:
+            group.pending_offset_commits.subtract(offsets.keys())
+            group.pending_offset_commits += type(group.pending_offset_commits)()
+        if error:
+            mapped = _store_error(error, for_offsets=True)
+            return dict.fromkeys(offsets, mapped)
+        if not group.is_state(GroupState.DEAD):
+            for i, (tp, om) in enumerate(offsets.items()):
+                om.record_offset = base + i
+                current = group.offsets.get(tp)
+                # appends to one partition complete in offset order, but never let an older win
+                if current is None or current.record_offset < om.record_offset:
+                    group.offsets[tp] = om
+        return dict.fromkeys(offsets, 0)
+
+    async def delete_offsets(self, group: GroupMetadata, tps: Iterable[TopicPartition]) -> int:
+        """Tombstone the given offsets of a group and drop them from the cache."""
+        tps = [tp for tp in tps if tp in group.offsets]
+        if not tps:
+            return 0
+        for tp in tps:
+            group.offsets.pop(tp, None)
+        records: list[tuple[bytes, bytes | None]] = [
+            (codec.encode_offset_commit_key(group.group_id, t, p), None) for t, p in tps]
+        error, _ = await self._append(self.partition_for(group.group_id), records)
+        return _store_error(error, for_offsets=True) if error else 0
+
+    async def delete_group(self, group: GroupMetadata) -> int:
+        """Mark the group Dead, drop it and tombstone its offsets and metadata."""
+        records: list[tuple[bytes, bytes | None]] = [
+            (codec.encode_offset_commit_key(group.group_id, t, p), None) for t, p in group.offsets]
+        records.append((codec.encode_group_metadata_key(group.group_id), None))
+        group.offsets.clear()
+        group.transition_to(GroupState.DEAD, self.clock_ms())
+        self.remove_group(group)
+        error, _ = await self._append(self.partition_for(group.group_id), records)
+        return _store_error(error, for_offsets=False) if error else 0
+
+    # ---- loading ------------------------------------------------------------------
+    def schedule_load(self, partition: int, on_loaded: Callable[[GroupMetadata], None]) -> None:
+        """Become coordinator for ``partition``: replay it, then own its groups.
+
+        A partition already owned or loading keeps its cache: this broker has
+        been its leader all along, so the cache is newer than nothing."""
+        if partition in self.owned_partitions or partition in self.loading_partitions:
+            return
+        token = object()
+        self._load_tokens[partition] = token
+        self.loading_partitions.add(partition)
+        task = asyncio.get_running_loop().create_task(self._load(partition, token, on_loaded))
+        self._load_tasks[partition] = task
+        task.add_done_callback(lambda _t: self._load_tasks.pop(partition, None) if
+                               self._load_tasks.get(partition) is _t else None)
+
+    def unload(self, partition: int, on_unloaded: Callable[[GroupMetadata], None]) -> None:
+        """Stop being coordinator for ``partition``: drop its groups."""
+        self._load_tokens.pop(partition, None)
+        task = self._load_tasks.pop(partition, None)
+        if task is not None:
+            task.cancel()
+        self.loading_partitions.discard(partition)
+        self.owned_partitions.discard(partition)
+        for group in list(self.groups.values()):
+            if self.partition_for(group.group_id) == partition:
+                self.remove_group(group)
+                on_unloaded(group)
+
+    async def _load(self, partition: int, token: object, on_loaded: Callable[[GroupMetadata], None]) -> None:
+        try:
+            offsets, metadata = await self._read_partition(partition, token)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            # as Kafka does: log it and own the partition with what could be read
+            log.exception("loading %s-%d failed", OFFSETS_TOPIC, partition)
+            offsets, metadata = {}, {}
+        if self._load_tokens.get(partition) is not token or self.shutting_down:
+            return
+        now = self.clock_ms()
+        loaded = 0
+        for gid in set(offsets) | set(metadata):
+            value = metadata.get(gid)
+            if value is not None:
+                group = GroupMetadata.from_record_value(gid, value, now)
+            elif offsets.get(gid):
+                group = GroupMetadata(gid, GroupState.EMPTY, now)
+            else:
+                continue
+            group.offsets = offsets.get(gid, {})
+            current = self.add_group(group)
+            if current is group:
+                loaded += 1
+                on_loaded(group)
+        self.loading_partitions.discard(partition)
+        self.owned_partitions.add(partition)
+        log.info("loaded %d groups from %s-%d", loaded, OFFSETS_TOPIC, partition)
+
+    async def _read_partition(
+        self, partition: int, token: object
+    ) -> tuple[dict[str, dict[TopicPartition, OffsetAndMetadata]], dict[str, codec.GroupMetadataValue | None]]:
+        offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
+        metadata: dict[str, codec.GroupMetadataValue | None] = {}
+        p = self.broker.replica_manager.get_partition((OFFSETS_TOPIC, partition))
+        plog = p.log if p is not None else None
+        if plog is None:
+            return offsets, metadata
+        position = plog.log_start_offset
+        end = plog.log_end_offset
+        while position < end:
+            data = plog.read(position, self.config.offsets_load_buffer_size, max_offset=None,
+                             min_one_message=True).records
+            raw = data if isinstance(data, bytes | bytearray) else (data.read_bytes() if data is not None else b"")
+            if not raw:
+                break
+            next_position = position
+            for header, records in iter_batches(raw):
+                next_position = header.next_offset
+                if header.is_control or header.is_transactional:
+                    # transactional offset commits belong to the transaction coordinator
+                    continue
+                for rec in records:
+                    if rec.offset < position or rec.key is None:
+                        continue
+                    self._apply(rec.offset, rec.key, rec.value, offsets, metadata)
+            if next_position <= position:
+                break
+            position = next_position
+            await asyncio.sleep(0)  # a big partition must not stall the broker
+            if self._load_tokens.get(partition) is not token:
+                raise asyncio.CancelledError
+        return offsets, metadata
+
+    @staticmethod
+    def _apply(record_offset: int, key_bytes: bytes, value_bytes: bytes | None,
+               offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]],
+               metadata: dict[str, codec.GroupMetadataValue | None]) -> None:
+        try:
+            key = codec.decode_key(key_bytes)
+            if isinstance(key, codec.OffsetCommitKey):
+                group_offsets = offsets.setdefault(key.group, {})
+                tp = (key.topic, key.partition)
+                if value_bytes is None:
+                    group_offsets.pop(tp, None)
+                    return
+                v = codec.decode_offset_commit_value(value_bytes)
+                group_offsets[tp] = OffsetAndMetadata(v.offset, v.leader_epoch, v.metadata, v.commit_timestamp,
+                                                      v.expire_timestamp, record_offset)
+            elif isinstance(key, codec.GroupMetadataKey):
+                metadata[key.group] = (None if value_bytes is None
+                                       else codec.decode_group_metadata_value(value_bytes))
+        except codec.CodecError as e:
+            log.warning("skipping undecodable %s record at offset %d: %s", OFFSETS_TOPIC, record_offset, e)
+
+    # ---- expiry -------------------------------------------------------------------
+    async def cleanup_group_metadata(self, now_ms: int | None = None) -> int:
+        """Expire old offsets and drop empty groups with none left; returns offsets removed."""
+        now = self.clock_ms() if now_ms is None else now_ms
+        removed = 0
+        tombstones: dict[int, list[tuple[bytes, bytes | None]]] = {}
+        for group in list(self.groups.values()):
+            partition = self.partition_for(group.group_id)
+            if partition not in self.owned_partitions:
+                continue
+            expired = group.expired_offsets(now, self.config.offsets_retention_ms)
+            out = tombstones.setdefault(partition, [])
+            for tp in expired:
+                del group.offsets[tp]
+                out.append((codec.encode_offset_commit_key(group.group_id, tp[0], tp[1]), None))
+            removed += len(expired)
+            if group.is_state(GroupState.EMPTY) and not group.offsets and not group.pending_offset_commits:
+                group.transition_to(GroupState.DEAD, now)
+                self.remove_group(group)
+                out.append((codec.encode_group_metadata_key(group.group_id), None))
+        for partition, records in tombstones.items():
+            if records:
+                error, _ = await self._append(partition, records)
+                if error:
+                    log.warning("writing expiry tombstones to %s-%d failed: %s", OFFSETS_TOPIC, partition,
+                                ErrorCode(error).name)
+        if removed:
+            log.info("removed %d expired offsets", removed)
+        return removed
+
+    async def run_expiry(self) -> None:
+        interval = max(self.config.offsets_retention_check_interval_ms, 1) / 1000
+        while not self.shutting_down:
+            await asyncio.sleep(interval)
+            with contextlib.suppress(Exception):
+                await self.cleanup_group_metadata()
+
+    def shutdown(self) -> None:
+        self.shutting_down = True
+        for task in self._load_tasks.values():
+            task.cancel()
+        self._load_tasks.clear()

@@ -1,0 +1,1065 @@
+"""One partition's log (Kafka's UnifiedLog + LocalLog): segments, offsets, reads.
+
+All calls are synchronous file I/O made from the event loop, as Kafka's
+request threads do: appends go to the page cache with no fsync (durability
+comes from replication); the LogManager flushes rolled segments and
+checkpoints in the background.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import logging
+import os
+import struct
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ParamSpec, TypeVar
+
+from kafkalite.log.abstract_index import CorruptIndexError
+from kafkalite.log.checkpoint import CorruptCheckpointError
+from kafkalite.log.errors import (
+    CorruptRecordBatch,
+    InvalidTimestamp,
+    KafkaStorageError,
+    OffsetOutOfRange,
+    OffsetsOutOfOrder,
+    PolicyViolation,
+    RecordBatchTooLarge,
+    RecordTooLarge,
+    UnexpectedAppendOffset,
+)
+from kafkalite.log.fetch_data import (
+    AbortedTxn,
+    FetchDataInfo,
+    LogOffsetMetadata,
+    TimestampAndOffset,
+)
+from kafkalite.log.leader_epoch_cache import LEADER_EPOCH_CHECKPOINT_FILE, LeaderEpochFileCache
+from kafkalite.log.log_config import LONG_MAX, LogConfig
+from kafkalite.log.log_segment import (
+    CLEANED_FILE_SUFFIX,
+    DELETED_FILE_SUFFIX,
+    INDEX_FILE_SUFFIX,
+    LOG_FILE_SUFFIX,
+    SWAP_FILE_SUFFIX,
+    TIME_INDEX_FILE_SUFFIX,
+    TXN_INDEX_FILE_SUFFIX,
+    LogSegment,
+    check_stored_batch,
+)
+from kafkalite.protocol.record_batch import (
+    LOG_OVERHEAD,
+    NO_TIMESTAMP,
+    BatchHeader,
+    assign_offsets,
+    validate_records,
+)
+
+__all__ = [
+    "EARLIEST_LOCAL_TIMESTAMP",
+    "EARLIEST_TIMESTAMP",
+    "LATEST_TIMESTAMP",
+    "MAX_TIMESTAMP",
+    "Log",
+    "LogAppendInfo",
+    "parse_topic_partition_name",
+    "topic_partition_dir_name",
+]
+
+log = logging.getLogger(__name__)
+
+# ListOffsets special timestamps
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
+
+_I32 = struct.Struct(">i")
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def topic_partition_dir_name(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+def parse_topic_partition_name(name: str) -> tuple[str, int]:
+    """``<topic>-<partition>``; topics may contain '-', so split on the last one."""
+    topic, sep, part = name.rpartition("-")
+    if not sep or not topic or not part.isdigit():
+        raise ValueError(f"{name!r} is not a <topic>-<partition> directory name")
+    return topic, int(part)
+
+
+def _wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(slots=True)
+class LogAppendInfo:
+    """What an append did; the Produce response is built from it."""
+
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time: int  # -1 for CreateTime
+    log_start_offset: int
+    num_messages: int
+    valid_bytes: int
+    shallow_count: int = 0  # batches
+
+
+def _guarded(fn: Callable[P, R]) -> Callable[P, R]:
+    """Turn I/O errors into KafkaStorageError and take the log offline."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        self: Log = args[0]  # type: ignore[assignment]
+        if self._offline:
+            raise KafkaStorageError(f"log {self.name} in {self.dir.parent} is offline")
+        try:
+            return fn(*args, **kwargs)
+        except OSError as e:
+            self._io_error(e)
+            raise KafkaStorageError(f"I/O error on log {self.name}: {e}") from e
+
+    return wrapper
+
+
+class Log:
+    """One partition's segments under ``<log dir>/<topic>-<partition>``."""
+
+    def __init__(
+        self,
+        dir: Path,
+        config: LogConfig,
+        *,
+        topic: str,
+        partition: int,
+        log_start_offset: int = 0,
+        recovery_point: int = 0,
+        clock_ms: Callable[[], int] = _wall_clock_ms,
+        needs_recovery: bool = False,
+        on_io_error: Callable[[Log, OSError], None] | None = None,
+    ) -> None:
+        self.dir = Path(dir)
+        self.config = config
+        self.topic = topic
+        self.partition = partition
+        self._clock = clock_ms
+        self._on_io_error = on_io_error
+        self._offline = False
+        self._segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self._meta_cache: dict[int, LogOffsetMetadata] = {}
+        self._unflushed_messages = 0
+        self.last_flush_ms = clock_ms()
+        #: bytes recovery truncated at load (LogManager logs it)
+        self.recovery_truncated_bytes = 0
+        self.dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self._epoch_cache = LeaderEpochFileCache(self.dir / LEADER_EPOCH_CHECKPOINT_FILE)
+        except CorruptCheckpointError as e:
+            log.warning("%s; rebuilding the leader epoch cache from the log", e)
+            (self.dir / LEADER_EPOCH_CHECKPOINT_FILE).unlink()
+            self._epoch_cache = LeaderEpochFileCache(self.dir / LEADER_EPOCH_CHECKPOINT_FILE)
+            needs_recovery = True
+            recovery_point = 0
+        self._load(log_start_offset, recovery_point, needs_recovery)
+
+    # ------------------------------------------------------------------ load
+
+    def _load(self, log_start_offset: int, recovery_point: int, needs_recovery: bool) -> None:
+        self._remove_temp_files()
+        self._complete_swap_operations()
+        rebuild: set[int] = set()
+        for base in sorted(self._log_file_offsets()):
+            missing_index = not (self.dir / f"{base:020d}{INDEX_FILE_SUFFIX}").exists()
+            seg = LogSegment.open(self.dir, base, self.config, created_ms=0)
+            self._add_segment(seg)
+            if missing_index:
+                log.info("%s: rebuilding the missing indexes of segment %d", self.name, base)
+                rebuild.add(base)
+                continue
+            try:
+                seg.sanity_check()
+            except CorruptIndexError as e:
+                log.warning("%s: %s; rebuilding the indexes of segment %d", self.name, e, base)
+                rebuild.add(base)
+        if needs_recovery:
+            self._recover_from(recovery_point, rebuild)
+        else:
+            for seg in self._segments:
+                if seg.base_offset in rebuild:
+                    self.recovery_truncated_bytes += seg.recover(None)
+        if not self._segments:
+            self._add_segment(self._new_segment(log_start_offset))
+        leo, end = self._segments[-1].scan_end()
+        if end != self._segments[-1].size:
+            # A clean shutdown never leaves a partial tail; recover rather than append after it.
+            log.warning(
+                "%s: the active segment ends with %d unreadable bytes",
+                self.name,
+                self._segments[-1].size - end,
+            )
+            self.recovery_truncated_bytes += self._segments[-1].recover(self._epoch_cache)
+            leo = self._segments[-1].read_next_offset()
+        if leo < log_start_offset:
+            log.warning(
+                "%s: log end offset %d is below the checkpointed log start offset %d; starting afresh there",
+                self.name,
+                leo,
+                log_start_offset,
+            )
+            for seg in list(self._segments):
+                seg.delete()
+            self._segments.clear()
+            self._bases.clear()
+            self._add_segment(self._new_segment(log_start_offset))
+            leo = log_start_offset
+        self._leo = leo
+        self._log_start_offset = max(log_start_offset, self._segments[0].base_offset)
+        # Everything up to the log end is now either flushed (clean shutdown) or re-validated.
+        self.recovery_point = leo
+        self._segments[-1].resize_indexes(self.config.segment_index_bytes)
+        self._epoch_cache.truncate_from_end(leo)
+        self._epoch_cache.truncate_from_start(self._log_start_offset)
+        self._hw = self._log_start_offset
+
+    def _log_file_offsets(self) -> list[int]:
+        out = []
+        for p in self.dir.iterdir():
+            name = p.name
+            if name.endswith(LOG_FILE_SUFFIX):
+                stem = name[: -len(LOG_FILE_SUFFIX)]
+                if stem.isdigit():
+                    out.append(int(stem))
+        return out
+
+    def _remove_temp_files(self) -> None:
+        """Delete leftovers of interrupted deletes/cleans and orphaned indexes (as Kafka)."""
+        logs = set()
+        for p in self.dir.iterdir():
+            if p.name.endswith(LOG_FILE_SUFFIX):
+                logs.add(p.name[: -len(LOG_FILE_SUFFIX)])
+        for p in list(self.dir.iterdir()):
+            name = p.name
+            if not p.is_file():
+                continue
+            if name.endswith((DELETED_FILE_SUFFIX, CLEANED_FILE_SUFFIX, ".tmp")):
+                p.unlink()
+                continue
+            for suffix in (INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, TXN_INDEX_FILE_SUFFIX):
+                if name.endswith(suffix) and name[: -len(suffix)] not in logs:
+                    log.info("%s: deleting orphaned index %s", self.name, name)
+                    p.unlink()
+
+    def _complete_swap_operations(self) -> None:
+        """Finish a cleaner swap interrupted by a crash (hook for ``cleaner.py``).
+
+        A ``.log.swap`` is a complete replacement for the segments whose base
+        offsets fall in its offset range: delete those and drop the suffix.
+        Swap indexes are discarded and rebuilt.
+        """
+        for p in sorted(self.dir.iterdir()):
+            name = p.name
+            if name.endswith(SWAP_FILE_SUFFIX) and not name.endswith(
+                LOG_FILE_SUFFIX + SWAP_FILE_SUFFIX
+            ):
+                p.unlink()
+        for p in sorted(self.dir.glob(f"*{LOG_FILE_SUFFIX}{SWAP_FILE_SUFFIX}")):
+            base = int(p.name.split(".", 1)[0])
+            seg = LogSegment.open(self.dir, base, self.config, file_suffix=SWAP_FILE_SUFFIX)
+            seg.recover(None)
+            end = seg.read_next_offset()
+            seg.close()
+            for other in self._log_file_offsets():
+                if base <= other < end:
+                    for suffix in (
+                        LOG_FILE_SUFFIX,
+                        INDEX_FILE_SUFFIX,
+                        TIME_INDEX_FILE_SUFFIX,
+                        TXN_INDEX_FILE_SUFFIX,
+                    ):
+                        (self.dir / f"{other:020d}{suffix}").unlink(missing_ok=True)
+            for suffix in (
+                LOG_FILE_SUFFIX,
+                INDEX_FILE_SUFFIX,
+                TIME_INDEX_FILE_SUFFIX,
+                TXN_INDEX_FILE_SUFFIX,
+            ):
+                swap = self.dir / f"{base:020d}{suffix}{SWAP_FILE_SUFFIX}"
+                if swap.exists():
+                    os.replace(swap, self.dir / f"{base:020d}{suffix}")
+            log.info("%s: completed interrupted swap of segment %d", self.name, base)
+
+    def _recover_from(self, recovery_point: int, rebuild: set[int]) -> None:
+        """Re-validate segments holding offsets >= recovery_point (and those with bad
+        indexes); drop every later segment after a bad batch."""
+        segs = self._segments
+        for i, seg in enumerate(segs):
+            next_base = segs[i + 1].base_offset if i + 1 < len(segs) else None
+            if (
+                next_base is not None
+                and next_base <= recovery_point
+                and seg.base_offset not in rebuild
+            ):
+                continue
+            truncated = seg.recover(self._epoch_cache)
+            if truncated > 0:
+                self.recovery_truncated_bytes += truncated
+                dropped = segs[i + 1 :]
+                if dropped:
+                    log.warning(
+                        "%s: corruption in segment %d; deleting %d later segments",
+                        self.name,
+                        seg.base_offset,
+                        len(dropped),
+                    )
+                for d in dropped:
+                    self.recovery_truncated_bytes += d.size
+                    d.delete()
+                del segs[i + 1 :]
+                del self._bases[i + 1 :]
+                break
+
+    def _new_segment(self, base_offset: int) -> LogSegment:
+        return LogSegment.open(self.dir, base_offset, self.config, created_ms=self._clock())
+
+    def _add_segment(self, seg: LogSegment) -> None:
+        self._segments.append(seg)
+        self._bases.append(seg.base_offset)
+
+    # ------------------------------------------------------------ properties
+
+    @property
+    def name(self) -> str:
+        return topic_partition_dir_name(self.topic, self.partition)
+
+    @property
+    def topic_partition(self) -> tuple[str, int]:
+        return self.topic, self.partition
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._leo
+
+    @property
+    def log_end_offset_metadata(self) -> LogOffsetMetadata:
+        active = self._segments[-1]
+        return LogOffsetMetadata(self._leo, active.base_offset, active.size)
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self._hw
+
+    @property
+    def high_watermark_metadata(self) -> LogOffsetMetadata:
+        return self.offset_metadata(self._hw)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Equal to the high watermark until transactions track open ones."""
+        return self._hw
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    @property
+    def first_segment_base_offset(self) -> int:
+        return self._segments[0].base_offset
+
+    @property
+    def num_segments(self) -> int:
+        return len(self._segments)
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        return list(self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def leader_epoch_cache(self) -> LeaderEpochFileCache:
+        return self._epoch_cache
+
+    @property
+    def latest_epoch(self) -> int | None:
+        return self._epoch_cache.latest_epoch
+
+    @property
+    def unflushed_messages(self) -> int:
+        return self._unflushed_messages
+
+    @property
+    def is_offline(self) -> bool:
+        return self._offline
+
+    def __repr__(self) -> str:
+        return f"Log({self.name}, start={self._log_start_offset}, end={self._leo}, segments={len(self._segments)})"
+
+    # ------------------------------------------------------------ offline
+
+    def _io_error(self, e: OSError) -> None:
+        log.error("%s: I/O error, taking the log offline: %s", self.name, e)
+        self._offline = True
+        if self._on_io_error is not None:
+            self._on_io_error(self, e)
+
+    def mark_offline(self) -> None:
+        """The log dir failed: every further call raises KafkaStorageError."""
+        if not self._offline:
+            self._offline = True
+            for seg in self._segments:
+                try:
+                    seg.close_handlers()
+                except OSError:
+                    pass
+
+    def update_config(self, config: LogConfig) -> None:
+        self.config = config
+
+    # ------------------------------------------------------------ append
+
+    @_guarded
+    def append_as_leader(
+        self, records: bytearray | memoryview | bytes, leader_epoch: int
+    ) -> LogAppendInfo:
+        """Validate, assign offsets (in place), append. Produce and coordinator writes.
+
+        Raises the record_batch errors (CORRUPT_MESSAGE, UNSUPPORTED_VERSION,
+        INVALID_RECORD, ...), RecordTooLarge, RecordBatchTooLarge, InvalidTimestamp.
+        """
+        if not records:
+            return self._empty_append_info()
+        buf = records
+        if not isinstance(buf, bytearray) and not (
+            isinstance(buf, memoryview) and not buf.readonly
+        ):
+            buf = bytearray(records)  # offsets are assigned in place
+        v = validate_records(buf)
+        cfg = self.config
+        max_bytes = cfg.max_message_bytes
+        for _pos, size in v.batches:
+            if size > max_bytes:
+                raise RecordTooLarge(
+                    f"batch of {size} bytes is larger than max.message.bytes {max_bytes} of {self.name}"
+                )
+        if v.size > cfg.segment_bytes:
+            raise RecordBatchTooLarge(
+                f"records of {v.size} bytes are larger than segment.bytes {cfg.segment_bytes} of {self.name}"
+            )
+        now = self._clock()
+        append_time = now if cfg.log_append_time else None
+        if append_time is None and (
+            cfg.message_timestamp_after_max_ms < LONG_MAX
+            or cfg.message_timestamp_before_max_ms < LONG_MAX
+        ):
+            self._validate_timestamps(v.headers, now)
+        first = self._leo
+        next_offset = assign_offsets(
+            buf,
+            v,
+            first,
+            leader_epoch=leader_epoch if leader_epoch >= 0 else None,
+            log_append_time_ms=append_time,
+        )
+        last = next_offset - 1
+        if append_time is not None:
+            max_ts, off_max = append_time, first
+        else:
+            max_ts, off_max = NO_TIMESTAMP, first
+            for h in v.headers:
+                if h.max_timestamp > max_ts:
+                    max_ts, off_max = h.max_timestamp, h.base_offset + h.last_offset_delta
+        seg = self._maybe_roll(v.size, max_ts, last, now, first)
+        if leader_epoch >= 0 and self._epoch_cache.latest_epoch != leader_epoch:
+            self._epoch_cache.assign(leader_epoch, first)
+        seg.append(last, max_ts, off_max, buf, v.headers)
+        self._after_append(next_offset, v.record_count)
+        return LogAppendInfo(
+            first,
+            last,
+            max_ts,
+            off_max,
+            -1 if append_time is None else append_time,
+            self._log_start_offset,
+            v.record_count,
+            v.size,
+            len(v.headers),
+        )
+
+    @_guarded
+    def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo:
+        """Append replicated batches as they are (offsets and epochs from the leader).
+
+        A trailing partial batch (fetch responses may end with one) is dropped.
+        """
+        mv = memoryview(records)
+        total = len(mv)
+        headers: list[BatchHeader] = []
+        pos = 0
+        prev_last = self._leo - 1
+        while pos + LOG_OVERHEAD <= total:
+            size = _I32.unpack_from(mv, pos + 8)[0] + LOG_OVERHEAD
+            if pos + size > total:
+                break
+            if size < 61:
+                raise CorruptRecordBatch(f"batch at {pos} has invalid length {size - LOG_OVERHEAD}")
+            h = check_stored_batch(mv, pos, size)
+            if h.base_offset <= prev_last:
+                if not headers:
+                    raise UnexpectedAppendOffset(
+                        f"{self.name}: first offset {h.base_offset} is below the log end offset {self._leo}",
+                        h.base_offset,
+                        h.base_offset + h.last_offset_delta,
+                    )
+                raise OffsetsOutOfOrder(f"{self.name}: out of order offsets at {h.base_offset}")
+            prev_last = h.base_offset + h.last_offset_delta
+            headers.append(h)
+            pos += size
+        if not headers:
+            return self._empty_append_info()
+        valid = mv[:pos] if pos < total else mv
+        first = headers[0].base_offset
+        last = prev_last
+        max_ts, off_max = NO_TIMESTAMP, first
+        count = 0
+        for h in headers:
+            count += h.last_offset_delta + 1
+            if h.max_timestamp > max_ts:
+                max_ts, off_max = h.max_timestamp, h.base_offset + h.last_offset_delta
+        now = self._clock()
+        seg = self._maybe_roll(pos, max_ts, last, now, first)
+        cache = self._epoch_cache
+        for h in headers:
+            epoch = h.partition_leader_epoch
+            if epoch >= 0:
+                latest = cache.latest_epoch
+                if latest is None or epoch > latest:
+                    cache.assign(epoch, h.base_offset)
+        seg.append(last, max_ts, off_max, valid, headers)
+        self._after_append(last + 1, count)
+        return LogAppendInfo(
+            first, last, max_ts, off_max, -1, self._log_start_offset, count, pos, len(headers)
+        )
+
+    def _empty_append_info(self) -> LogAppendInfo:
+        return LogAppendInfo(-1, -1, NO_TIMESTAMP, -1, -1, self._log_start_offset, 0, 0, 0)
+
+    def _validate_timestamps(self, headers: list[BatchHeader], now: int) -> None:
+        cfg = self.config
+        before, after = cfg.message_timestamp_before_max_ms, cfg.message_timestamp_after_max_ms
+        for h in headers:
+            for ts in (h.base_timestamp, h.max_timestamp):
+                if ts == NO_TIMESTAMP:
+                    continue
+                if now - ts > before or ts - now > after:
+                    raise InvalidTimestamp(
+                        f"timestamp {ts} of the batch at offset {h.base_offset} is out of range; it must be"
+                        f" within [{now - before}, {now + after}]"
+                    )
+
+    def _after_append(self, next_offset: int, count: int) -> None:
+        self._leo = next_offset
+        self._unflushed_messages += count
+        if self._unflushed_messages >= self.config.flush_messages:
+            self.flush()
+
+    def _maybe_roll(
+        self, size: int, max_ts: int, max_offset: int, now: int, first_offset: int
+    ) -> LogSegment:
+        seg = self._segments[-1]
+        cfg = self.config
+        if seg.should_roll(
+            max_segment_bytes=cfg.segment_bytes,
+            max_segment_ms=cfg.segment_ms,
+            messages_size=size,
+            max_timestamp_in_messages=max_ts,
+            max_offset_in_messages=max_offset,
+            now_ms=now,
+        ):
+            log.debug("%s: rolling new segment at %d (active %r)", self.name, first_offset, seg)
+            return self._roll(first_offset)
+        return seg
+
+    # ------------------------------------------------------------ roll
+
+    @_guarded
+    def roll(self, expected_next_offset: int | None = None) -> LogSegment:
+        """Start a new active segment at max(expected_next_offset, log end offset)."""
+        return self._roll(expected_next_offset)
+
+    def _roll(self, expected_next_offset: int | None) -> LogSegment:
+        new_offset = max(expected_next_offset or 0, self._leo)
+        active = self._segments[-1]
+        if active.base_offset == new_offset:
+            if active.size == 0:
+                return active  # rolling an empty segment would recreate it at the same offset
+            raise RuntimeError(f"{self.name}: segment {new_offset} already exists")
+        active.on_become_inactive()
+        seg = self._new_segment(new_offset)
+        self._add_segment(seg)
+        return seg
+
+    # ------------------------------------------------------------ read
+
+    @_guarded
+    def read(
+        self,
+        start_offset: int,
+        max_length: int,
+        *,
+        max_offset: int | None = None,
+        min_one_message: bool = True,
+    ) -> FetchDataInfo:
+        """Batches from the one holding ``start_offset``, from a single segment.
+
+        ``max_offset`` is the exclusive bound (high watermark / LSO for
+        consumers, None = log end): the read stops at the position of the batch
+        holding it, so a batch straddling it is not returned. Raises
+        OffsetOutOfRange below the log start or above the log end offset;
+        reading at the log end offset returns empty records.
+        """
+        leo = self._leo
+        if start_offset < self._log_start_offset or start_offset > leo:
+            raise OffsetOutOfRange(
+                f"offset {start_offset} is out of range for {self.name}: [{self._log_start_offset}, {leo}]"
+            )
+        if max_offset is None or max_offset >= leo:
+            bound = self.log_end_offset_metadata
+        else:
+            bound = self.offset_metadata(max(max_offset, self._log_start_offset))
+        if start_offset >= bound.message_offset:
+            meta = (
+                bound
+                if start_offset == bound.message_offset
+                else self.offset_metadata(start_offset)
+            )
+            return FetchDataInfo(meta, b"")
+        segs = self._segments
+        i = bisect.bisect_right(self._bases, start_offset) - 1
+        bound_base = bound.segment_base_offset
+        while 0 <= i < len(segs):
+            seg = segs[i]
+            if seg.base_offset < bound_base:
+                max_pos = seg.size
+            elif seg.base_offset == bound_base:
+                max_pos = bound.relative_position_in_segment
+            else:
+                return FetchDataInfo(LogOffsetMetadata(start_offset, seg.base_offset, 0), b"")
+            info = seg.read(start_offset, max_length, max_pos, min_one_message)
+            if info is not None:
+                return info
+            i += 1
+        return FetchDataInfo(self.log_end_offset_metadata, b"")
+
+    @_guarded
+    def offset_metadata(self, offset: int) -> LogOffsetMetadata:
+        """Segment and position of the batch holding ``offset`` (cached: HW/LSO repeat)."""
+        if offset >= self._leo:
+            if offset > self._leo:
+                raise OffsetOutOfRange(
+                    f"offset {offset} is above the log end offset {self._leo} of {self.name}"
+                )
+            return self.log_end_offset_metadata
+        cached = self._meta_cache.get(offset)
+        if cached is not None:
+            return cached
+        if offset < self._log_start_offset:
+            raise OffsetOutOfRange(
+                f"offset {offset} is below the log start offset {self._log_start_offset}"
+            )
+        segs = self._segments
+        i = bisect.bisect_right(self._bases, offset) - 1
+        meta = None
+        while 0 <= i < len(segs):
+            sp = segs[i].translate_offset(offset)
+            if sp is not None:
+                meta = LogOffsetMetadata(offset, segs[i].base_offset, sp.position)
+                break
+            i += 1
+        if meta is None:
+            return self.log_end_offset_metadata
+        if len(self._meta_cache) >= 8:
+            self._meta_cache.clear()
+        self._meta_cache[offset] = meta
+        return meta
+
+    def update_high_watermark(self, offset: int) -> int:
+        """Set the HW, clamped to [log_start_offset, log_end_offset]; returns it."""
+        hw = min(max(offset, self._log_start_offset), self._leo)
+        self._hw = hw
+        return hw
+
+    def maybe_increment_high_watermark(self, offset: int) -> bool:
+        """Raise the HW (never lowers it); True when it moved."""
+        if offset > self._hw:
+            old = self._hw
+            return self.update_high_watermark(offset) != old
+        return False
+
+    # ------------------------------------------------------------ timestamps
+
+    @_guarded
+    def fetch_offset_by_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """ListOffsets: (offset, timestamp) of the first record with timestamp >= ``timestamp``.
+
+        Special values: -2 earliest -> (log_start_offset, -1); -4 earliest
+        local (same); -1 latest -> (log_end_offset, -1) (the caller bounds by
+        HW/LSO); -3 max timestamp -> the first record with the largest
+        timestamp. None when no record qualifies.
+        """
+        r = self.fetch_timestamp_and_offset(timestamp)
+        return None if r is None else (r.offset, r.timestamp)
+
+    @_guarded
+    def fetch_timestamp_and_offset(self, timestamp: int) -> TimestampAndOffset | None:
+        """Like fetch_offset_by_timestamp, with the leader epoch of the found offset."""
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            lso = self._log_start_offset
+            return TimestampAndOffset(NO_TIMESTAMP, lso, self._epoch_cache.epoch_for_offset(lso))
+        if timestamp == LATEST_TIMESTAMP:
+            return TimestampAndOffset(NO_TIMESTAMP, self._leo, self._epoch_cache.latest_epoch)
+        if timestamp == MAX_TIMESTAMP:
+            best = None
+            for seg in self._segments:
+                if best is None or seg.max_timestamp_so_far > best.max_timestamp_so_far:
+                    best = seg
+            if best is None or best.max_timestamp_so_far < 0:
+                return None
+            return best.find_max_timestamp()
+        if timestamp < 0:
+            return None
+        for seg in self._segments:
+            if seg.max_timestamp_so_far >= timestamp:
+                found = seg.find_offset_by_timestamp(timestamp, self._log_start_offset)
+                if found is not None:
+                    return found
+        return None
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (epoch, end offset) from the leader epoch cache."""
+        return self._epoch_cache.end_offset_for(epoch, self._leo)
+
+    # ------------------------------------------------------------ log start / retention
+
+    @_guarded
+    def maybe_increment_log_start_offset(self, new_offset: int) -> bool:
+        """Advance the log start offset (DeleteRecords, retention); never beyond the HW."""
+        if new_offset > self._hw:
+            raise OffsetOutOfRange(
+                f"cannot increment the log start offset of {self.name} to {new_offset}:"
+                f" it is above the high watermark {self._hw}"
+            )
+        if new_offset > self._log_start_offset:
+            self._log_start_offset = new_offset
+            self._epoch_cache.truncate_from_start(new_offset)
+            return True
+        return False
+
+    def delete_records(self, offset: int) -> int:
+        """DeleteRecords on the leader: -1 means the HW. Returns the new low watermark."""
+        if not self.config.delete:
+            raise PolicyViolation(
+                f"records of {self.name} cannot be deleted: cleanup.policy has no delete"
+            )
+        if offset == -1:
+            offset = self._hw
+        if offset < 0:
+            raise OffsetOutOfRange(f"invalid DeleteRecords offset {offset}")
+        self.maybe_increment_log_start_offset(offset)
+        return self._log_start_offset
+
+    @_guarded
+    def delete_old_segments(self) -> int:
+        """Retention: delete whole segments below the log start offset, and by
+        retention.ms / retention.bytes when cleanup.policy has ``delete``.
+
+        Only data below the HW goes. When every segment qualifies the log rolls
+        first, so the active segment itself is never deleted (Kafka does the same).
+        Returns the number of segments deleted.
+        """
+        n = self._delete_matching(self._start_offset_breached)
+        cfg = self.config
+        if cfg.delete:
+            if cfg.retention_ms >= 0:
+                now = self._clock()
+                retention_ms = cfg.retention_ms
+                n += self._delete_matching(
+                    lambda seg, _nxt: now - seg.largest_timestamp > retention_ms
+                )
+            if cfg.retention_bytes >= 0:
+                excess = self.size_in_bytes - cfg.retention_bytes
+                if excess > 0:
+                    state = [excess]
+
+                    def by_size(seg: LogSegment, _nxt: LogSegment | None) -> bool:
+                        if state[0] - seg.size >= 0:
+                            state[0] -= seg.size
+                            return True
+                        return False
+
+                    n += self._delete_matching(by_size)
+        return n
+
+    def _start_offset_breached(self, _seg: LogSegment, nxt: LogSegment | None) -> bool:
+        return nxt is not None and nxt.base_offset <= self._log_start_offset
+
+    def _delete_matching(self, predicate: Callable[[LogSegment, LogSegment | None], bool]) -> int:
+        segs = self._segments
+        deletable: list[LogSegment] = []
+        for i, seg in enumerate(segs):
+            nxt = segs[i + 1] if i + 1 < len(segs) else None
+            upper = nxt.base_offset if nxt is not None else self._leo
+            if self._hw < upper:
+                break
+            if nxt is None and seg.size == 0:
+                break
+            if not predicate(seg, nxt):
+                break
+            deletable.append(seg)
+        if not deletable:
+            return 0
+        if len(deletable) == len(segs):
+            self._roll(None)
+        self._remove_segments(deletable, "retention")
+        first_base = self._segments[0].base_offset
+        if first_base > self._log_start_offset:
+            self._log_start_offset = first_base
+            self._epoch_cache.truncate_from_start(first_base)
+        return len(deletable)
+
+    def _remove_segments(self, doomed: list[LogSegment], reason: str) -> None:
+        """Drop segments from the log, rename to ``.deleted``, delete after file.delete.delay.ms."""
+        ids = {id(s) for s in doomed}
+        self._segments = [s for s in self._segments if id(s) not in ids]
+        self._bases = [s.base_offset for s in self._segments]
+        self._meta_cache.clear()
+        delay = self.config.file_delete_delay_ms
+        due = self._clock() + delay
+        for seg in doomed:
+            log.info("%s: deleting segment %d (%s)", self.name, seg.base_offset, reason)
+            if delay <= 0:
+                seg.delete()
+            else:
+                seg.change_file_suffixes("", DELETED_FILE_SUFFIX)
+                self._pending_deletes.append((due, seg))
+
+    def run_pending_deletes(self, now_ms: int | None = None, *, force: bool = False) -> int:
+        """Delete ``.deleted`` segment files whose delay expired; returns how many."""
+        if not self._pending_deletes:
+            return 0
+        now = self._clock() if now_ms is None else now_ms
+        keep, done = [], 0
+        for due, seg in self._pending_deletes:
+            if force or due <= now:
+                try:
+                    seg.delete()
+                except OSError as e:
+                    log.warning("%s: failed to delete %s: %s", self.name, seg.log_path, e)
+                done += 1
+            else:
+                keep.append((due, seg))
+        self._pending_deletes = keep
+        return done
+
+    @property
+    def pending_deletes(self) -> list[tuple[int, LogSegment]]:
+        return list(self._pending_deletes)
+
+    # ------------------------------------------------------------ truncation
+
+    @_guarded
+    def truncate_to(self, offset: int) -> bool:
+        """Follower truncation: drop everything from the batch holding ``offset`` on."""
+        if offset < 0:
+            raise ValueError(f"cannot truncate {self.name} to a negative offset {offset}")
+        if offset >= self._leo:
+            return False
+        if self._segments[0].base_offset > offset:
+            self._truncate_fully_and_start_at(offset)
+            return True
+        i = bisect.bisect_right(self._bases, offset) - 1
+        doomed = self._segments[i + 1 :]
+        if doomed:
+            self._remove_segments(doomed, f"truncation to {offset}")
+        active = self._segments[-1]
+        active.truncate_to(offset)
+        self._leo = max(active.read_next_offset(), active.base_offset)
+        self._meta_cache.clear()
+        self._epoch_cache.truncate_from_end(self._leo)
+        self._log_start_offset = min(self._log_start_offset, self._leo)
+        self.recovery_point = min(self.recovery_point, self._leo)
+        self._hw = min(self._hw, self._leo)
+        return True
+
+    @_guarded
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete all data; the log restarts empty at ``offset``."""
+        self._truncate_fully_and_start_at(offset)
+
+    def _truncate_fully_and_start_at(self, offset: int) -> None:
+        old = list(self._segments)
+        old_active = old[-1]
+        if old_active.base_offset == offset:
+            # same file name: delete now rather than rename-and-wait
+            self._segments.pop()
+            self._bases.pop()
+            old_active.delete()
+            old.pop()
+        if old:
+            self._remove_segments(old, f"truncate fully and start at {offset}")
+        self._segments = []
+        self._bases = []
+        self._add_segment(self._new_segment(offset))
+        self._meta_cache.clear()
+        self._epoch_cache.clear_and_flush()
+        self._leo = offset
+        self._log_start_offset = offset
+        self.recovery_point = offset
+        self._hw = offset
+
+    # ------------------------------------------------------------ flush / close
+
+    @_guarded
+    def flush(self, up_to: int | None = None) -> None:
+        """fsync segments holding offsets below ``up_to`` (default: everything); move the recovery point."""
+        offset = self._leo if up_to is None else min(up_to, self._leo)
+        if offset <= self.recovery_point:
+            return
+        for seg in self.unflushed_segments(offset):
+            seg.flush()
+        self.recovery_point = offset
+        self.last_flush_ms = self._clock()
+        if offset >= self._leo:
+            self._unflushed_messages = 0
+
+    def unflushed_segments(self, up_to: int) -> list[LogSegment]:
+        """Segments holding offsets in [recovery_point, up_to): what flush(up_to) would fsync."""
+        return [
+            seg
+            for seg, next_base in self._segments_between(self.recovery_point, up_to)
+            if next_base is None or next_base > self.recovery_point
+        ]
+
+    def mark_flushed(self, offset: int) -> None:
+        """Record that data below ``offset`` was fsynced elsewhere (a worker thread)."""
+        offset = min(offset, self._leo)
+        if offset > self.recovery_point:
+            self.recovery_point = offset
+            self.last_flush_ms = self._clock()
+
+    def _segments_between(self, start: int, end: int) -> Iterator[tuple[LogSegment, int | None]]:
+        segs = self._segments
+        i = max(bisect.bisect_right(self._bases, start) - 1, 0)
+        while i < len(segs) and segs[i].base_offset < end:
+            yield segs[i], segs[i + 1].base_offset if i + 1 < len(segs) else None
+            i += 1
+
+    # ------------------------------------------------------------ transactions / cleaner hooks
+
+    def collect_aborted_transactions(
+        self, start_offset: int, upper_bound_offset: int
+    ) -> list[AbortedTxn]:
+        """Aborted transactions overlapping [start_offset, upper_bound_offset) (read_committed fetch)."""
+        out: list[AbortedTxn] = []
+        segs = self._segments
+        i = max(bisect.bisect_right(self._bases, start_offset) - 1, 0)
+        while i < len(segs) and segs[i].base_offset < upper_bound_offset:
+            r = segs[i].txn_index.collect_aborted_txns(start_offset, upper_bound_offset)
+            out.extend(r.aborted)
+            if r.is_complete:
+                break
+            i += 1
+        return out
+
+    @_guarded
+    def replace_segments(
+        self, new_segments: list[LogSegment], old_segments: list[LogSegment]
+    ) -> None:
+        """Swap cleaned segments in for old ones (Kafka's replaceSegments; for ``cleaner.py``).
+
+        ``new_segments`` are complete, flushed segments written with the
+        ``.cleaned`` suffix. They are renamed ``.swap`` first: from then on a
+        crash is completed at load by :meth:`_complete_swap_operations`. Then
+        the old segments leave the log (renamed ``.deleted``, removed after
+        file.delete.delay.ms) and the swap suffix is dropped.
+        """
+        new_sorted = sorted(new_segments, key=lambda s: s.base_offset)
+        old_ids = {id(s) for s in old_segments}
+        for seg in new_sorted:
+            if seg.has_suffix(CLEANED_FILE_SUFFIX):
+                seg.change_file_suffixes(CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)
+        doomed = [s for s in self._segments if id(s) in old_ids]
+        self._remove_segments(doomed, "replaced by cleaned segments")
+        merged = self._segments + new_sorted
+        merged.sort(key=lambda s: s.base_offset)
+        self._segments = merged
+        self._bases = [s.base_offset for s in merged]
+        for seg in new_sorted:
+            seg.change_file_suffixes(SWAP_FILE_SUFFIX, "")
+        self._meta_cache.clear()
+
+    def close(self) -> None:
+        """Clean close: trim indexes, close files. Pending deletes keep their ``.deleted`` files."""
+        for seg in self._segments:
+            try:
+                seg.close()
+            except OSError as e:
+                log.warning("%s: error closing %r: %s", self.name, seg, e)
+        for _due, seg in self._pending_deletes:
+            try:
+                seg.close_handlers()
+            except OSError:
+                pass
+        self._pending_deletes = []
+
+    def close_handlers(self) -> None:
+        """Release descriptors without touching files (offline dir, deleted log)."""
+        for seg in self._segments:
+            try:
+                seg.close_handlers()
+            except OSError:
+                pass
+        for _due, seg in self._pending_deletes:
+            try:
+                seg.close_handlers()
+            except OSError:
+                pass
+
+    def delete(self) -> None:
+        """Remove every file of the log and its directory."""
+        import shutil
+
+        self.close_handlers()
+        self._segments = []
+        self._bases = []
+        self._pending_deletes = []
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    # ------------------------------------------------------------ misc
+
+    def debug_state(self) -> dict[str, Any]:
+        return {
+            "log_start_offset": self._log_start_offset,
+            "log_end_offset": self._leo,
+            "high_watermark": self._hw,
+            "recovery_point": self.recovery_point,
+            "segments": [(s.base_offset, s.size) for s in self._segments],
+        }

@@ -1,0 +1,199 @@
+"""Partition: one topic-partition hosted on this broker, as leader or follower.
+
+It owns the leader state the controller hands down (leader, epoch, replicas,
+ISR) and the high watermark rule: HW = min LEO over the ISR. On a single
+broker the ISR is just the leader, so HW follows the log end offset at once.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from kafkalite.protocol.errors import ErrorCode, KafkaError
+from kafkalite.protocol.record_batch import NO_PRODUCER_ID, iter_headers, validate_records
+from kafkalite.replica.producer_state import ProducerStateManager
+
+if TYPE_CHECKING:
+    from kafkalite.log.log import Log
+
+
+@dataclass(slots=True)
+class ReplicaState:
+    """What the leader knows about a follower (from its fetches)."""
+
+    broker_id: int
+    log_end_offset: int = -1
+    last_caught_up_time_ms: int = 0
+
+
+@dataclass(slots=True)
+class LeaderAndIsrState:
+    leader: int
+    leader_epoch: int
+    isr: list[int]
+    replicas: list[int]
+    partition_epoch: int = 0
+    controller_epoch: int = 0
+    adding_replicas: list[int] = field(default_factory=list)
+    removing_replicas: list[int] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class DuplicateAppend:
+    """The LogAppendInfo shape for a deduplicated retry."""
+
+    first_offset: int
+    last_offset: int
+    log_start_offset: int
+    log_append_time: int = -1
+
+
+class Partition:
+    def __init__(self, topic: str, partition: int, topic_id: uuid.UUID, local_broker_id: int) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.topic_id = topic_id
+        self.local_broker_id = local_broker_id
+        self.log: Log | None = None
+        self.leader_id = -1
+        self.leader_epoch = -1
+        self.partition_epoch = 0
+        self.controller_epoch = 0
+        self.replicas: list[int] = []
+        self.isr: list[int] = []
+        self.remote_replicas: dict[int, ReplicaState] = {}
+        self.min_insync_replicas = 1
+        self._producer_state: ProducerStateManager | None = None
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.topic, self.partition)
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader_id == self.local_broker_id and self.log is not None
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log.high_watermark if self.log is not None else 0
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset if self.log is not None else 0
+
+    def make_leader(self, state: LeaderAndIsrState, log: Log) -> bool:
+        """Become leader; returns True if this is a new leadership (epoch changed)."""
+        is_new = self.leader_id != self.local_broker_id or self.leader_epoch != state.leader_epoch
+        if is_new:
+            self._producer_state = None
+        self.log = log
+        self.leader_id = state.leader
+        self.leader_epoch = state.leader_epoch
+        self.partition_epoch = state.partition_epoch
+        self.controller_epoch = state.controller_epoch
+        self.replicas = list(state.replicas)
+        self.isr = list(state.isr)
+        now = int(time.time() * 1000)
+        self.remote_replicas = {
+            r: self.remote_replicas.get(r) or ReplicaState(r, -1, now)
+            for r in state.replicas
+            if r != self.local_broker_id
+        }
+        log.leader_epoch_cache.assign(state.leader_epoch, log.log_end_offset)
+        self.maybe_increment_high_watermark()
+        return is_new
+
+    def make_follower(self, state: LeaderAndIsrState, log: Log) -> bool:
+        changed = self.leader_id != state.leader or self.leader_epoch != state.leader_epoch
+        self._producer_state = None
+        self.log = log
+        self.leader_id = state.leader
+        self.leader_epoch = state.leader_epoch
+        self.partition_epoch = state.partition_epoch
+        self.controller_epoch = state.controller_epoch
+        self.replicas = list(state.replicas)
+        self.isr = list(state.isr)
+        self.remote_replicas = {}
+        return changed
+
+    def check_leader(self, current_leader_epoch: int = -1) -> None:
+        if self.log is None:
+            raise KafkaError(ErrorCode.unknown_topic_or_partition)
+        if current_leader_epoch >= 0:
+            if current_leader_epoch < self.leader_epoch:
+                raise KafkaError(ErrorCode.fenced_leader_epoch)
+            if current_leader_epoch > self.leader_epoch:
+                raise KafkaError(ErrorCode.unknown_leader_epoch)
+        if self.leader_id != self.local_broker_id:
+            raise KafkaError(ErrorCode.not_leader_or_follower)
+
+    def append_records_to_leader(self, records: bytearray, required_acks: int):  # -> LogAppendInfo
+        self.check_leader()
+        assert self.log is not None
+        if required_acks == -1 and len(self.isr) < self.min_insync_replicas:
+            raise KafkaError(
+                ErrorCode.not_enough_replicas,
+                f"ISR {self.isr} is smaller than min.insync.replicas={self.min_insync_replicas}",
+            )
+        headers = validate_records(records).headers
+        idempotent = any(h.producer_id != NO_PRODUCER_ID for h in headers)
+        if idempotent:
+            state = self.producer_state()
+            dup = state.check(headers)
+            if dup is not None:
+                # a retry of an appended batch: answer with the original offsets, append nothing
+                return DuplicateAppend(dup.first_offset, dup.last_offset, self.log.log_start_offset)
+        info = self.log.append_as_leader(records, self.leader_epoch)
+        if idempotent:
+            offset = info.first_offset
+            for h in headers:
+                h.base_offset = offset
+                offset += h.last_offset_delta + 1
+            self.producer_state().update(headers)
+        self.maybe_increment_high_watermark()
+        return info
+
+    def producer_state(self) -> ProducerStateManager:
+        """Built lazily from the log's batch headers the first time an idempotent producer writes."""
+        if self._producer_state is None:
+            state = ProducerStateManager()
+            log = self.log
+            if log is not None:
+                offset = log.log_start_offset
+                while offset < log.log_end_offset:
+                    data = log.read(offset, 8 << 20, max_offset=None, min_one_message=True).records
+                    raw = data if isinstance(data, bytes | bytearray) else data.read_bytes()
+                    if not raw:
+                        break
+                    hs = [h for _, h in iter_headers(raw)]
+                    if not hs:
+                        break
+                    state.update(hs)
+                    offset = hs[-1].next_offset
+            self._producer_state = state
+        return self._producer_state
+
+    def reset_producer_state(self) -> None:
+        self._producer_state = None
+
+    def maybe_increment_high_watermark(self) -> bool:
+        """HW = min LEO over the ISR; returns True if it moved."""
+        log = self.log
+        if log is None or self.leader_id != self.local_broker_id:
+            return False
+        new_hw = log.log_end_offset
+        for r in self.isr:
+            if r == self.local_broker_id:
+                continue
+            rs = self.remote_replicas.get(r)
+            leo = rs.log_end_offset if rs is not None else -1
+            if leo < new_hw:
+                new_hw = max(leo, 0)
+        old = log.high_watermark
+        if new_hw > old:
+            log.update_high_watermark(new_hw)
+            return True
+        return False

@@ -1,0 +1,326 @@
+"""ReplicaManager: the partitions this broker hosts, and the produce/fetch paths.
+
+Handlers call :meth:`append_records` and :meth:`fetch_messages`; both return a
+result at once when they can, or a future completed by a delayed operation in
+the purgatory (acks=all waiting for the ISR, a long-poll fetch waiting for
+data). Leadership changes arrive through :meth:`become_leader_or_follower`
+(the LeaderAndIsr path) and :meth:`stop_replicas`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from kafkalite.log.errors import LogError, OffsetOutOfRange
+from kafkalite.protocol.errors import ErrorCode, KafkaError
+from kafkalite.protocol.record_batch import InvalidRecordBatch
+from kafkalite.replica.delayed_fetch import DelayedFetch, FetchPartitionStatus
+from kafkalite.replica.delayed_produce import DelayedProduce, ProducePartitionStatus
+from kafkalite.replica.partition import LeaderAndIsrState, Partition
+from kafkalite.timer.purgatory import DelayedOperationPurgatory
+
+if TYPE_CHECKING:
+    from kafkalite.log.log_manager import LogManager
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
+
+READ_UNCOMMITTED = 0
+READ_COMMITTED = 1
+
+
+@dataclass(slots=True)
+class ProduceResult:
+    error: int = 0
+    base_offset: int = -1
+    log_append_time: int = -1
+    log_start_offset: int = -1
+    error_message: str | None = None
+
+
+@dataclass(slots=True)
+class FetchParams:
+    replica_id: int
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    isolation_level: int
+
+    @property
+    def is_from_follower(self) -> bool:
+        return self.replica_id >= 0
+
+
+@dataclass(slots=True)
+class PartitionFetchInfo:
+    fetch_offset: int
+    max_bytes: int
+    log_start_offset: int = -1
+    current_leader_epoch: int = -1
+
+
+@dataclass(slots=True)
+class FetchPartitionResult:
+    error: int = 0
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    records: Any = None  # FileSlice / bytes / None
+    aborted_transactions: list[tuple[int, int]] | None = None
+    log_end_offset: int = -1
+    size: int = 0
+
+
+@dataclass(slots=True)
+class ReplicaManagerConfig:
+    broker_id: int
+    request_timeout_ms: int = 30000
+    fetch_purge_interval: int = 1000
+    produce_purge_interval: int = 1000
+    default_min_insync_replicas: int = 1
+    topic_min_isr: Callable[[str], int] = field(default=lambda _t: 1)
+
+
+class ReplicaManager:
+    def __init__(self, config: ReplicaManagerConfig, log_manager: LogManager) -> None:
+        self.config = config
+        self.broker_id = config.broker_id
+        self.log_manager = log_manager
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self.produce_purgatory = DelayedOperationPurgatory("Produce", purge_interval=config.produce_purge_interval)
+        self.fetch_purgatory = DelayedOperationPurgatory("Fetch", purge_interval=config.fetch_purge_interval)
+        self.delete_records_purgatory = DelayedOperationPurgatory("DeleteRecords", purge_interval=1)
+        #: listeners called after a leader append (e.g. metrics, tests)
+        self.append_listeners: list[Callable[[TopicPartition, Any], None]] = []
+
+    # ---- partitions ---------------------------------------------------------
+    def get_partition(self, tp: TopicPartition) -> Partition | None:
+        return self.partitions.get(tp)
+
+    def leader_partition_or_error(self, tp: TopicPartition, current_leader_epoch: int = -1) -> Partition:
+        p = self.partitions.get(tp)
+        if p is None:
+            raise KafkaError(ErrorCode.unknown_topic_or_partition)
+        p.check_leader(current_leader_epoch)
+        return p
+
+    def become_leader_or_follower(
+        self,
+        states: dict[TopicPartition, tuple[uuid.UUID, LeaderAndIsrState]],
+        log_config_for: Callable[[str], Any],
+    ) -> dict[TopicPartition, int]:
+        """Apply LeaderAndIsr: create logs as needed, switch roles. Returns errors."""
+        errors: dict[TopicPartition, int] = {}
+        for tp, (topic_id, state) in states.items():
+            try:
+                p = self.partitions.get(tp)
+                if p is None or p.topic_id != topic_id:
+                    p = Partition(tp[0], tp[1], topic_id, self.broker_id)
+                    self.partitions[tp] = p
+                if state.leader_epoch < p.leader_epoch:
+                    errors[tp] = ErrorCode.stale_controller_epoch  # stale leader epoch
+                    continue
+                plog = self.log_manager.get_or_create_log(tp[0], tp[1], log_config_for(tp[0]))
+                p.min_insync_replicas = self.config.topic_min_isr(tp[0])
+                if state.leader == self.broker_id:
+                    p.make_leader(state, plog)
+                else:
+                    p.make_follower(state, plog)
+                errors[tp] = 0
+                # wake anything parked on this partition (leadership may have changed)
+                self.fetch_purgatory.check_and_complete(tp)
+                self.produce_purgatory.check_and_complete(tp)
+            except LogError as e:
+                errors[tp] = e.error_code
+        return errors
+
+    def stop_replicas(self, tps: Iterable[TopicPartition], *, delete: bool) -> dict[TopicPartition, int]:
+        errors = {}
+        for tp in tps:
+            p = self.partitions.pop(tp, None)
+            if p is not None:
+                p.leader_id = -1
+            self.fetch_purgatory.check_and_complete(tp)
+            self.produce_purgatory.check_and_complete(tp)
+            if delete:
+                try:
+                    self.log_manager.delete_log(tp[0], tp[1])
+                except LogError as e:
+                    errors[tp] = e.error_code
+                    continue
+            errors[tp] = 0
+        return errors
+
+    # ---- produce ------------------------------------------------------------
+    def append_records(
+        self,
+        timeout_ms: int,
+        required_acks: int,
+        entries: dict[TopicPartition, bytearray],
+    ) -> dict[TopicPartition, ProduceResult] | asyncio.Future[dict[TopicPartition, ProduceResult]]:
+        results: dict[TopicPartition, ProduceResult] = {}
+        appended: dict[TopicPartition, int] = {}
+        for tp, records in entries.items():
+            try:
+                p = self.leader_partition_or_error(tp)
+                info = p.append_records_to_leader(records, required_acks)
+                results[tp] = ProduceResult(0, info.first_offset, info.log_append_time, info.log_start_offset)
+                appended[tp] = info.last_offset + 1
+                # followers parked at the log end wake on the append itself
+                self.fetch_purgatory.check_and_complete(tp)
+                for cb in self.append_listeners:
+                    cb(tp, info)
+            except KafkaError as e:
+                results[tp] = ProduceResult(int(e.code), error_message=e.message)
+            except (InvalidRecordBatch, LogError) as e:
+                results[tp] = ProduceResult(e.error_code, error_message=str(e) or None)
+            except Exception as e:  # never let one partition's failure take the request down
+                log.exception("append to %s failed", tp)
+                results[tp] = ProduceResult(ErrorCode.unknown_server_error, error_message=repr(e))
+        if required_acks != -1 or not appended:
+            return results
+        statuses = {
+            tp: ProducePartitionStatus(required_offset=appended.get(tp, -1), result=r, pending=tp in appended)
+            for tp, r in results.items()
+        }
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[dict[TopicPartition, ProduceResult]] = loop.create_future()
+        op = DelayedProduce(timeout_ms, statuses, self, fut)
+        if self.produce_purgatory.try_complete_else_watch(op, list(appended)):
+            pass
+        return fut
+
+    def on_high_watermark_change(self, tp: TopicPartition) -> None:
+        self.produce_purgatory.check_and_complete(tp)
+        self.fetch_purgatory.check_and_complete(tp)
+        self.delete_records_purgatory.check_and_complete(tp)
+
+    # ---- fetch --------------------------------------------------------------
+    def read_partition(self, params: FetchParams, tp: TopicPartition, info: PartitionFetchInfo,
+                       max_bytes: int, min_one_message: bool) -> FetchPartitionResult:
+        try:
+            p = self.partitions.get(tp)
+            if p is None or p.log is None:
+                raise KafkaError(ErrorCode.unknown_topic_or_partition)
+            if not params.is_from_follower:
+                p.check_leader(info.current_leader_epoch)
+            plog = p.log
+            hw = plog.high_watermark
+            lso = plog.last_stable_offset
+            if params.is_from_follower:
+                max_offset = None
+            elif params.isolation_level == READ_COMMITTED:
+                max_offset = lso
+            else:
+                max_offset = hw
+            data = plog.read(info.fetch_offset, max_bytes, max_offset=max_offset, min_one_message=min_one_message)
+            records = data.records
+            size = len(records) if isinstance(records, bytes | bytearray) else int(getattr(records, "size", 0))
+            return FetchPartitionResult(
+                0, hw, lso, plog.log_start_offset, records if size else None, None, plog.log_end_offset, size
+            )
+        except OffsetOutOfRange:
+            p = self.partitions.get(tp)
+            plog = p.log if p else None
+            return FetchPartitionResult(
+                ErrorCode.offset_out_of_range,
+                plog.high_watermark if plog else -1,
+                plog.last_stable_offset if plog else -1,
+                plog.log_start_offset if plog else -1,
+            )
+        except KafkaError as e:
+            return FetchPartitionResult(int(e.code))
+        except LogError as e:
+            return FetchPartitionResult(e.error_code)
+
+    def read_from_local_log(
+        self, params: FetchParams, infos: list[tuple[TopicPartition, PartitionFetchInfo]]
+    ) -> list[tuple[TopicPartition, FetchPartitionResult]]:
+        remaining = params.max_bytes
+        min_one = True
+        out = []
+        for tp, info in infos:
+            r = self.read_partition(params, tp, info, min(info.max_bytes, max(remaining, 0)), min_one)
+            if r.size:
+                remaining -= r.size
+                min_one = False
+            out.append((tp, r))
+        return out
+
+    def fetch_messages(
+        self, params: FetchParams, infos: list[tuple[TopicPartition, PartitionFetchInfo]]
+    ) -> list[tuple[TopicPartition, FetchPartitionResult]] | asyncio.Future[list[tuple[TopicPartition, FetchPartitionResult]]]:
+        results = self.read_from_local_log(params, infos)
+        total = sum(r.size for _, r in results)
+        has_error = any(r.error for _, r in results)
+        if params.max_wait_ms <= 0 or not infos or total >= params.min_bytes or has_error:
+            return results
+        statuses = [
+            (tp, FetchPartitionStatus(info.fetch_offset, info)) for tp, info in infos
+        ]
+        fut: asyncio.Future[list[tuple[TopicPartition, FetchPartitionResult]]] = (
+            asyncio.get_running_loop().create_future()
+        )
+        op = DelayedFetch(params.max_wait_ms, params, statuses, self, fut)
+        self.fetch_purgatory.try_complete_else_watch(op, [tp for tp, _ in infos])
+        return fut
+
+    # ---- offsets ------------------------------------------------------------
+    def fetch_offset_for_timestamp(
+        self, tp: TopicPartition, timestamp: int, isolation_level: int | None, current_leader_epoch: int = -1
+    ) -> tuple[int, int, int]:
+        """ListOffsets for one partition: returns (offset, timestamp, leader_epoch)."""
+        p = self.leader_partition_or_error(tp, current_leader_epoch)
+        plog = p.log
+        assert plog is not None
+        if isolation_level == READ_COMMITTED:
+            latest = plog.last_stable_offset
+        elif isolation_level == READ_UNCOMMITTED:
+            latest = plog.high_watermark
+        else:
+            latest = plog.log_end_offset  # replica / legacy
+        epoch = p.leader_epoch
+        if timestamp == LATEST_TIMESTAMP:
+            return latest, -1, epoch
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            return plog.log_start_offset, -1, epoch
+        if timestamp == LATEST_TIERED_TIMESTAMP:
+            return -1, -1, -1
+        if timestamp == MAX_TIMESTAMP:
+            found = plog.fetch_offset_by_timestamp(MAX_TIMESTAMP)
+            if found is None:
+                return -1, -1, epoch
+            return found[0], found[1], epoch
+        found = plog.fetch_offset_by_timestamp(timestamp)
+        if found is None or found[0] >= latest:
+            return -1, -1, epoch
+        return found[0], found[1], epoch
+
+    def delete_records(self, tp: TopicPartition, offset: int) -> int:
+        """Advance the log start offset; returns the new low watermark."""
+        p = self.leader_partition_or_error(tp)
+        plog = p.log
+        assert plog is not None
+        if "delete" not in plog.config.cleanup_policy:
+            raise KafkaError(ErrorCode.policy_violation, "cleanup.policy has no 'delete'")
+        target = plog.high_watermark if offset == -1 else offset
+        if target < 0 or target > plog.high_watermark:
+            raise KafkaError(ErrorCode.offset_out_of_range)
+        plog.maybe_increment_log_start_offset(target)
+        return plog.log_start_offset
+
+    def shutdown(self) -> None:
+        for purg in (self.produce_purgatory, self.fetch_purgatory, self.delete_records_purgatory):
+            purg.shutdown()

@@ -1,0 +1,291 @@
+"""AdminManager (Kafka's ZkAdminManager): topic and config changes written to the store.
+
+Admin requests never touch partitions directly. They validate, write the
+znodes (/config/topics/<t> first, then /brokers/topics/<t>, as Kafka does) and
+wait until the controller has brought the result into this broker's metadata
+cache, so a client that gets a success can use the topic at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import random
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from kafkalite.log.errors import ConfigError as LogConfigError
+from kafkalite.log.log_config import LogConfig
+from kafkalite.metadata import paths
+from kafkalite.metadata.store import NodeExistsError, NoNodeError
+from kafkalite.protocol.errors import ErrorCode, KafkaError
+from kafkalite.protocol.kafka_uuid import random_uuid, uuid_to_kafka
+from kafkalite.server.topic_names import INTERNAL_TOPICS, validate_topic_name
+
+if TYPE_CHECKING:
+    from kafkalite.server.broker import KafkaBroker
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class CreateTopicResult:
+    name: str
+    error: int = 0
+    message: str | None = None
+    topic_id: uuid.UUID | None = None
+    num_partitions: int = -1
+    replication_factor: int = -1
+    configs: dict[str, str] | None = None
+
+
+def assign_replicas_to_brokers(
+    brokers: Sequence[int], n_partitions: int, rf: int, *, start_partition: int = 0,
+    fixed_start_index: int = -1,
+) -> dict[int, list[int]]:
+    """Kafka's rack-unaware assignment: round-robin leaders, shifted followers."""
+    if rf > len(brokers):
+        raise KafkaError(ErrorCode.invalid_replication_factor,
+                         f"Replication factor: {rf} larger than available brokers: {len(brokers)}.")
+    bs = sorted(brokers)
+    n = len(bs)
+    start = fixed_start_index if fixed_start_index >= 0 else random.randrange(n)
+    shift = fixed_start_index if fixed_start_index >= 0 else random.randrange(n)
+    out: dict[int, list[int]] = {}
+    pid = max(0, start_partition)
+    for _ in range(n_partitions):
+        if pid > 0 and pid % n == 0:
+            shift += 1
+        first = (pid + start) % n
+        replicas = [bs[first]]
+        for j in range(rf - 1):
+            s = 1 + (shift + j) % (n - 1)
+            replicas.append(bs[(first + s) % n])
+        out[pid] = replicas
+        pid += 1
+    return out
+
+
+class AdminManager:
+    def __init__(self, broker: KafkaBroker) -> None:
+        self.broker = broker
+        self.creating: set[str] = set()
+        #: topic -> config overrides (Kafka names -> strings), mirrored from /config/topics
+        self.topic_configs: dict[str, dict[str, str]] = {}
+
+    @property
+    def store(self) -> Any:
+        return self.broker.store
+
+    # ---- configs ------------------------------------------------------------
+    async def load_topic_configs(self) -> None:
+        try:
+            names = await self.store.get_children(paths.CONFIG_TOPICS)
+        except NoNodeError:
+            return
+        for name in names:
+            with contextlib.suppress(NoNodeError, ValueError):
+                raw, _ = await self.store.get(paths.topic_config_path(name))
+                self.topic_configs[name] = {k: str(v) for k, v in json.loads(raw).get("config", {}).items()}
+
+    def log_config(self, topic: str) -> LogConfig:
+        return LogConfig.from_properties(self.topic_configs.get(topic, {}), self.broker.default_log_config)
+
+    def validate_topic_configs(self, configs: Mapping[str, str | None]) -> LogConfig:
+        props = {k: v for k, v in configs.items() if v is not None}
+        try:
+            return LogConfig.from_properties(props, self.broker.default_log_config)
+        except LogConfigError as e:
+            raise KafkaError(ErrorCode.invalid_config, str(e)) from None
+
+    async def write_topic_config(self, topic: str, configs: dict[str, str]) -> None:
+        data = json.dumps({"version": 1, "config": configs}).encode()
+        path = paths.topic_config_path(topic)
+        try:
+            await self.store.set(path, data)
+        except NoNodeError:
+            await self.store.create(path, data, makepath=True)
+        self.topic_configs[topic] = dict(configs)
+        self.broker.on_topic_config_changed(topic)
+
+    # ---- topics -------------------------------------------------------------
+    async def create_topics(
+        self, topics: Sequence[Any], *, validate_only: bool, timeout_ms: int
+    ) -> list[CreateTopicResult]:
+        results: list[CreateTopicResult] = []
+        to_wait: list[str] = []
+        seen: set[str] = set()
+        for t in topics:
+            r = CreateTopicResult(t.name)
+            results.append(r)
+            try:
+                if t.name in seen:
+                    raise KafkaError(ErrorCode.invalid_request, f"duplicate topic {t.name} in request")
+                seen.add(t.name)
+                assignment, configs = self._validate_new_topic(t)
+                r.num_partitions = len(assignment)
+                r.replication_factor = len(next(iter(assignment.values())))
+                log_cfg = self.validate_topic_configs(configs)
+                r.configs = log_cfg.to_properties()
+                if validate_only:
+                    continue
+                topic_id = await self._write_topic(t.name, assignment, configs)
+                r.topic_id = topic_id
+                to_wait.append(t.name)
+            except KafkaError as e:
+                r.error, r.message = int(e.code), e.message
+        if to_wait:
+            await self.broker.wait_for_topics(to_wait, timeout_ms / 1000 if timeout_ms > 0 else 0)
+            for r in results:
+                if r.name in to_wait:
+                    t = self.broker.metadata_cache.get_topic(r.name)
+                    if t is not None:
+                        r.topic_id = t.topic_id
+        return results
+
+    def _validate_new_topic(self, t: Any) -> tuple[dict[int, list[int]], dict[str, str]]:
+        cfg = self.broker.config
+        if (why := validate_topic_name(t.name)) is not None:
+            raise KafkaError(ErrorCode.invalid_topic_exception, why)
+        if t.name in self.broker.metadata_cache.topics or t.name in self.creating:
+            raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{t.name}' already exists.")
+        live = self.broker.metadata_cache.alive_broker_ids()
+        manual = list(getattr(t, "assignments", ()) or ())
+        num_partitions = int(t.num_partitions)
+        rf = int(t.replication_factor)
+        if manual:
+            if num_partitions != -1 or rf != -1:
+                raise KafkaError(ErrorCode.invalid_request,
+                                 "Both numPartitions or replicationFactor and replicasAssignments were set.")
+            assignment: dict[int, list[int]] = {}
+            for a in manual:
+                replicas = [int(b) for b in a.broker_ids]
+                if not replicas or len(set(replicas)) != len(replicas):
+                    raise KafkaError(ErrorCode.invalid_replica_assignment, "duplicate or empty replica list")
+                if any(b not in live for b in replicas):
+                    raise KafkaError(ErrorCode.invalid_replica_assignment, "unknown broker in assignment")
+                assignment[int(a.partition_index)] = replicas
+            if sorted(assignment) != list(range(len(assignment))):
+                raise KafkaError(ErrorCode.invalid_replica_assignment, "partitions must be 0..n-1")
+            if len({len(r) for r in assignment.values()}) != 1:
+                raise KafkaError(ErrorCode.invalid_replica_assignment, "all partitions need the same RF")
+        else:
+            if num_partitions == -1:
+                num_partitions = int(cfg["num.partitions"])
+            if rf == -1:
+                rf = int(cfg["default.replication.factor"])
+            if num_partitions <= 0:
+                raise KafkaError(ErrorCode.invalid_partitions, "Number of partitions must be larger than 0.")
+            if rf <= 0:
+                raise KafkaError(ErrorCode.invalid_replication_factor, "Replication factor must be larger than 0.")
+            if rf > len(live):
+                raise KafkaError(ErrorCode.invalid_replication_factor,
+                                 f"Replication factor: {rf} larger than available brokers: {len(live)}.")
+            assignment = assign_replicas_to_brokers(live, num_partitions, rf)
+        configs: dict[str, str] = {}
+        for c in getattr(t, "configs", ()) or ():
+            if c.value is None:
+                raise KafkaError(ErrorCode.invalid_config, f"Null value not supported for topic configs: {c.name}")
+            configs[c.name] = c.value
+        return assignment, configs
+
+    async def _write_topic(self, name: str, assignment: dict[int, list[int]], configs: dict[str, str]) -> uuid.UUID:
+        topic_id = random_uuid()
+        self.creating.add(name)
+        try:
+            await self.write_topic_config(name, configs)
+            data = json.dumps({
+                "version": 3,
+                "topic_id": uuid_to_kafka(topic_id),
+                "partitions": {str(p): r for p, r in sorted(assignment.items())},
+                "adding_replicas": {},
+                "removing_replicas": {},
+            }).encode()
+            try:
+                await self.store.create(paths.topic_path(name), data, makepath=True)
+            except NodeExistsError:
+                raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.") from None
+        finally:
+            self.creating.discard(name)
+        return topic_id
+
+    async def auto_create_topics(self, names: Sequence[str]) -> None:
+        cfg = self.broker.config
+        live = self.broker.metadata_cache.alive_broker_ids()
+        rf = min(int(cfg["default.replication.factor"]), max(len(live), 1))
+        created = []
+        for name in names:
+            if name in self.broker.metadata_cache.topics or name in self.creating or name in INTERNAL_TOPICS:
+                continue
+            try:
+                assignment = assign_replicas_to_brokers(live, int(cfg["num.partitions"]), rf)
+                await self._write_topic(name, assignment, {})
+                created.append(name)
+            except KafkaError as e:
+                if e.code != ErrorCode.topic_already_exists:
+                    log.warning("auto-creating topic %s failed: %s", name, e)
+        if created:
+            await self.broker.wait_for_topics(created, 5.0)
+
+    async def delete_topics(self, names: Sequence[str], timeout_ms: int) -> dict[str, int]:
+        out: dict[str, int] = {}
+        if not self.broker.config["delete.topic.enable"]:
+            return {n: ErrorCode.topic_deletion_disabled for n in names}
+        waiting = []
+        for name in names:
+            if name not in self.broker.metadata_cache.topics:
+                out[name] = ErrorCode.unknown_topic_or_partition
+                continue
+            with contextlib.suppress(NodeExistsError):
+                await self.store.create(f"{paths.ADMIN_DELETE_TOPICS}/{name}", b"", makepath=True)
+            out[name] = ErrorCode.none
+            waiting.append(name)
+        if waiting:
+            ok = await self.broker.wait_for_topics_gone(waiting, timeout_ms / 1000 if timeout_ms > 0 else 0)
+            for name in waiting:
+                if name not in ok and timeout_ms > 0:
+                    out[name] = ErrorCode.request_timed_out
+        for name in waiting:
+            self.topic_configs.pop(name, None)
+        return out
+
+    async def create_partitions(self, topic: str, count: int, assignments: Any, *, validate_only: bool,
+                                timeout_ms: int) -> None:
+        cache = self.broker.metadata_cache
+        t = cache.get_topic(topic)
+        if t is None:
+            raise KafkaError(ErrorCode.unknown_topic_or_partition, f"The topic '{topic}' does not exist.")
+        current = len(t.partitions)
+        if count < current:
+            raise KafkaError(ErrorCode.invalid_partitions,
+                             f"Topic currently has {current} partitions, which is higher than the requested {count}.")
+        if count == current:
+            raise KafkaError(ErrorCode.invalid_partitions, f"Topic already has {current} partitions.")
+        raw, stat = await self.store.get(paths.topic_path(topic))
+        d = json.loads(raw)
+        existing = {int(p): r for p, r in d["partitions"].items()}
+        rf = len(next(iter(existing.values())))
+        live = cache.alive_broker_ids()
+        if assignments:
+            new: dict[int, list[int]] = {}
+            if len(assignments) != count - current:
+                raise KafkaError(ErrorCode.invalid_replica_assignment,
+                                 f"Increasing the number of partitions by {count - current} but "
+                                 f"{len(assignments)} assignments provided.")
+            for i, a in enumerate(assignments):
+                replicas = [int(b) for b in a.broker_ids]
+                if len(replicas) != rf or len(set(replicas)) != rf or any(b not in live for b in replicas):
+                    raise KafkaError(ErrorCode.invalid_replica_assignment, "bad replica assignment")
+                new[current + i] = replicas
+        else:
+            new = assign_replicas_to_brokers(live, count - current, rf, start_partition=current)
+        if validate_only:
+            return
+        d["partitions"] = {str(p): r for p, r in sorted({**existing, **new}.items())}
+        await self.store.set(paths.topic_path(topic), json.dumps(d).encode(), version=stat.version)
+        await self.broker.wait_for_partitions(topic, count, timeout_ms / 1000 if timeout_ms > 0 else 0)
+
+

@@ -1,0 +1,51 @@
+"""The API table: key, name, supported versions, handler.
+
+ApiVersions is generated from this table, so the broker never advertises an
+API or a version it does not handle. ``docs/compatibility.md`` is generated
+from it too (``python -m kafkalite.server.api_table > docs/compatibility.md``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class ApiSpec:
+    key: int
+    name: str
+    min_version: int
+    max_version: int
+    handler: Callable[[Any, Any], Any]
+    #: finish before the next request on the connection is dispatched (admin APIs
+    #: whose work happens after the handler returns)
+    serial: bool = False
+    notes: str = ""
+    #: what ApiVersions says when it differs from min_version (see KAFKA-18659:
+    #: Produce is advertised from v0 so librdkafka <= 2.11 keeps compressing)
+    advertised_min_version: int | None = None
+
+
+def compatibility_markdown(table: dict[int, ApiSpec]) -> str:
+    lines = [
+        "# Supported Kafka APIs",
+        "",
+        "Generated from the broker's API table (`python -m kafkalite.server.api_table`).",
+        "ApiVersions advertises exactly these ranges. APIs not listed are answered by",
+        "closing the connection, as Apache Kafka does for an unknown api key.",
+        "",
+        "| key | API | versions | notes |",
+        "|---:|---|---|---|",
+    ]
+    for s in sorted(table.values(), key=lambda s: s.key):
+        adv = "" if s.advertised_min_version is None else f" (advertised from v{s.advertised_min_version})"
+        lines.append(f"| {s.key} | {s.name} | {s.min_version}–{s.max_version}{adv} | {s.notes} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    from kafkalite.server.apis import build_api_table
+
+    print(compatibility_markdown(build_api_table(None)), end="")

@@ -1,0 +1,60 @@
+"""One module per API family; :func:`build_api_table` binds them to a broker.
+
+Version ranges follow Apache Kafka 4.x, bounded by what kio can decode.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from kafkalite.protocol.api_keys import ApiKey
+from kafkalite.protocol.fetch_response import MAX_VERSION as FETCH_MAX
+from kafkalite.server.api_table import ApiSpec
+from kafkalite.server.apis.api_versions import handle_api_versions
+from kafkalite.server.apis.cluster import handle_describe_cluster, handle_describe_log_dirs
+from kafkalite.server.apis.configs import (
+    handle_alter_configs,
+    handle_describe_configs,
+    handle_incremental_alter_configs,
+)
+from kafkalite.server.apis.delete_records import handle_delete_records
+from kafkalite.server.apis.fetch import handle_fetch
+from kafkalite.server.apis.init_producer_id import handle_init_producer_id
+from kafkalite.server.apis.list_offsets import handle_list_offsets
+from kafkalite.server.apis.metadata import handle_metadata
+from kafkalite.server.apis.produce import handle_produce
+from kafkalite.server.apis.topics import handle_create_partitions, handle_create_topics, handle_delete_topics
+
+if TYPE_CHECKING:
+    from kafkalite.server.broker import KafkaBroker
+
+# key, min, max, handler, serial, notes
+_TABLE: list[tuple[ApiKey, int, int, Any, bool, str]] = [
+    (ApiKey.PRODUCE, 3, 11, handle_produce, False,
+     "advertised from v0 like Kafka 4 (KAFKA-18659); v0-2 requests close the connection"),
+    (ApiKey.FETCH, 4, FETCH_MAX, handle_fetch, False, "zero-copy sendfile; incremental sessions"),
+    (ApiKey.LIST_OFFSETS, 1, 10, handle_list_offsets, False, "earliest, latest, timestamp, max-timestamp"),
+    (ApiKey.METADATA, 0, 13, handle_metadata, True, "auto topic creation"),
+    (ApiKey.API_VERSIONS, 0, 4, handle_api_versions, False, "v0 fallback for too-new versions"),
+    (ApiKey.CREATE_TOPICS, 2, 7, handle_create_topics, True, ""),
+    (ApiKey.DELETE_TOPICS, 1, 6, handle_delete_topics, True, ""),
+    (ApiKey.DELETE_RECORDS, 0, 2, handle_delete_records, False, ""),
+    (ApiKey.INIT_PRODUCER_ID, 0, 5, handle_init_producer_id, True,
+     "idempotent producers; transactional ids get COORDINATOR_NOT_AVAILABLE"),
+    (ApiKey.DESCRIBE_CONFIGS, 1, 4, handle_describe_configs, False, "topic and broker resources"),
+    (ApiKey.ALTER_CONFIGS, 0, 2, handle_alter_configs, True, "topic and broker resources"),
+    (ApiKey.DESCRIBE_LOG_DIRS, 1, 4, handle_describe_log_dirs, False, ""),
+    (ApiKey.CREATE_PARTITIONS, 0, 3, handle_create_partitions, True, ""),
+    (ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, handle_incremental_alter_configs, True, ""),
+    (ApiKey.DESCRIBE_CLUSTER, 0, 1, handle_describe_cluster, False, ""),
+]
+
+
+def build_api_table(broker: KafkaBroker | None) -> dict[int, ApiSpec]:
+    table = {}
+    for key, lo, hi, handler, serial, notes in _TABLE:
+        table[int(key)] = ApiSpec(int(key), key.name.title().replace("_", ""), lo, hi,
+                                  partial(handler, broker), serial, notes,
+                                  advertised_min_version=0 if key == ApiKey.PRODUCE else None)
+    return table

@@ -1,0 +1,35 @@
+"""ApiVersions (18): generated from the API table; records the client software."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kafkalite.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from kafkalite.server.broker import KafkaBroker
+    from kafkalite.server.request_channel import RequestContext
+
+
+def handle_api_versions(broker: KafkaBroker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    # validate: v3+ carries client software name/version (KIP-511)
+    name = getattr(req, "client_software_name", None)
+    version = getattr(req, "client_software_version", None)
+    if ctx.api_version >= 3 and name is not None:
+        if not _valid_software_field(name) or not _valid_software_field(version or ""):
+            return {"error_code": ErrorCode.invalid_request, "api_keys": [], "throttle_time": 0}
+        # act: remember who is talking, for logs and DescribeClientQuotas-style views
+        ctx.connection.client_software_name = name
+        ctx.connection.client_software_version = version
+    # respond
+    return {
+        "error_code": ErrorCode.none,
+        "api_keys": broker.channel.api_versions_list(),
+        "throttle_time": 0,
+        "finalized_features_epoch": -1,
+        "zk_migration_ready": False,
+    }
+
+
+def _valid_software_field(s: str) -> bool:
+    return bool(s) and all(c.isalnum() or c in ".-" for c in s) and s[0].isalnum() and s[-1].isalnum()

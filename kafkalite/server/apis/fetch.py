@@ -1,0 +1,184 @@
+"""Fetch (1): consumers and followers; long polling, sessions, zero-copy records."""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from kafkalite.protocol.errors import ErrorCode, KafkaError
+from kafkalite.protocol.fetch_response import FetchPartitionData, FetchTopicData, encode_fetch_response
+from kafkalite.replica.replica_manager import FetchParams, FetchPartitionResult, PartitionFetchInfo
+from kafkalite.server.connection import FileRange
+from kafkalite.server.fetch_session import (
+    FINAL_EPOCH,
+    INITIAL_EPOCH,
+    INVALID_SESSION_ID,
+    CachedPartition,
+    FetchSession,
+)
+
+if TYPE_CHECKING:
+    from kafkalite.server.broker import KafkaBroker
+    from kafkalite.server.request_channel import RequestContext
+
+TopicPartition = tuple[str, int]
+_ZERO_UUID = uuid.UUID(int=0)
+
+
+def handle_fetch(broker: KafkaBroker, ctx: RequestContext, req: Any) -> Any:
+    version = ctx.api_version
+    cache = broker.metadata_cache
+    sessions = broker.fetch_sessions
+    replica_id = int(getattr(req, "replica_id", -1))
+    replica_state = getattr(req, "replica_state", None)
+    if replica_state is not None and int(getattr(replica_state, "replica_id", -1)) >= 0:
+        replica_id = int(replica_state.replica_id)
+    session_id = int(getattr(req, "session_id", 0))
+    epoch = int(getattr(req, "session_epoch", FINAL_EPOCH))
+    params = FetchParams(
+        replica_id=replica_id,
+        max_wait_ms=int(req.max_wait.total_seconds() * 1000),
+        min_bytes=int(req.min_bytes),
+        max_bytes=int(getattr(req, "max_bytes", 2**31 - 1)),
+        isolation_level=int(getattr(req, "isolation_level", 0)) if replica_id < 0 else 0,
+    )
+
+    # validate: resolve names (v13+ uses topic ids) and the session
+    requested: list[tuple[TopicPartition, PartitionFetchInfo]] = []
+    errors: dict[TopicPartition, int] = {}
+    ids: dict[str, uuid.UUID] = {}
+    unknown_ids: dict[uuid.UUID, list[int]] = {}
+    for t in req.topics:
+        name = getattr(t, "topic", None)
+        if version >= 13:
+            tid = t.topic_id
+            name = cache.topic_name(tid)
+            if name is None:
+                unknown_ids[tid] = [int(p.partition) for p in t.partitions]
+                continue
+        ids[name] = cache.topics[name].topic_id if name in cache.topics else _ZERO_UUID
+        for p in t.partitions:
+            requested.append(((name, int(p.partition)), PartitionFetchInfo(
+                int(p.fetch_offset), int(p.partition_max_bytes),
+                int(getattr(p, "log_start_offset", -1)), int(getattr(p, "current_leader_epoch", -1)),
+            )))
+    forgotten: list[TopicPartition] = []
+    for f in getattr(req, "forgotten_topics_data", ()) or ():
+        name = f.topic if version < 13 else cache.topic_name(f.topic_id)
+        if name is not None:
+            forgotten.extend((name, int(p)) for p in f.partitions)
+
+    session: FetchSession | None = None
+    incremental = False
+    new_session_id = INVALID_SESSION_ID
+    try:
+        if session_id == INVALID_SESSION_ID:
+            if epoch == INITIAL_EPOCH:
+                session = sessions.create()
+            elif epoch != FINAL_EPOCH:
+                raise KafkaError(ErrorCode.invalid_fetch_session_epoch)
+        elif epoch == FINAL_EPOCH:
+            sessions.remove(session_id)
+        elif epoch == INITIAL_EPOCH:
+            sessions.remove(session_id)
+            session = sessions.create()
+        else:
+            session = sessions.get(session_id, epoch)
+            incremental = True
+    except KafkaError as e:
+        return encode_fetch_response(version, [], error_code=int(e.code), session_id=0)
+
+    if session is not None:
+        new_session_id = session.id
+        if incremental:
+            session.epoch += 1
+            for tp in forgotten:
+                session.partitions.pop(tp, None)
+        else:
+            session.partitions.clear()
+        for tp, info in requested:
+            cp = session.partitions.get(tp)
+            if cp is None:
+                session.partitions[tp] = CachedPartition(
+                    info.fetch_offset, info.max_bytes, info.log_start_offset, info.current_leader_epoch
+                )
+            else:
+                cp.fetch_offset = info.fetch_offset
+                cp.max_bytes = info.max_bytes
+                cp.log_start_offset = info.log_start_offset
+                cp.current_leader_epoch = info.current_leader_epoch
+        to_fetch = [
+            (tp, PartitionFetchInfo(cp.fetch_offset, cp.max_bytes, cp.log_start_offset, cp.current_leader_epoch))
+            for tp, cp in session.partitions.items()
+        ]
+        for tp, _ in to_fetch:
+            if tp[0] not in ids:
+                t = cache.get_topic(tp[0])
+                ids[tp[0]] = t.topic_id if t else _ZERO_UUID
+    else:
+        to_fetch = requested
+
+    # act
+    result = broker.replica_manager.fetch_messages(params, to_fetch)
+
+    # respond
+    def respond(results: list[tuple[TopicPartition, FetchPartitionResult]]) -> list[Any]:
+        by_topic: dict[str, FetchTopicData] = {}
+        order: list[FetchTopicData] = []
+        for tp, r in results:
+            if incremental and session is not None and not _has_news(session, tp, r):
+                continue
+            if session is not None:
+                cp = session.partitions.get(tp)
+                if cp is not None:
+                    cp.high_watermark = r.high_watermark
+                    cp.last_stable_offset = r.last_stable_offset
+                    cp.response_log_start_offset = r.log_start_offset
+            td = by_topic.get(tp[0])
+            if td is None:
+                td = FetchTopicData(tp[0], ids.get(tp[0], _ZERO_UUID))
+                by_topic[tp[0]] = td
+                order.append(td)
+            td.partitions.append(FetchPartitionData(
+                partition_index=tp[1],
+                error_code=r.error,
+                high_watermark=r.high_watermark,
+                last_stable_offset=r.last_stable_offset,
+                log_start_offset=r.log_start_offset,
+                aborted_transactions=r.aborted_transactions if params.isolation_level == 1 else None,
+                records=_wire(r.records),
+            ))
+        for tid, parts in unknown_ids.items():
+            order.append(FetchTopicData("", tid, [
+                FetchPartitionData(p, ErrorCode.unknown_topic_id) for p in parts
+            ]))
+        for td in order:
+            _ = td
+        return encode_fetch_response(version, order, session_id=new_session_id)
+
+    if isinstance(result, list):
+        return respond(result)
+    return _then(result, respond)
+
+
+async def _then(fut: Any, fn: Any) -> Any:
+    return fn(await fut)
+
+
+def _has_news(session: FetchSession, tp: TopicPartition, r: FetchPartitionResult) -> bool:
+    cp = session.partitions.get(tp)
+    if cp is None:
+        return True
+    return bool(
+        r.size
+        or r.error
+        or r.high_watermark != cp.high_watermark
+        or r.last_stable_offset != cp.last_stable_offset
+        or r.log_start_offset != cp.response_log_start_offset
+    )
+
+
+def _wire(records: Any) -> Any:
+    if records is None or isinstance(records, bytes | bytearray | memoryview):
+        return records
+    return FileRange(records.fileno(), records.position, records.size)

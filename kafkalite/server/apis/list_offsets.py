@@ -1,0 +1,33 @@
+"""ListOffsets (2): earliest, latest, by timestamp, max timestamp; isolation-aware latest."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kafkalite.protocol.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:
+    from kafkalite.server.broker import KafkaBroker
+    from kafkalite.server.request_channel import RequestContext
+
+
+def handle_list_offsets(broker: KafkaBroker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    rm = broker.replica_manager
+    # v0 had no isolation level; a consumer (-1) gets HW, a replica the LEO
+    isolation = getattr(req, "isolation_level", 0) if req.replica_id < 0 else None
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            tp = (t.name, int(p.partition_index))
+            entry: dict[str, Any] = {"partition_index": p.partition_index}
+            try:
+                offset, ts, epoch = rm.fetch_offset_for_timestamp(
+                    tp, int(p.timestamp), isolation, int(getattr(p, "current_leader_epoch", -1))
+                )
+                entry.update(error_code=ErrorCode.none, offset=offset, timestamp=ts, leader_epoch=epoch)
+            except KafkaError as e:
+                entry.update(error_code=e.code, offset=-1, timestamp=-1)
+            parts.append(entry)
+        topics.append({"name": t.name, "partitions": parts})
+    return {"throttle_time": 0, "topics": topics}

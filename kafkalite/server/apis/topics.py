@@ -1,0 +1,86 @@
+"""CreateTopics (19), DeleteTopics (20), CreatePartitions (37)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kafkalite.protocol.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:
+    from kafkalite.server.broker import KafkaBroker
+    from kafkalite.server.request_channel import RequestContext
+
+# DescribeConfigs/CreateTopics config_source values
+TOPIC_CONFIG = 1
+DEFAULT_CONFIG = 5
+
+
+def _ms(td: Any) -> int:
+    return int(td.total_seconds() * 1000)
+
+
+async def handle_create_topics(broker: KafkaBroker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    if not broker.is_controller_reachable():
+        return {"throttle_time": 0, "topics": [
+            {"name": t.name, "error_code": ErrorCode.not_controller} for t in req.topics]}
+    results = await broker.admin.create_topics(req.topics, validate_only=req.validate_only,
+                                                timeout_ms=_ms(req.timeout))
+    out = []
+    for r in results:
+        entry: dict[str, Any] = {
+            "name": r.name, "topic_id": r.topic_id, "error_code": r.error, "error_message": r.message,
+            "topic_config_error_code": 0, "num_partitions": r.num_partitions,
+            "replication_factor": r.replication_factor,
+        }
+        if r.configs is not None and r.error == 0:
+            overrides = set()
+            for t in req.topics:
+                if t.name == r.name:
+                    overrides = {c.name for c in t.configs}
+            entry["configs"] = [
+                {"name": k, "value": v, "read_only": False, "is_sensitive": False,
+                 "config_source": TOPIC_CONFIG if k in overrides else DEFAULT_CONFIG}
+                for k, v in sorted(r.configs.items())
+            ]
+        else:
+            entry["configs"] = None if r.error else []
+        out.append(entry)
+    return {"throttle_time": 0, "topics": out}
+
+
+async def handle_delete_topics(broker: KafkaBroker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    cache = broker.metadata_cache
+    names: list[str] = []
+    responses: list[dict[str, Any]] = []
+    if ctx.api_version >= 6:
+        entries = [(t.name, t.topic_id) for t in req.topics]
+    else:
+        entries = [(n, None) for n in req.topic_names]
+    resolved: list[tuple[str | None, Any, int]] = []
+    for name, tid in entries:
+        if name is None and tid is not None:
+            name = cache.topic_name(tid)
+            if name is None:
+                resolved.append((None, tid, ErrorCode.unknown_topic_id))
+                continue
+        resolved.append((name, tid, 0))
+        names.append(name)
+    errors = await broker.admin.delete_topics(names, _ms(req.timeout)) if names else {}
+    for name, tid, err in resolved:
+        code = err or errors.get(name or "", 0)
+        t = cache.get_topic(name) if name else None
+        responses.append({"name": name, "topic_id": tid or (t.topic_id if t else None), "error_code": code,
+                          "error_message": None})
+    return {"throttle_time": 0, "responses": responses}
+
+
+async def handle_create_partitions(broker: KafkaBroker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    results = []
+    for t in req.topics:
+        try:
+            await broker.admin.create_partitions(t.name, int(t.count), t.assignments,
+                                                 validate_only=req.validate_only, timeout_ms=_ms(req.timeout))
+            results.append({"name": t.name, "error_code": 0, "error_message": None})
+        except KafkaError as e:
+            results.append({"name": t.name, "error_code": e.code, "error_message": e.message})
+    return {"throttle_time": 0, "results": results}

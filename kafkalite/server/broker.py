@@ -1,0 +1,384 @@
+"""KafkaBroker: wires one broker together and runs its start-up and shutdown.
+
+Start-up order: log dirs and meta.properties → metadata store → cluster id →
+logs (with recovery) → listeners (so ephemeral ports are known) → broker
+registration (/brokers/ids/<id>) → controller → wait until the controller's
+UpdateMetadata has reached this broker's cache. Shutdown reverses it and
+writes the clean-shutdown marker so the next start skips recovery.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from kafkalite.controller.kafka_controller import KafkaController
+from kafkalite.coordinator.transaction.producer_id_manager import ProducerIdManager
+from kafkalite.log.log_config import LogConfig
+from kafkalite.log.log_manager import LogManager
+from kafkalite.log.meta_properties import ensure_meta_properties, read_meta_properties, resolve_broker_id
+from kafkalite.metadata import paths
+from kafkalite.metadata.factory import open_store
+from kafkalite.metadata.store import MetadataStore, NodeExistsError, NoNodeError
+from kafkalite.protocol.errors import ErrorCode
+from kafkalite.protocol.kafka_uuid import uuid_to_kafka
+from kafkalite.replica.partition import LeaderAndIsrState
+from kafkalite.replica.replica_manager import ReplicaManager, ReplicaManagerConfig
+from kafkalite.server.admin_manager import AdminManager
+from kafkalite.server.apis import build_api_table
+from kafkalite.server.config import BrokerConfig, Endpoint
+from kafkalite.server.fetch_session import FetchSessionCache
+from kafkalite.server.metadata_cache import BrokerEndpointInfo, MetadataCache, PartitionMetadata
+from kafkalite.server.request_channel import RequestChannel
+from kafkalite.server.socket_server import SocketServer
+from kafkalite.server.topic_names import INTERNAL_TOPICS
+
+log = logging.getLogger(__name__)
+
+
+class LocalBrokerChannel:
+    """Controller → broker requests for brokers living in this process.
+
+    Issue 5 replaces this with LeaderAndIsr/UpdateMetadata/StopReplica over TCP;
+    the controller only sees the BrokerChannel protocol either way.
+    """
+
+    def __init__(self, peers: dict[int, KafkaBroker]) -> None:
+        self.peers = peers
+
+    async def leader_and_isr(self, broker_id: int, controller_id: int, controller_epoch: int,
+                             states: list[dict[str, Any]], live_brokers: list[dict[str, Any]]) -> None:
+        b = self.peers.get(broker_id)
+        if b is not None:
+            await b.handle_leader_and_isr(controller_id, controller_epoch, states)
+
+    async def update_metadata(self, broker_id: int, controller_id: int, controller_epoch: int,
+                              states: list[dict[str, Any]], live_brokers: list[dict[str, Any]],
+                              deleted_topics: list[str]) -> None:
+        b = self.peers.get(broker_id)
+        if b is not None:
+            b.handle_update_metadata(controller_id, controller_epoch, states, live_brokers, deleted_topics)
+
+    async def stop_replica(self, broker_id: int, controller_id: int, controller_epoch: int,
+                           partitions: list[tuple[str, int]], delete: bool) -> None:
+        b = self.peers.get(broker_id)
+        if b is not None:
+            b.handle_stop_replica(controller_epoch, partitions, delete)
+
+
+class KafkaBroker:
+    def __init__(self, config: BrokerConfig, *, ensemble: Any = None, peers: dict[int, KafkaBroker] | None = None,
+                 clock_ms: Callable[[], int] | None = None) -> None:
+        self.config = config
+        self.ensemble = ensemble
+        self.peers = peers if peers is not None else {}
+        self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))
+        self.broker_id = config.broker_id
+        self.cluster_id: str | None = None
+        self.store: MetadataStore = None  # type: ignore[assignment]
+        self.metadata_cache = MetadataCache(self.broker_id)
+        self.admin = AdminManager(self)
+        self.fetch_sessions = FetchSessionCache(
+            int(config["max.incremental.fetch.session.cache.slots"]),
+            int(config["min.incremental.fetch.session.eviction.ms"]),
+        )
+        self.dynamic_broker_configs: dict[str, str] = {}
+        self.default_log_config = self._broker_log_defaults()
+        self.channel = RequestChannel(build_api_table(self), max_request_size=int(config["socket.request.max.bytes"]))
+        self.socket_server = SocketServer(config.listeners, self.channel, idle_ms=int(config["connections.max.idle.ms"]))
+        self.log_manager: LogManager = None  # type: ignore[assignment]
+        self.replica_manager: ReplicaManager = None  # type: ignore[assignment]
+        self.controller: KafkaController = None  # type: ignore[assignment]
+        self.producer_ids: ProducerIdManager = None  # type: ignore[assignment]
+        self._metadata_waiters: list[tuple[Callable[[], bool], asyncio.Future[None]]] = []
+        self._tasks: list[asyncio.Task[Any]] = []
+        self.started = False
+        self.advertised: list[Endpoint] = []
+
+    def _broker_log_defaults(self) -> LogConfig:
+        props: dict[str, Any] = {}
+        for k, v in self.config.items():
+            if v is None or not (self.config.is_explicit(k) or k in self.dynamic_broker_configs):
+                continue
+            props[k] = ",".join(v) if isinstance(v, list) else (str(v).lower() if isinstance(v, bool) else v)
+        return LogConfig.from_broker_properties(props)
+
+    # ---- lifecycle ----------------------------------------------------------
+    async def start(self) -> None:
+        cfg = self.config
+        for d in cfg.log_dirs:
+            d.mkdir(parents=True, exist_ok=True)
+        self.store = await open_store(cfg, ensemble=self.ensemble)
+        self.cluster_id = await self._get_or_create_cluster_id()
+        self.broker_id = await self._resolve_broker_id()
+        self.metadata_cache.broker_id = self.broker_id
+        self.metadata_cache.cluster_id = self.cluster_id
+        self.producer_ids = ProducerIdManager(self.broker_id, self.store)
+        await self._load_dynamic_broker_configs()
+        await self.admin.load_topic_configs()
+        self.log_manager = LogManager(
+            cfg.log_dirs, self.default_log_config, clock_ms=self.clock_ms,
+            retention_check_interval_ms=int(cfg["log.retention.check.interval.ms"]),
+            recovery_point_checkpoint_interval_ms=int(cfg["log.flush.offset.checkpoint.interval.ms"]),
+            log_start_offset_checkpoint_interval_ms=int(cfg["log.flush.start.offset.checkpoint.interval.ms"]),
+        )
+        self.log_manager.startup()
+        self.replica_manager = ReplicaManager(
+            ReplicaManagerConfig(
+                broker_id=self.broker_id,
+                request_timeout_ms=int(cfg["request.timeout.ms"]),
+                topic_min_isr=lambda t: self.admin.log_config(t).min_insync_replicas,
+            ),
+            self.log_manager,
+        )
+        await self.socket_server.start()
+        self.advertised = [self._resolve_port(ep) for ep in cfg.advertised]
+        self.peers[self.broker_id] = self
+        await self._register_broker()
+        self.controller = KafkaController(
+            self.broker_id, self.store, LocalBrokerChannel(self.peers),
+            unclean_election=lambda t: self.admin.log_config(t).unclean_leader_election_enable,
+        )
+        await self.controller.startup()
+        await self._wait_for(lambda: self.broker_id in self.metadata_cache.brokers, 10.0)
+        self._tasks.append(asyncio.get_running_loop().create_task(self.log_manager.run()))
+        if cfg.pid_file is not None:
+            cfg.pid_file.parent.mkdir(parents=True, exist_ok=True)
+            cfg.pid_file.write_text(f"{os.getpid()}\n")
+        self.started = True
+        log.info("kafkalite broker %d started (cluster %s) on %s", self.broker_id, self.cluster_id,
+                 ", ".join(str(e) for e in self.advertised))
+
+    async def stop(self) -> None:
+        if not self.started and self.store is None:
+            return
+        self.started = False
+        for t in self._tasks:
+            t.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        if self.controller is not None:
+            await self.controller.shutdown()
+        await self.socket_server.stop()
+        if self.replica_manager is not None:
+            self.replica_manager.shutdown()
+        if self.log_manager is not None:
+            self.log_manager.shutdown()
+        self.peers.pop(self.broker_id, None)
+        if self.store is not None:
+            with contextlib.suppress(Exception):
+                await self.store.close()
+        if self.config.pid_file is not None:
+            with contextlib.suppress(OSError):
+                self.config.pid_file.unlink()
+        log.info("kafkalite broker %d stopped", self.broker_id)
+
+    def bound_port(self, listener: str | None = None) -> int:
+        name = listener or self.config.listeners[0].listener
+        return self.socket_server.bound[name][1]
+
+    def _resolve_port(self, ep: Endpoint) -> Endpoint:
+        if ep.port == 0:
+            return Endpoint(ep.listener, ep.host, self.socket_server.bound[ep.listener][1], ep.security_protocol)
+        return ep
+
+    async def _get_or_create_cluster_id(self) -> str:
+        try:
+            raw, _ = await self.store.get(paths.CLUSTER_ID)
+            return str(json.loads(raw)["id"])
+        except NoNodeError:
+            cid = self.config["cluster.id"] or uuid_to_kafka(uuid.uuid4())
+            with contextlib.suppress(NodeExistsError):
+                await self.store.create(paths.CLUSTER_ID, json.dumps({"version": "1", "id": cid}).encode(),
+                                        makepath=True)
+            raw, _ = await self.store.get(paths.CLUSTER_ID)
+            return str(json.loads(raw)["id"])
+
+    async def _resolve_broker_id(self) -> int:
+        async def generate() -> int:
+            if not self.config["broker.id.generation.enable"]:
+                raise ValueError("broker.id is not set and broker.id.generation.enable is false")
+            try:
+                stat = await self.store.set(paths.BROKER_SEQUENCE_ID, b"")
+            except NoNodeError:
+                with contextlib.suppress(NodeExistsError):
+                    await self.store.create(paths.BROKER_SEQUENCE_ID, b"", makepath=True)
+                stat = await self.store.set(paths.BROKER_SEQUENCE_ID, b"")
+            return int(stat.version) + int(self.config["reserved.broker.max.id"])
+
+        dirs = self.config.log_dirs
+        configured: int | None = self.config.broker_id
+        if configured is not None and configured < 0:
+            configured = None
+            if all(read_meta_properties(d) is None for d in dirs):
+                configured = await generate()
+        broker_id = resolve_broker_id(dirs, configured)
+        ensure_meta_properties(dirs, broker_id, self.cluster_id)
+        return broker_id
+
+    async def _register_broker(self) -> None:
+        ep0 = self.advertised[0]
+        data = {
+            "features": {},
+            "listener_security_protocol_map": {e.listener: e.security_protocol for e in self.advertised},
+            "endpoints": [str(e) for e in self.advertised],
+            "jmx_port": -1, "port": ep0.port, "host": ep0.host, "version": 5,
+            "timestamp": str(self.clock_ms()), "rack": self.config["broker.rack"],
+        }
+        path = f"{paths.BROKER_IDS}/{self.broker_id}"
+        try:
+            await self.store.create(path, json.dumps(data).encode(), ephemeral=True, makepath=True)
+        except NodeExistsError:
+            raise RuntimeError(
+                f"broker.id {self.broker_id} is already registered in the metadata store by a live broker"
+            ) from None
+
+    async def _load_dynamic_broker_configs(self) -> None:
+        try:
+            raw, _ = await self.store.get(f"{paths.CONFIG_BROKERS}/{self.broker_id}")
+            configs = json.loads(raw).get("config", {})
+        except NoNodeError:
+            return
+        for k, v in configs.items():
+            try:
+                self.config.set_dynamic(k, v)
+                self.dynamic_broker_configs[k] = v
+            except ValueError as e:
+                log.warning("ignoring stored dynamic broker config %s: %s", k, e)
+        self.default_log_config = self._broker_log_defaults()
+
+    async def set_dynamic_broker_configs(self, configs: dict[str, str]) -> None:
+        for k in list(self.dynamic_broker_configs):
+            if k not in configs:
+                self.config.set_dynamic(k, None)
+        for k, v in configs.items():
+            self.config.set_dynamic(k, v)
+        self.dynamic_broker_configs = dict(configs)
+        data = json.dumps({"version": 1, "config": configs}).encode()
+        path = f"{paths.CONFIG_BROKERS}/{self.broker_id}"
+        try:
+            await self.store.set(path, data)
+        except NoNodeError:
+            await self.store.create(path, data, makepath=True)
+        self.default_log_config = self._broker_log_defaults()
+        for topic in list(self.metadata_cache.topics):
+            self.on_topic_config_changed(topic)
+
+    def on_topic_config_changed(self, topic: str) -> None:
+        if self.log_manager is None:
+            return
+        cfg = self.admin.log_config(topic)
+        self.log_manager.update_config(topic, cfg)
+        for (t, _p), part in self.replica_manager.partitions.items():
+            if t == topic:
+                part.min_insync_replicas = cfg.min_insync_replicas
+
+    def is_controller_reachable(self) -> bool:
+        return self.metadata_cache.controller_id >= 0
+
+    # ---- controller requests (LeaderAndIsr, UpdateMetadata, StopReplica) ----
+    async def handle_leader_and_isr(self, controller_id: int, controller_epoch: int,
+                                    states: list[dict[str, Any]]) -> dict[tuple[str, int], int]:
+        if controller_epoch < self.metadata_cache.controller_epoch:
+            return {(s["topic"], s["partition"]): ErrorCode.stale_controller_epoch for s in states}
+        self.metadata_cache.controller_epoch = controller_epoch
+        for s in states:
+            if s["topic"] not in self.admin.topic_configs:
+                with contextlib.suppress(NoNodeError, ValueError):
+                    raw, _ = await self.store.get(paths.topic_config_path(s["topic"]))
+                    self.admin.topic_configs[s["topic"]] = {
+                        k: str(v) for k, v in json.loads(raw).get("config", {}).items()}
+        parsed = {
+            (s["topic"], s["partition"]): (s["topic_id"], LeaderAndIsrState(
+                leader=s["leader"], leader_epoch=s["leader_epoch"], isr=list(s["isr"]),
+                replicas=list(s["replicas"]), partition_epoch=s.get("partition_epoch", 0),
+                controller_epoch=controller_epoch))
+            for s in states
+        }
+        return self.replica_manager.become_leader_or_follower(parsed, self.admin.log_config)
+
+    def handle_update_metadata(self, controller_id: int, controller_epoch: int, states: list[dict[str, Any]],
+                               live_brokers: list[dict[str, Any]], deleted_topics: list[str]) -> None:
+        cache = self.metadata_cache
+        if controller_epoch < cache.controller_epoch:
+            return
+        cache.controller_epoch = controller_epoch
+        cache.controller_id = controller_id
+        brokers = []
+        for b in live_brokers:
+            eps = {}
+            for e in b.get("endpoints", []):
+                name, rest = e.split("://", 1)
+                host, port = rest.rsplit(":", 1)
+                eps[name] = (host.strip("[]"), int(port))
+            brokers.append(BrokerEndpointInfo(int(b["id"]), eps, b.get("rack")))
+        cache.update_brokers(brokers)
+        for t in deleted_topics:
+            cache.remove_topic(t)
+        for s in states:
+            cache.update_partition(
+                s["topic"], s["topic_id"],
+                PartitionMetadata(s["partition"], s["leader"], s["leader_epoch"], list(s["replicas"]),
+                                  list(s["isr"])),
+                internal=s["topic"] in INTERNAL_TOPICS,
+            )
+        self._notify_metadata_waiters()
+
+    def handle_stop_replica(self, controller_epoch: int, partitions: list[tuple[str, int]], delete: bool) -> None:
+        if controller_epoch < self.metadata_cache.controller_epoch:
+            return
+        self.replica_manager.stop_replicas(partitions, delete=delete)
+        if delete:
+            for t in {tp[0] for tp in partitions}:
+                self.admin.topic_configs.pop(t, None)
+
+    # ---- waiting for metadata ----------------------------------------------
+    def _notify_metadata_waiters(self) -> None:
+        still = []
+        for pred, fut in self._metadata_waiters:
+            if fut.done():
+                continue
+            if pred():
+                fut.set_result(None)
+            else:
+                still.append((pred, fut))
+        self._metadata_waiters = still
+
+    async def _wait_for(self, pred: Callable[[], bool], timeout_s: float) -> bool:
+        if pred():
+            return True
+        if timeout_s <= 0:
+            return False
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._metadata_waiters.append((pred, fut))
+        try:
+            await asyncio.wait_for(fut, timeout_s)
+            return True
+        except asyncio.TimeoutError:
+            return False
+
+    def _topic_online(self, name: str) -> bool:
+        t = self.metadata_cache.get_topic(name)
+        return t is not None and bool(t.partitions) and all(p.leader >= 0 for p in t.partitions.values())
+
+    async def wait_for_topics(self, names: list[str], timeout_s: float) -> bool:
+        return await self._wait_for(lambda: all(self._topic_online(n) for n in names), timeout_s)
+
+    async def wait_for_topics_gone(self, names: list[str], timeout_s: float) -> set[str]:
+        await self._wait_for(lambda: all(n not in self.metadata_cache.topics for n in names), timeout_s)
+        return {n for n in names if n not in self.metadata_cache.topics}
+
+    async def wait_for_partitions(self, topic: str, count: int, timeout_s: float) -> bool:
+        def ok() -> bool:
+            t = self.metadata_cache.get_topic(topic)
+            return t is not None and len(t.partitions) >= count and all(
+                p.leader >= 0 for p in t.partitions.values())
+
+        return await self._wait_for(ok, timeout_s)

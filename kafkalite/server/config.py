@@ -1,0 +1,383 @@
+"""Broker configuration: Kafka's dotted property names, Kafka's defaults.
+
+Accepts YAML (nested maps are flattened with dots, so ``log: {dirs: x}`` equals
+``log.dirs: x``) or a Kafka ``server.properties`` file. Every key is checked:
+an unknown key or a bad value fails start-up with a :class:`ConfigError` that
+names the key. Kafka keys that only matter to the JVM broker (thread pools,
+socket buffers ...) are accepted and ignored, and listed as such in docs.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+LONG_MAX = 2**63 - 1
+INT_MAX = 2**31 - 1
+
+
+class ConfigError(ValueError):
+    """A configuration problem, always naming the offending key."""
+
+    def __init__(self, key: str, message: str) -> None:
+        self.key = key
+        super().__init__(f"invalid config {key!r}: {message}")
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigDef:
+    name: str
+    type: str  # int | long | bool | string | list | double | password
+    default: Any
+    doc: str = ""
+    validator: Callable[[Any], str | None] | None = None
+    dynamic: bool = False  # may be changed with AlterConfigs on a running broker
+
+
+def at_least(n: int | float) -> Callable[[Any], str | None]:
+    return lambda v: None if v is None or v >= n else f"must be >= {n}"
+
+
+def one_of(*opts: str) -> Callable[[Any], str | None]:
+    return lambda v: None if v is None or v in opts else f"must be one of {', '.join(opts)}"
+
+
+_DEFS: list[ConfigDef] = [
+    # identity and listeners
+    ConfigDef("broker.id", "int", -1, "Broker id; -1 means take it from meta.properties or generate one."),
+    ConfigDef("node.id", "int", None, "Kafka 4 name for broker.id; accepted as an alias."),
+    ConfigDef("broker.rack", "string", None, "Rack of this broker, returned in Metadata."),
+    ConfigDef("broker.id.generation.enable", "bool", True),
+    ConfigDef("reserved.broker.max.id", "int", 1000, validator=at_least(0)),
+    ConfigDef("cluster.id", "string", None, "Cluster id to use when the metadata store has none yet."),
+    ConfigDef("listeners", "list", ["PLAINTEXT://127.0.0.1:9092"]),
+    ConfigDef("advertised.listeners", "list", None),
+    ConfigDef("listener.security.protocol.map", "string",
+              "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"),
+    ConfigDef("inter.broker.listener.name", "string", None),
+    # network
+    ConfigDef("socket.request.max.bytes", "int", 104857600, validator=at_least(1)),
+    ConfigDef("connections.max.idle.ms", "long", 600000, validator=at_least(-1)),
+    ConfigDef("request.timeout.ms", "int", 30000, validator=at_least(0)),
+    # metadata store
+    ConfigDef("zookeeper.connect", "string", None),
+    ConfigDef("zookeeper.session.timeout.ms", "int", 18000, validator=at_least(1)),
+    ConfigDef("zookeeper.connection.timeout.ms", "int", None),
+    ConfigDef("metadata.dir", "string", None, "Where the embedded metadata store keeps its journal (default: first log dir)."),
+    # topics
+    ConfigDef("auto.create.topics.enable", "bool", True, dynamic=True),
+    ConfigDef("delete.topic.enable", "bool", True),
+    ConfigDef("num.partitions", "int", 1, validator=at_least(1), dynamic=True),
+    ConfigDef("default.replication.factor", "int", 1, validator=at_least(1)),
+    ConfigDef("offsets.topic.num.partitions", "int", 50, validator=at_least(1)),
+    ConfigDef("offsets.topic.replication.factor", "short", 3, validator=at_least(1)),
+    ConfigDef("transaction.state.log.num.partitions", "int", 50, validator=at_least(1)),
+    ConfigDef("transaction.state.log.replication.factor", "short", 3, validator=at_least(1)),
+    ConfigDef("transaction.state.log.min.isr", "int", 2, validator=at_least(1)),
+    ConfigDef("group.initial.rebalance.delay.ms", "int", 3000, validator=at_least(0)),
+    # log defaults (topic-level defaults come from these)
+    ConfigDef("log.dirs", "list", None),
+    ConfigDef("log.dir", "string", "/tmp/kafka-logs"),
+    ConfigDef("log.segment.bytes", "int", 1073741824, validator=at_least(14), dynamic=True),
+    ConfigDef("log.roll.ms", "long", None, dynamic=True),
+    ConfigDef("log.roll.hours", "int", 168, validator=at_least(1)),
+    ConfigDef("log.roll.jitter.ms", "long", None, dynamic=True),
+    ConfigDef("log.roll.jitter.hours", "int", 0, validator=at_least(0)),
+    ConfigDef("log.retention.ms", "long", None, dynamic=True),
+    ConfigDef("log.retention.minutes", "int", None),
+    ConfigDef("log.retention.hours", "int", 168),
+    ConfigDef("log.retention.bytes", "long", -1, dynamic=True),
+    ConfigDef("log.retention.check.interval.ms", "long", 300000, validator=at_least(1)),
+    ConfigDef("log.cleanup.policy", "list", ["delete"], dynamic=True),
+    ConfigDef("log.index.interval.bytes", "int", 4096, validator=at_least(0), dynamic=True),
+    ConfigDef("log.index.size.max.bytes", "int", 10485760, validator=at_least(4), dynamic=True),
+    ConfigDef("log.flush.interval.messages", "long", LONG_MAX, validator=at_least(1), dynamic=True),
+    ConfigDef("log.flush.interval.ms", "long", None, dynamic=True),
+    ConfigDef("log.flush.scheduler.interval.ms", "long", LONG_MAX),
+    ConfigDef("log.flush.offset.checkpoint.interval.ms", "int", 60000, validator=at_least(0)),
+    ConfigDef("log.flush.start.offset.checkpoint.interval.ms", "int", 60000, validator=at_least(0)),
+    ConfigDef("log.segment.delete.delay.ms", "long", 60000, validator=at_least(0), dynamic=True),
+    ConfigDef("log.message.timestamp.type", "string", "CreateTime",
+              validator=one_of("CreateTime", "LogAppendTime"), dynamic=True),
+    ConfigDef("log.message.timestamp.before.max.ms", "long", LONG_MAX, validator=at_least(0), dynamic=True),
+    ConfigDef("log.message.timestamp.after.max.ms", "long", 3600000, validator=at_least(0), dynamic=True),
+    ConfigDef("log.preallocate", "bool", False, dynamic=True),
+    ConfigDef("log.cleaner.enable", "bool", True),
+    ConfigDef("log.cleaner.threads", "int", 1, validator=at_least(0)),
+    ConfigDef("log.cleaner.backoff.ms", "long", 15000, validator=at_least(0)),
+    ConfigDef("log.cleaner.dedupe.buffer.size", "long", 134217728),
+    ConfigDef("log.cleaner.io.max.bytes.per.second", "double", 1.7976931348623157e308),
+    ConfigDef("log.cleaner.min.cleanable.ratio", "double", 0.5, dynamic=True),
+    ConfigDef("log.cleaner.min.compaction.lag.ms", "long", 0, validator=at_least(0), dynamic=True),
+    ConfigDef("log.cleaner.max.compaction.lag.ms", "long", LONG_MAX, validator=at_least(1), dynamic=True),
+    ConfigDef("log.cleaner.delete.retention.ms", "long", 86400000, validator=at_least(0), dynamic=True),
+    ConfigDef("message.max.bytes", "int", 1048588, validator=at_least(0), dynamic=True),
+    ConfigDef("compression.type", "string", "producer",
+              validator=one_of("producer", "uncompressed", "none", "gzip", "snappy", "lz4", "zstd"), dynamic=True),
+    ConfigDef("min.insync.replicas", "int", 1, validator=at_least(1), dynamic=True),
+    ConfigDef("unclean.leader.election.enable", "bool", False, dynamic=True),
+    # fetch sessions, replication, shutdown
+    ConfigDef("max.incremental.fetch.session.cache.slots", "int", 1000, validator=at_least(0)),
+    ConfigDef("min.incremental.fetch.session.eviction.ms", "int", 120000, validator=at_least(0)),
+    ConfigDef("replica.lag.time.max.ms", "long", 30000),
+    ConfigDef("replica.fetch.wait.max.ms", "int", 500),
+    ConfigDef("replica.fetch.min.bytes", "int", 1),
+    ConfigDef("replica.fetch.max.bytes", "int", 1048576),
+    ConfigDef("fetch.purgatory.purge.interval.requests", "int", 1000),
+    ConfigDef("producer.purgatory.purge.interval.requests", "int", 1000),
+    ConfigDef("delete.records.purgatory.purge.interval.requests", "int", 1),
+    ConfigDef("controlled.shutdown.enable", "bool", True),
+    ConfigDef("controlled.shutdown.max.retries", "int", 3),
+    ConfigDef("controlled.shutdown.retry.backoff.ms", "long", 5000),
+    ConfigDef("auto.leader.rebalance.enable", "bool", True),
+    ConfigDef("leader.imbalance.check.interval.seconds", "long", 300),
+    ConfigDef("leader.imbalance.per.broker.percentage", "int", 10),
+    # kafkalite's own
+    ConfigDef("pid.file", "string", None, "Write the process id here at start-up (kafkalite)."),
+    ConfigDef("kafkalite.log.fsync", "bool", True, "fsync checkpoints and metadata journal (tests turn it off)."),
+]
+
+#: Kafka broker keys that tune the JVM implementation; accepted and ignored.
+IGNORED_KAFKA_KEYS = frozenset({
+    "num.network.threads", "num.io.threads", "num.replica.fetchers", "num.recovery.threads.per.data.dir",
+    "socket.send.buffer.bytes", "socket.receive.buffer.bytes", "queued.max.requests",
+    "background.threads", "log.cleaner.io.buffer.size", "log.cleaner.io.buffer.load.factor",
+    "group.max.session.timeout.ms", "group.min.session.timeout.ms", "zookeeper.set.acl",
+    "offsets.retention.minutes", "transaction.max.timeout.ms", "process.roles", "controller.quorum.voters",
+    "controller.listener.names", "log.message.format.version", "inter.broker.protocol.version",
+})
+
+CONFIG_DEFS: dict[str, ConfigDef] = {d.name: d for d in _DEFS}
+
+_BOOL = {"true": True, "false": False}
+_LISTENER_RE = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)://(?P<host>\[[^\]]*\]|[^:]*):(?P<port>\d+)$")
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    listener: str
+    host: str
+    port: int
+    security_protocol: str
+
+    def __str__(self) -> str:
+        return f"{self.listener}://{self.host}:{self.port}"
+
+
+def parse_endpoint(key: str, text: str, protocol_map: Mapping[str, str]) -> Endpoint:
+    m = _LISTENER_RE.match(text.strip())
+    if not m:
+        raise ConfigError(key, f"{text!r} is not of the form NAME://host:port")
+    name = m["name"].upper()
+    if name not in protocol_map:
+        raise ConfigError(key, f"listener {name} has no security protocol in listener.security.protocol.map")
+    port = int(m["port"])
+    if port > 65535:
+        raise ConfigError(key, f"port {port} out of range")
+    return Endpoint(name, m["host"].strip("[]"), port, protocol_map[name])
+
+
+def _coerce(d: ConfigDef, value: Any) -> Any:
+    if value is None:
+        return None
+    t = d.type
+    try:
+        if t in ("int", "long", "short"):
+            if isinstance(value, bool):
+                raise ValueError
+            if isinstance(value, str):
+                value = value.strip()
+            v = int(value)
+            limit = LONG_MAX if t == "long" else (INT_MAX if t == "int" else 32767)
+            if not -limit - 1 <= v <= limit:
+                raise ConfigError(d.name, f"{v} does not fit a {t}")
+            return v
+        if t == "double":
+            return float(value)
+        if t == "bool":
+            if isinstance(value, bool):
+                return value
+            s = str(value).strip().lower()
+            if s not in _BOOL:
+                raise ValueError
+            return _BOOL[s]
+        if t == "list":
+            if isinstance(value, list | tuple):
+                return [str(x).strip() for x in value]
+            return [x.strip() for x in str(value).split(",") if x.strip()]
+        return str(value)
+    except ConfigError:
+        raise
+    except (TypeError, ValueError):
+        raise ConfigError(d.name, f"{value!r} is not a valid {t}") from None
+
+
+def _flatten(prefix: str, data: Any, out: dict[str, Any]) -> None:
+    if isinstance(data, Mapping):
+        for k, v in data.items():
+            _flatten(f"{prefix}.{k}" if prefix else str(k), v, out)
+    else:
+        out[prefix] = data
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java .properties subset: key=value or key: value, # and ! comments, \\ continuations."""
+    out: dict[str, str] = {}
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i].strip()
+        i += 1
+        if not line or line[0] in "#!":
+            continue
+        while line.endswith("\\") and i < len(lines):
+            line = line[:-1] + lines[i].strip()
+            i += 1
+        m = re.match(r"^([^=:\s]+)\s*[=:\s]\s*(.*)$", line)
+        if not m:
+            out[line] = ""
+        else:
+            out[m[1]] = m[2]
+    return out
+
+
+class BrokerConfig:
+    """Validated broker configuration. ``cfg["log.dirs"]`` or the typed properties."""
+
+    def __init__(self, values: Mapping[str, Any] | None = None, *, base_dir: Path | None = None) -> None:
+        raw = dict(values or {})
+        self._explicit = set()
+        self._values: dict[str, Any] = {d.name: d.default for d in _DEFS}
+        self.ignored: dict[str, Any] = {}
+        for key, value in raw.items():
+            if key in IGNORED_KAFKA_KEYS:
+                self.ignored[key] = value
+                continue
+            d = CONFIG_DEFS.get(key)
+            if d is None:
+                raise ConfigError(key, "unknown configuration key")
+            v = _coerce(d, value)
+            if d.validator and (msg := d.validator(v)):
+                raise ConfigError(key, msg)
+            self._values[key] = v
+            self._explicit.add(key)
+        if self._values["node.id"] is not None:
+            if "broker.id" in self._explicit and self._values["broker.id"] != self._values["node.id"]:
+                raise ConfigError("node.id", "conflicts with broker.id")
+            self._values["broker.id"] = self._values["node.id"]
+        if self._values["broker.id"] < -1:
+            raise ConfigError("broker.id", "must be >= 0 (or -1 to generate)")
+        base = base_dir or Path.cwd()
+        dirs = self._values["log.dirs"] or [self._values["log.dir"]]
+        if not dirs:
+            raise ConfigError("log.dirs", "at least one directory is required")
+        self.log_dirs = [(base / d).resolve() if not Path(d).is_absolute() else Path(d) for d in dirs]
+        pm = {}
+        for entry in str(self._values["listener.security.protocol.map"]).split(","):
+            if ":" not in entry:
+                raise ConfigError("listener.security.protocol.map", f"bad entry {entry!r}")
+            k, v = entry.split(":", 1)
+            pm[k.strip().upper()] = v.strip().upper()
+        self.protocol_map = pm
+        self.listeners = [parse_endpoint("listeners", x, pm) for x in self._values["listeners"]]
+        if not self.listeners:
+            raise ConfigError("listeners", "at least one listener is required")
+        for ep in self.listeners:
+            if ep.security_protocol != "PLAINTEXT":
+                raise ConfigError("listeners", f"security protocol {ep.security_protocol} is not supported yet")
+        names = [ep.listener for ep in self.listeners]
+        if len(set(names)) != len(names):
+            raise ConfigError("listeners", "listener names must be unique")
+        adv = self._values["advertised.listeners"]
+        self.advertised = (
+            [parse_endpoint("advertised.listeners", x, pm) for x in adv] if adv else list(self.listeners)
+        )
+        for ep in self.advertised:
+            if ep.listener not in names:
+                raise ConfigError("advertised.listeners", f"listener {ep.listener} is not in listeners")
+        for ep in self.advertised:
+            if ep.host in ("", "0.0.0.0", "::"):
+                raise ConfigError("advertised.listeners", "cannot advertise the wildcard address")
+        pid = self._values["pid.file"]
+        self.pid_file = None if pid is None else (base / pid if not Path(pid).is_absolute() else Path(pid))
+
+    # ---- access -------------------------------------------------------------
+    def __getitem__(self, key: str) -> Any:
+        return self._values[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._values.get(key, default)
+
+    def is_explicit(self, key: str) -> bool:
+        return key in self._explicit
+
+    def items(self) -> list[tuple[str, Any]]:
+        return sorted(self._values.items())
+
+    def set_dynamic(self, key: str, value: Any) -> None:
+        d = CONFIG_DEFS.get(key)
+        if d is None:
+            raise ConfigError(key, "unknown configuration key")
+        if not d.dynamic:
+            raise ConfigError(key, "cannot be updated dynamically")
+        v = _coerce(d, value) if value is not None else d.default
+        if d.validator and (msg := d.validator(v)):
+            raise ConfigError(key, msg)
+        self._values[key] = v
+        if value is None:
+            self._explicit.discard(key)
+        else:
+            self._explicit.add(key)
+
+    @property
+    def broker_id(self) -> int:
+        return int(self._values["broker.id"])
+
+    # derived log defaults, following Kafka's precedence (ms > minutes > hours)
+    @property
+    def log_retention_ms(self) -> int:
+        v = self._values
+        if v["log.retention.ms"] is not None:
+            return int(v["log.retention.ms"])
+        if v["log.retention.minutes"] is not None:
+            return int(v["log.retention.minutes"]) * 60_000
+        return int(v["log.retention.hours"]) * 3_600_000
+
+    @property
+    def log_roll_ms(self) -> int:
+        v = self._values["log.roll.ms"]
+        return int(v) if v is not None else int(self._values["log.roll.hours"]) * 3_600_000
+
+    @property
+    def log_roll_jitter_ms(self) -> int:
+        v = self._values["log.roll.jitter.ms"]
+        return int(v) if v is not None else int(self._values["log.roll.jitter.hours"]) * 3_600_000
+
+    @property
+    def log_flush_interval_ms(self) -> int:
+        v = self._values["log.flush.interval.ms"]
+        return int(v) if v is not None else int(self._values["log.flush.scheduler.interval.ms"])
+
+    # ---- loading ------------------------------------------------------------
+    @classmethod
+    def load(cls, path: str | Path, overrides: Mapping[str, Any] | None = None) -> BrokerConfig:
+        p = Path(path)
+        text = p.read_text()
+        if p.suffix in (".properties", ".props") or (p.suffix not in (".yaml", ".yml", ".json") and "=" in text and ":" not in text.split("=", 1)[0]):
+            values: dict[str, Any] = dict(parse_properties(text))
+        else:
+            try:
+                data = yaml.safe_load(text) or {}
+            except yaml.YAMLError as e:
+                raise ConfigError(str(p), f"not valid YAML: {e}") from None
+            if not isinstance(data, Mapping):
+                raise ConfigError(str(p), "the YAML document must be a mapping")
+            values = {}
+            _flatten("", data, values)
+        values.update(overrides or {})
+        return cls(values)

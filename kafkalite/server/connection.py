@@ -1,0 +1,331 @@
+"""One client connection: size-prefixed frames in, responses out in request order.
+
+Reading and writing use the raw non-blocking socket (not an asyncio transport)
+because a Fetch response is header bytes interleaved with ``os.sendfile``
+ranges of segment files, and a transport cannot splice a sendfile into its
+buffer. Requests are dispatched as soon as they are parsed (pipelining); the
+synchronous part of a handler (e.g. the log append) runs in arrival order, and
+anything it leaves pending (a long-poll fetch, an acks=all produce) is a future
+the writer awaits in order. APIs marked ``serial`` finish before the next
+request on the connection is dispatched, as Kafka does for every request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import errno
+import itertools
+import logging
+import os
+import socket
+import struct
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from kafkalite.protocol.headers import MalformedRequest
+
+if TYPE_CHECKING:
+    from kafkalite.server.request_channel import RequestChannel
+
+log = logging.getLogger(__name__)
+
+_I32 = struct.Struct(">i")
+_READ_CHUNK = 256 * 1024
+
+
+class FileRange:
+    """A byte range of an open file, sent with sendfile (or copied for TLS)."""
+
+    __slots__ = ("fd", "offset", "size")
+
+    def __init__(self, fd: int, offset: int, size: int) -> None:
+        self.fd = fd
+        self.offset = offset
+        self.size = size
+
+    def read_bytes(self) -> bytes:
+        return os.pread(self.fd, self.size, self.offset)
+
+
+#: A response on the wire: byte chunks and file ranges, in order.
+Parts = list[Any]
+
+
+class CloseConnection(Exception):
+    """Raised by a handler to drop the connection (e.g. an unknown api key)."""
+
+
+class Connection:
+    __slots__ = (
+        "sock", "fd", "peer", "listener", "channel", "loop", "client_software_name",
+        "client_software_version", "_pending", "_wake", "_closed", "last_active",
+        "_writer_task", "_reader_task", "_serial_wait", "id", "muted_until", "faults",
+    )
+
+    _next_id = 0
+
+    def __init__(self, sock: socket.socket, listener: str, channel: RequestChannel) -> None:
+        Connection._next_id += 1
+        self.id = Connection._next_id
+        self.sock = sock
+        self.fd = sock.fileno()
+        try:
+            self.peer = sock.getpeername()
+        except OSError:
+            self.peer = ("?", 0)
+        self.listener = listener
+        self.channel = channel
+        self.loop = asyncio.get_running_loop()
+        self.client_software_name: str | None = None
+        self.client_software_version: str | None = None
+        self._pending: collections.deque[tuple[asyncio.Future[Any] | Any, Callable[[Any], Parts | None]]] = collections.deque()
+        self._wake: asyncio.Future[None] | None = None
+        self._closed = False
+        self.last_active = time.monotonic()
+        self._writer_task: asyncio.Task[None] | None = None
+        self._reader_task: asyncio.Task[None] | None = None
+        self._serial_wait: asyncio.Future[Any] | None = None
+        self.muted_until = 0.0
+        self.faults: Any = None
+
+    # ---- lifecycle ----------------------------------------------------------
+    def start(self) -> None:
+        self._reader_task = self.loop.create_task(self._read_loop())
+        self._writer_task = self.loop.create_task(self._write_loop())
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for t in (self._reader_task, self._writer_task):
+            if t is not None and t is not asyncio.current_task():
+                t.cancel()
+        for fut, _ in self._pending:
+            if isinstance(fut, asyncio.Future) and not fut.done():
+                fut.cancel()
+        self._pending.clear()
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+        self.channel.connection_closed(self)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # ---- reading ------------------------------------------------------------
+    async def _read_loop(self) -> None:
+        loop = self.loop
+        sock = self.sock
+        max_bytes = self.channel.max_request_size
+        buf = bytearray(_READ_CHUNK)
+        view = memoryview(buf)
+        start = end = 0
+        try:
+            while True:
+                if end == len(buf):
+                    # compact, or grow for a frame bigger than the buffer
+                    if start > 0:
+                        view[0 : end - start] = view[start:end]
+                        end -= start
+                        start = 0
+                    else:
+                        view.release()
+                        buf.extend(bytes(len(buf)))
+                        view = memoryview(buf)
+                n = await loop.sock_recv_into(sock, view[end:])
+                if n == 0:
+                    return
+                end += n
+                self.last_active = time.monotonic()
+                while end - start >= 4:
+                    size = _I32.unpack_from(buf, start)[0]
+                    if size < 0 or size > max_bytes:
+                        log.warning(
+                            "closing connection from %s: request of %d bytes exceeds socket.request.max.bytes=%d",
+                            self.peer, size, max_bytes,
+                        )
+                        return
+                    if end - start - 4 < size:
+                        if start + 4 + size > len(buf):
+                            # make room: move the partial frame to the front and grow
+                            if start > 0:
+                                view[0 : end - start] = view[start:end]
+                                end -= start
+                                start = 0
+                            if 4 + size > len(buf):
+                                view.release()
+                                buf.extend(bytes(4 + size - len(buf)))
+                                view = memoryview(buf)
+                        break
+                    frame = bytes(view[start + 4 : start + 4 + size])
+                    start += 4 + size
+                    if not self._dispatch(frame):
+                        return
+                    if self._serial_wait is not None:
+                        try:
+                            await self._serial_wait
+                        except Exception:
+                            pass
+                        self._serial_wait = None
+                    if self._closed:
+                        return
+                if start == end:
+                    start = end = 0
+        except (ConnectionError, OSError):
+            pass
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("connection %s: unexpected error", self.peer)
+        finally:
+            view.release()
+            # let queued responses drain before closing
+            if not self._closed:
+                self._pending.append((None, _CLOSE))
+                self._wakeup()
+
+    def _dispatch(self, frame: bytes) -> bool:
+        try:
+            result = self.channel.handle(self, frame)
+        except MalformedRequest as e:
+            log.warning("closing connection from %s: malformed request: %s", self.peer, e)
+            return False
+        except CloseConnection as e:
+            log.warning("closing connection from %s: %s", self.peer, e)
+            return False
+        if result is None:
+            return True
+        value, encode, serial = result
+        if isinstance(value, Awaitable) and not isinstance(value, asyncio.Future):
+            value = asyncio.ensure_future(value)
+        if serial and isinstance(value, asyncio.Future) and not value.done():
+            self._serial_wait = value
+        self._pending.append((value, encode))
+        self._wakeup()
+        return True
+
+    def _wakeup(self) -> None:
+        w = self._wake
+        if w is not None and not w.done():
+            w.set_result(None)
+
+    # ---- writing ------------------------------------------------------------
+    async def _write_loop(self) -> None:
+        pending = self._pending
+        try:
+            while True:
+                if not pending:
+                    self._wake = self.loop.create_future()
+                    await self._wake
+                    self._wake = None
+                    continue
+                value, encode = pending[0]
+                if encode is _CLOSE:
+                    break
+                if isinstance(value, asyncio.Future):
+                    try:
+                        value = await value
+                    except CloseConnection as e:
+                        log.warning("closing connection from %s: %s", self.peer, e)
+                        break
+                    except Exception:
+                        log.exception("request failed on connection %s", self.peer)
+                        break
+                if pending and pending[0][1] is encode:
+                    pending.popleft()
+                parts = encode(value)
+                if parts is None:
+                    continue
+                if self.muted_until:
+                    delay = self.muted_until - time.monotonic()
+                    self.muted_until = 0.0
+                    if delay > 0:
+                        await asyncio.sleep(delay)
+                await self.send_parts(parts)
+                self.last_active = time.monotonic()
+        except (ConnectionError, OSError):
+            pass
+        except asyncio.CancelledError:
+            return
+        except Exception:
+            log.exception("connection %s: unexpected error while writing", self.peer)
+        self.close()
+
+    async def send_parts(self, parts: Parts) -> None:
+        """Write byte chunks with sendmsg and file ranges with sendfile, in order."""
+        chunks: list[Any] = []
+        for p in parts:
+            if isinstance(p, FileRange):
+                if chunks:
+                    await self._send_buffers(chunks)
+                    chunks = []
+                await self._sendfile(p)
+            else:
+                chunks.append(p)
+        if chunks:
+            await self._send_buffers(chunks)
+
+    async def _send_buffers(self, chunks: list[Any]) -> None:
+        sock = self.sock
+        pending = collections.deque(c for c in chunks if len(c))
+        while pending:
+            try:
+                sent = sock.sendmsg(list(itertools.islice(pending, 512)))
+            except BlockingIOError:
+                await self._wait_writable()
+                continue
+            except InterruptedError:
+                continue
+            # drop what was sent; a partially sent chunk keeps its tail
+            while sent:
+                n = len(pending[0])
+                if sent >= n:
+                    sent -= n
+                    pending.popleft()
+                else:
+                    pending[0] = memoryview(pending[0])[sent:]
+                    sent = 0
+
+    async def _sendfile(self, r: FileRange) -> None:
+        offset, remaining = r.offset, r.size
+        while remaining > 0:
+            try:
+                n = os.sendfile(self.fd, r.fd, offset, remaining)
+            except BlockingIOError:
+                await self._wait_writable()
+                continue
+            except InterruptedError:
+                continue
+            except OSError as e:
+                if e.errno in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+                    data = os.pread(r.fd, remaining, offset)
+                    await self._send_buffers([data])
+                    return
+                raise
+            if n == 0:
+                # file shorter than promised (truncated under us): pad to keep framing
+                await self._send_buffers([bytes(remaining)])
+                return
+            offset += n
+            remaining -= n
+
+    async def _wait_writable(self) -> None:
+        fut: asyncio.Future[None] = self.loop.create_future()
+
+        def ready() -> None:
+            if not fut.done():
+                fut.set_result(None)
+
+        self.loop.add_writer(self.fd, ready)
+        try:
+            await fut
+        finally:
+            self.loop.remove_writer(self.fd)
+
+
+def _CLOSE(_: Any) -> None:  # sentinel encoder: close after draining
+    return None

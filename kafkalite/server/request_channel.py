@@ -1,0 +1,127 @@
+"""Request dispatch: header → API table → kio body codec → handler → framed response.
+
+A handler returns one of:
+- a ``dict`` describing the response (encoded with kio for the request's version);
+- ``bytes`` or a list of byte chunks / :class:`FileRange` (a pre-encoded body);
+- ``None``: no response at all (acks=0 produce);
+- an awaitable of any of these, completed later (delayed operations).
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from kafkalite.protocol import messages
+from kafkalite.protocol.api_keys import ApiKey
+from kafkalite.protocol.errors import ErrorCode
+from kafkalite.protocol.headers import MalformedRequest, parse_request_header, response_header, skip_tagged_fields
+from kafkalite.server.api_table import ApiSpec
+from kafkalite.server.connection import CloseConnection, Connection, FileRange
+
+if TYPE_CHECKING:
+    from kafkalite.server.faults import FaultInjector
+
+log = logging.getLogger(__name__)
+_I32 = struct.Struct(">i")
+
+
+@dataclass(slots=True)
+class RequestContext:
+    connection: Connection
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    header_flexible: bool
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def listener(self) -> str:
+        return self.connection.listener
+
+
+class RequestChannel:
+    """Shared by every connection of one broker."""
+
+    def __init__(self, api_table: dict[int, ApiSpec], *, max_request_size: int) -> None:
+        self.api_table = api_table
+        self.max_request_size = max_request_size
+        self.connections: set[Connection] = set()
+        self.faults: FaultInjector | None = None
+        self.requests_total: dict[int, int] = {}
+
+    def connection_opened(self, conn: Connection) -> None:
+        self.connections.add(conn)
+
+    def connection_closed(self, conn: Connection) -> None:
+        self.connections.discard(conn)
+
+    def handle(self, conn: Connection, frame: bytes) -> tuple[Any, Callable[[Any], Any], bool] | None:
+        hdr = parse_request_header(frame)
+        spec = self.api_table.get(hdr.api_key)
+        if spec is None:
+            raise CloseConnection(f"unknown api key {hdr.api_key}")
+        self.requests_total[hdr.api_key] = self.requests_total.get(hdr.api_key, 0) + 1
+        version = hdr.api_version
+        if not spec.min_version <= version <= spec.max_version:
+            if hdr.api_key == ApiKey.API_VERSIONS:
+                # v0-shaped reply so any client can read the error and retry lower
+                body = self._api_versions_fallback()
+                return body, self._framer(hdr.correlation_id, False, 18, 0), False
+            raise CloseConnection(
+                f"unsupported version {version} of {spec.name} (supported {spec.min_version}-{spec.max_version})"
+            )
+        flexible = messages.is_flexible_request(hdr.api_key, version)
+        body_offset = skip_tagged_fields(frame, hdr.size) if flexible else hdr.size
+        try:
+            request = messages.decode_request(hdr.api_key, version, frame, body_offset)
+        except Exception as e:  # kio raises many kinds on garbage input
+            raise MalformedRequest(f"cannot decode {spec.name} v{version}: {e!r}") from None
+        ctx = RequestContext(conn, hdr.api_key, version, hdr.correlation_id, hdr.client_id, flexible)
+        # ApiVersions responses always use header v0 (KIP-511)
+        resp_flexible = flexible and hdr.api_key != ApiKey.API_VERSIONS
+        framer = self._framer(hdr.correlation_id, resp_flexible, hdr.api_key, version)
+        faults = self.faults
+        if faults is not None:
+            injected = faults.intercept(ctx, request, spec)
+            if injected is not None:
+                return injected, framer, spec.serial
+        result = spec.handler(ctx, request)
+        return result, framer, spec.serial
+
+    def _api_versions_fallback(self) -> dict[str, Any]:
+        return {
+            "error_code": ErrorCode.unsupported_version,
+            "api_keys": self.api_versions_list(),
+        }
+
+    def api_versions_list(self) -> list[dict[str, int]]:
+        return [
+            {"api_key": s.key, "max_version": s.max_version,
+             "min_version": s.min_version if s.advertised_min_version is None else s.advertised_min_version}
+            for s in sorted(self.api_table.values(), key=lambda s: s.key)
+        ]
+
+    @staticmethod
+    def _framer(correlation_id: int, flexible: bool, api_key: int, version: int) -> Callable[[Any], list[Any] | None]:
+        head = response_header(correlation_id, flexible)
+
+        def frame(result: Any) -> list[Any] | None:
+            if result is None:
+                return None
+            if isinstance(result, dict):
+                body: Any = messages.encode_response(api_key, version, result)
+            else:
+                body = result
+            if isinstance(body, bytes | bytearray | memoryview):
+                return [_I32.pack(len(head) + len(body)) + head, body]
+            size = len(head)
+            for p in body:
+                size += p.size if isinstance(p, FileRange) else len(p)
+            return [_I32.pack(size) + head, *body]
+
+        return frame

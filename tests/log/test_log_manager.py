@@ -1,0 +1,254 @@
+"""LogManager: load, placement, deletion, checkpoints, clean shutdown, offline dirs (behaviour 45)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+from logtest_helpers import fill, make_batch, read_all
+
+from kafkalite.log.checkpoint import OffsetCheckpointFile
+from kafkalite.log.errors import KafkaStorageError
+from kafkalite.log.log import parse_topic_partition_name
+from kafkalite.log.log_config import LogConfig
+from kafkalite.log.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
+
+
+def _mgr(dirs: list[Path], clock: list[int] | None = None, **kw: object) -> LogManager:
+    cfg = kw.pop("config", LogConfig(segment_bytes=400))
+    if clock is not None:
+        kw["clock_ms"] = lambda: clock[0]
+    lm = LogManager(dirs, cfg, **kw)  # type: ignore[arg-type]
+    lm.startup()
+    return lm
+
+
+def test_parse_dir_names() -> None:
+    assert parse_topic_partition_name("my-topic-with-dashes-12") == ("my-topic-with-dashes", 12)
+    assert parse_topic_partition_name("__consumer_offsets-0") == ("__consumer_offsets", 0)
+    for bad in ("nodash", "topic-", "-3", "topic-x"):
+        with pytest.raises(ValueError):
+            parse_topic_partition_name(bad)
+
+
+def test_reload_keeps_everything(tmp_path: Path) -> None:
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    lm = _mgr(dirs)
+    expected = {}
+    for t, p in (("x-y", 0), ("x-y", 1), ("z", 0)):
+        lg = lm.get_or_create_log(t, p)
+        fill(lg, 10 + p, records=2, epoch=4)
+        lg.update_high_watermark(lg.log_end_offset)
+        lg.delete_records(3)
+        expected[(t, p)] = (
+            lg.log_start_offset,
+            lg.log_end_offset,
+            lg.read(3, 1 << 30).read_bytes(),
+        )
+    lm.checkpoint_high_watermarks()
+    lm.shutdown()
+    assert all((d / CLEAN_SHUTDOWN_FILE).exists() for d in dirs)
+
+    lm = _mgr(dirs)
+    assert not any((d / CLEAN_SHUTDOWN_FILE).exists() for d in dirs)  # removed once loaded
+    assert sorted(lg.topic_partition for lg in lm.all_logs()) == sorted(expected)
+    hws = lm.read_high_watermarks()
+    for tp, (start, end, data) in expected.items():
+        lg = lm.get_log(*tp)
+        assert lg is not None
+        assert (lg.log_start_offset, lg.log_end_offset) == (start, end)
+        assert lg.recovery_point == end
+        assert hws[tp] == end
+        lg.update_high_watermark(hws[tp])
+        assert lg.read(3, 1 << 30).read_bytes() == data
+        assert lg.latest_epoch == 4
+    lm.shutdown()
+
+
+def test_unclean_restart_recovers_and_logs(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    lm = _mgr([tmp_path])
+    lg = lm.get_or_create_log("t", 0)
+    fill(lg, 20, records=2)
+    lm.checkpoint_recovery_points()
+    seg = sorted((tmp_path / "t-0").glob("*.log"))[-1]
+    for log_ in lm.all_logs():
+        log_.close_handlers()  # crash: no shutdown
+    lm._unlock_dirs()  # the dead process's locks go with it
+    os.truncate(seg, seg.stat().st_size - 3)
+    lm = _mgr([tmp_path])
+    lg = lm.get_log("t", 0)
+    assert lg is not None and lg.log_end_offset == 38
+    assert "recovery truncated" in caplog.text
+    lm.shutdown()
+
+
+def test_new_logs_go_to_the_dir_with_fewest_partitions(tmp_path: Path) -> None:
+    dirs = [tmp_path / "a", tmp_path / "b", tmp_path / "c"]
+    lm = _mgr(dirs)
+    for p in range(6):
+        lm.get_or_create_log("t", p)
+    counts = {d: len(v) for d, v in lm.logs_by_dir().items()}
+    assert set(counts.values()) == {2}
+    assert lm.get_or_create_log("t", 0) is lm.get_or_create_log("t", 0)
+    lm.shutdown()
+
+
+def test_delete_log_renames_then_deletes(tmp_path: Path) -> None:
+    now = [1_000_000]
+    lm = _mgr([tmp_path], now)
+    lg = lm.get_or_create_log("gone-topic", 2)
+    fill(lg, 3)
+    lm.get_or_create_log("kept", 0)
+    assert lm.delete_log("gone-topic", 2) is lg
+    assert lm.get_log("gone-topic", 2) is None
+    renamed = [p.name for p in tmp_path.iterdir() if p.name.endswith("-delete")]
+    assert len(renamed) == 1 and renamed[0].startswith("gone-topic-2.")
+    assert len(renamed[0]) == len("gone-topic-2.") + 32 + len("-delete")
+    with pytest.raises(KafkaStorageError):
+        lg.read(0, 10)
+    now[0] += 60_000
+    lm.tick()
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith("-delete")]
+    # a leftover -delete dir from a crash is removed at startup
+    (tmp_path / "old-0.0123456789abcdef0123456789abcdef-delete").mkdir()
+    lm.shutdown()
+    lm = _mgr([tmp_path])
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith("-delete")]
+    assert [lg.name for lg in lm.all_logs()] == ["kept-0"]
+    lm.shutdown()
+
+
+def test_checkpoints(tmp_path: Path) -> None:
+    lm = _mgr([tmp_path])
+    a = lm.get_or_create_log("a", 0)
+    b = lm.get_or_create_log("b", 1)
+    fill(a, 4)
+    fill(b, 2)
+    a.update_high_watermark(4)
+    a.delete_records(3)
+    a.flush()
+    lm.checkpoint_recovery_points()
+    lm.checkpoint_log_start_offsets()
+    lm.checkpoint_high_watermarks({("a", 0): 4, ("b", 1): 1})
+    assert OffsetCheckpointFile(tmp_path / "recovery-point-offset-checkpoint").read() == {
+        ("a", 0): 4,
+        ("b", 1): 0,
+    }
+    assert (tmp_path / "log-start-offset-checkpoint").read_text() == "0\n1\na 0 3\n"
+    assert (tmp_path / "replication-offset-checkpoint").read_text() == "0\n2\na 0 4\nb 1 1\n"
+    lm.shutdown()
+
+
+def test_tick_runs_retention_and_flushes_rolled_segments(tmp_path: Path) -> None:
+    now = [10 * 86_400_000]
+    lm = _mgr(
+        [tmp_path],
+        now,
+        config=LogConfig(segment_bytes=300, retention_ms=1000, file_delete_delay_ms=0),
+    )
+    lg = lm.get_or_create_log("t", 0)
+    for _ in range(6):
+        lg.append_as_leader(make_batch(1, timestamp=1), 0)
+    lg.append_as_leader(make_batch(1, timestamp=now[0]), 0)
+    lg.update_high_watermark(lg.log_end_offset)
+    assert lg.num_segments > 1
+    now[0] += 1000
+    lm.tick()
+    assert lg.recovery_point == lg.active_segment.base_offset  # rolled segments were flushed
+    assert lg.log_start_offset == 0  # retention check not due yet
+    now[0] += 300_000
+    lm.tick()
+    assert lg.log_start_offset == lg.active_segment.base_offset
+    lm.shutdown()
+
+
+def test_run_loop_flushes_in_a_thread(tmp_path: Path) -> None:
+    lm = _mgr([tmp_path], config=LogConfig(segment_bytes=300))
+    lm.flush_check_interval_ms = 0
+    lg = lm.get_or_create_log("t", 0)
+    fill(lg, 10)
+    assert lg.recovery_point == 0
+
+    async def go() -> None:
+        task = asyncio.create_task(lm.run(interval_ms=10))
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            if lg.recovery_point == lg.active_segment.base_offset:
+                break
+        lm.shutdown()
+        await asyncio.wait_for(task, 2)
+
+    asyncio.run(go())
+    assert (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
+
+
+def test_flush_ms_policy(tmp_path: Path) -> None:
+    now = [1_000_000]
+    lm = _mgr([tmp_path], now)
+    lg = lm.get_or_create_log("t", 0, LogConfig(flush_ms=5000))
+    fill(lg, 3)
+    lm.tick()
+    assert lg.recovery_point == 0
+    now[0] += 5000
+    lm.tick()
+    assert lg.recovery_point == 3
+    lm.shutdown()
+
+
+def test_update_config(tmp_path: Path) -> None:
+    lm = _mgr([tmp_path])
+    lg = lm.get_or_create_log("t", 0)
+    lm.update_config("t", LogConfig(retention_ms=5))
+    assert lg.config.retention_ms == 5
+    lm.shutdown()
+    lm = LogManager([tmp_path], LogConfig(), topic_configs={"t": LogConfig(retention_ms=7)})
+    lm.startup()
+    assert lm.get_log("t", 0).config.retention_ms == 7  # type: ignore[union-attr]
+    lm.shutdown()
+
+
+def test_io_error_takes_the_dir_offline(tmp_path: Path) -> None:
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    lm = _mgr(dirs)
+    la = lm.get_or_create_log("t", 0)
+    lb = lm.get_or_create_log("t", 1)
+    assert lm.log_dir_of("t", 0) != lm.log_dir_of("t", 1)
+    fill(la, 2)
+    offline = []
+    lm.on_dir_offline.append(offline.append)
+    os.close(la.active_segment.fileno())  # simulate a dead disk under log t-0
+    with pytest.raises(KafkaStorageError) as e:
+        la.append_as_leader(make_batch(1), 0)
+    assert e.value.error_code == 56
+    assert offline == [lm.log_dir_of("t", 0)]
+    with pytest.raises(KafkaStorageError):
+        la.read(0, 100)
+    fill(lb, 2)  # the other dir keeps working
+    lb.update_high_watermark(2)
+    assert read_all(lb) == [(0, 0), (1, 1)]
+    new = lm.get_or_create_log("u", 0)
+    assert lm.log_dir_of("u", 0) == lm.log_dir_of("t", 1)
+    assert new.log_end_offset == 0
+    bad, good = lm.log_dir_of("t", 0), lm.log_dir_of("t", 1)
+    lm.shutdown()
+    assert not (bad / CLEAN_SHUTDOWN_FILE).exists()  # t-0 will be recovered at the next start
+    assert (good / CLEAN_SHUTDOWN_FILE).exists()
+
+
+def test_a_dir_in_use_is_refused(tmp_path: Path) -> None:
+    lm = _mgr([tmp_path / "a", tmp_path / "b"])
+    with pytest.raises(Exception, match="lock"):
+        _mgr([tmp_path / "c", tmp_path / "b"])
+    lm.shutdown()
+    _mgr([tmp_path / "c", tmp_path / "b"]).shutdown()
+
+
+def test_duplicate_partition_across_dirs_fails(tmp_path: Path) -> None:
+    for d in ("a", "b"):
+        (tmp_path / d / "t-0").mkdir(parents=True)
+    with pytest.raises(Exception, match="duplicate"):
+        _mgr([tmp_path / "a", tmp_path / "b"])
