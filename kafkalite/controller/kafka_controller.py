@@ -191,6 +191,8 @@ class KafkaController:
         await self._read_brokers()
         await self._read_topics()
         await self._online_all_partitions()
+        # replica state machine start-up: every live replica learns its role
+        await self._send_leader_and_isr_for_brokers(set(self.ctx.live_brokers))
         await self._send_update_metadata(list(self.ctx.live_brokers))
         await self._resume_deletions()
 
@@ -218,7 +220,21 @@ class KafkaController:
         if old - new:
             log.info("controller: brokers failed %s", sorted(old - new))
         await self._online_all_partitions()
+        if new - old:  # onBrokerStartup: the new brokers learn the partitions they host
+            await self._send_leader_and_isr_for_brokers(new - old)
         await self._send_update_metadata(list(self.ctx.live_brokers))
+
+    async def _send_leader_and_isr_for_brokers(self, brokers: set[int]) -> None:
+        by_broker: dict[int, list[dict[str, Any]]] = {}
+        for tp, st in self.ctx.states.items():
+            a = self.ctx.topics.get(tp[0])
+            if a is None or tp[0] in self.ctx.topics_being_deleted or st.leader < 0:
+                continue
+            for r in a.partitions.get(tp[1], []):
+                if r in brokers:
+                    by_broker.setdefault(r, []).append(self._state_dict(tp))
+        for b, states in by_broker.items():
+            await self.channel.leader_and_isr(b, self.broker_id, self.ctx.epoch, states, self._live_list())
 
     # ---- topics -------------------------------------------------------------
     async def _read_topics(self) -> None:

@@ -54,6 +54,11 @@ def decode_request(api_key: int, version: int, buf: bytes | memoryview, offset: 
     return obj
 
 
+def decode_response(api_key: int, version: int, buf: bytes | memoryview, offset: int) -> Any:
+    obj, _size = _reader(response_type(api_key, version))(buf, offset)
+    return obj
+
+
 def encode(entity: Any) -> bytes:
     out = io.BytesIO()
     _writer(type(entity))(out, entity)

@@ -104,6 +104,9 @@ class ReplicaManager:
         self.delete_records_purgatory = DelayedOperationPurgatory("DeleteRecords", purge_interval=1)
         #: listeners called after a leader append (e.g. metrics, tests)
         self.append_listeners: list[Callable[[TopicPartition, Any], None]] = []
+        #: called as (partition, is_leader) when LeaderAndIsr/StopReplica set a partition's role
+        #: here (the group coordinator loads and unloads __consumer_offsets partitions)
+        self.on_leadership_change: list[Callable[[TopicPartition, bool], None]] = []
 
     # ---- partitions ---------------------------------------------------------
     def get_partition(self, tp: TopicPartition) -> Partition | None:
@@ -139,6 +142,8 @@ class ReplicaManager:
                 else:
                     p.make_follower(state, plog)
                 errors[tp] = 0
+                for cb in self.on_leadership_change:
+                    cb(tp, state.leader == self.broker_id)
                 # wake anything parked on this partition (leadership may have changed)
                 self.fetch_purgatory.check_and_complete(tp)
                 self.produce_purgatory.check_and_complete(tp)
@@ -152,6 +157,8 @@ class ReplicaManager:
             p = self.partitions.pop(tp, None)
             if p is not None:
                 p.leader_id = -1
+                for cb in self.on_leadership_change:
+                    cb(tp, False)
             self.fetch_purgatory.check_and_complete(tp)
             self.produce_purgatory.check_and_complete(tp)
             if delete:

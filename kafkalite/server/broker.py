@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kafkalite.controller.kafka_controller import KafkaController
+from kafkalite.coordinator.group import GroupCoordinator
 from kafkalite.coordinator.transaction.producer_id_manager import ProducerIdManager
 from kafkalite.log.log_config import LogConfig
 from kafkalite.log.log_manager import LogManager
@@ -97,6 +98,7 @@ class KafkaBroker:
         self.replica_manager: ReplicaManager = None  # type: ignore[assignment]
         self.controller: KafkaController = None  # type: ignore[assignment]
         self.producer_ids: ProducerIdManager = None  # type: ignore[assignment]
+        self.group_coordinator = GroupCoordinator(self)
         self._metadata_waiters: list[tuple[Callable[[], bool], asyncio.Future[None]]] = []
         self._tasks: list[asyncio.Task[Any]] = []
         self.started = False
@@ -138,6 +140,7 @@ class KafkaBroker:
             ),
             self.log_manager,
         )
+        self.group_coordinator.startup()
         await self.socket_server.start()
         self.advertised = [self._resolve_port(ep) for ep in cfg.advertised]
         self.peers[self.broker_id] = self
@@ -168,6 +171,7 @@ class KafkaBroker:
             await self.controller.shutdown()
         await self.socket_server.stop()
         if self.replica_manager is not None:
+            await self.group_coordinator.shutdown()
             self.replica_manager.shutdown()
         if self.log_manager is not None:
             self.log_manager.shutdown()

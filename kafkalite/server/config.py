@@ -80,6 +80,15 @@ _DEFS: list[ConfigDef] = [
     ConfigDef("transaction.state.log.replication.factor", "short", 3, validator=at_least(1)),
     ConfigDef("transaction.state.log.min.isr", "int", 2, validator=at_least(1)),
     ConfigDef("group.initial.rebalance.delay.ms", "int", 3000, validator=at_least(0)),
+    ConfigDef("group.min.session.timeout.ms", "int", 6000, validator=at_least(0)),
+    ConfigDef("group.max.session.timeout.ms", "int", 1800000, validator=at_least(0)),
+    ConfigDef("group.max.size", "int", INT_MAX, validator=at_least(1)),
+    ConfigDef("offsets.retention.minutes", "int", 10080, validator=at_least(1)),
+    ConfigDef("offsets.retention.check.interval.ms", "long", 600000, validator=at_least(1)),
+    ConfigDef("offsets.commit.timeout.ms", "int", 5000, validator=at_least(1)),
+    ConfigDef("offsets.load.buffer.size", "int", 5242880, validator=at_least(1)),
+    ConfigDef("offsets.topic.segment.bytes", "int", 104857600, validator=at_least(1)),
+    ConfigDef("offset.metadata.max.bytes", "int", 4096, validator=at_least(0)),
     # log defaults (topic-level defaults come from these)
     ConfigDef("log.dirs", "list", None),
     ConfigDef("log.dir", "string", "/tmp/kafka-logs"),
@@ -147,8 +156,7 @@ IGNORED_KAFKA_KEYS = frozenset({
     "num.network.threads", "num.io.threads", "num.replica.fetchers", "num.recovery.threads.per.data.dir",
     "socket.send.buffer.bytes", "socket.receive.buffer.bytes", "queued.max.requests",
     "background.threads", "log.cleaner.io.buffer.size", "log.cleaner.io.buffer.load.factor",
-    "group.max.session.timeout.ms", "group.min.session.timeout.ms", "zookeeper.set.acl",
-    "offsets.retention.minutes", "transaction.max.timeout.ms", "process.roles", "controller.quorum.voters",
+    "zookeeper.set.acl", "transaction.max.timeout.ms", "process.roles", "controller.quorum.voters",
     "controller.listener.names", "log.message.format.version", "inter.broker.protocol.version",
 })
 

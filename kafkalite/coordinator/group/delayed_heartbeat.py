@@ -19,8 +19,14 @@ if TYPE_CHECKING:
 
 
 class DelayedHeartbeat(DelayedOperation):
-    def __init__(self, coordinator: GroupCoordinator, group: GroupMetadata, member_id: str,
-                 is_pending: bool, timeout_ms: int) -> None:
+    def __init__(
+        self,
+        coordinator: GroupCoordinator,
+        group: GroupMetadata,
+        member_id: str,
+        is_pending: bool,
+        timeout_ms: int,
+    ) -> None:
         super().__init__(timeout_ms)
         self.coordinator = coordinator
         self.group = group
@@ -29,7 +35,8 @@ class DelayedHeartbeat(DelayedOperation):
 
     def try_complete(self) -> bool:
         return self.coordinator.try_complete_heartbeat(
-            self.group, self.member_id, self.is_pending, self.force_complete)
+            self.group, self.member_id, self.is_pending, self.force_complete
+        )
 
     def on_complete(self) -> None:
         pass

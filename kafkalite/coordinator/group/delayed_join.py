@@ -20,7 +20,9 @@ if TYPE_CHECKING:
 
 
 class DelayedJoin(DelayedOperation):
-    def __init__(self, coordinator: GroupCoordinator, group: GroupMetadata, rebalance_timeout_ms: int) -> None:
+    def __init__(
+        self, coordinator: GroupCoordinator, group: GroupMetadata, rebalance_timeout_ms: int
+    ) -> None:
         super().__init__(rebalance_timeout_ms)
         self.coordinator = coordinator
         self.group = group
@@ -35,8 +37,9 @@ class DelayedJoin(DelayedOperation):
 class InitialDelayedJoin(DelayedJoin):
     """Completes only by its timer; re-arms itself while new members keep joining."""
 
-    def __init__(self, coordinator: GroupCoordinator, group: GroupMetadata, delay_ms: int,
-                 remaining_ms: int) -> None:
+    def __init__(
+        self, coordinator: GroupCoordinator, group: GroupMetadata, delay_ms: int, remaining_ms: int
+    ) -> None:
         super().__init__(coordinator, group, delay_ms)
         self.configured_delay_ms = delay_ms
         self.remaining_ms = remaining_ms
@@ -60,8 +63,13 @@ class InitialDelayedJoin(DelayedJoin):
 class DelayedSync(DelayedOperation):
     """After a join completes, members have one rebalance timeout to send SyncGroup."""
 
-    def __init__(self, coordinator: GroupCoordinator, group: GroupMetadata, generation_id: int,
-                 rebalance_timeout_ms: int) -> None:
+    def __init__(
+        self,
+        coordinator: GroupCoordinator,
+        group: GroupMetadata,
+        generation_id: int,
+        rebalance_timeout_ms: int,
+    ) -> None:
         super().__init__(rebalance_timeout_ms)
         self.coordinator = coordinator
         self.group = group

@@ -144,7 +144,7 @@ class GroupCoordinator:
 
     # ---- leadership of __consumer_offsets ---------------------------------------------
     def on_leadership_change(self, tp: TopicPartition, is_leader: bool) -> None:
-        if tp[0] != OFFSETS_TOPIC or not self.is_active and self.manager.shutting_down:
+        if tp[0] != OFFSETS_TOPIC or self.manager.shutting_down:
             return
         if is_leader:
             self.manager.schedule_load(tp[1], self._on_group_loaded)
@@ -159,16 +159,24 @@ class GroupCoordinator:
         previous = group.state
         group.transition_to(GroupState.DEAD, self.clock_ms())
         for member in group.members.values():
-            group.complete_join(member, JoinGroupResult(member.member_id, ErrorCode.not_coordinator))
+            group.complete_join(
+                member, JoinGroupResult(member.member_id, ErrorCode.not_coordinator)
+            )
             group.complete_sync(member, SyncGroupResult(ErrorCode.not_coordinator))
-            self.heartbeat_purgatory.check_and_complete(_member_key(group.group_id, member.member_id))
+            self.heartbeat_purgatory.check_and_complete(
+                _member_key(group.group_id, member.member_id)
+            )
         if previous == GroupState.PREPARING_REBALANCE:
             self.join_purgatory.check_and_complete(_join_key(group.group_id))
 
     # ---- the offsets topic ------------------------------------------------------------
     def _offsets_topic_online(self) -> bool:
         t = self.broker.metadata_cache.get_topic(OFFSETS_TOPIC)
-        return t is not None and bool(t.partitions) and all(p.leader >= 0 for p in t.partitions.values())
+        return (
+            t is not None
+            and bool(t.partitions)
+            and all(p.leader >= 0 for p in t.partitions.values())
+        )
 
     async def ensure_offsets_topic(self, timeout_s: float = 10.0) -> bool:
         """Create ``__consumer_offsets`` on first use; True once every partition has a leader."""
@@ -184,14 +192,26 @@ class GroupCoordinator:
         if self.broker.metadata_cache.get_topic(OFFSETS_TOPIC) is None:
             live = self.broker.metadata_cache.alive_broker_ids()
             rf = max(1, min(self.config.offsets_topic_replication_factor, len(live)))
-            topic = _NewOffsetsTopic(OFFSETS_TOPIC, self.config.offsets_topic_num_partitions, rf, (
-                _Config("cleanup.policy", "compact"),
-                _Config("compression.type", "producer"),
-                _Config("segment.bytes", str(self.config.offsets_topic_segment_bytes)),
-            ))
-            [r] = await self.broker.admin.create_topics([topic], validate_only=False, timeout_ms=10000)
+            topic = _NewOffsetsTopic(
+                OFFSETS_TOPIC,
+                self.config.offsets_topic_num_partitions,
+                rf,
+                (
+                    _Config("cleanup.policy", "compact"),
+                    _Config("compression.type", "producer"),
+                    _Config("segment.bytes", str(self.config.offsets_topic_segment_bytes)),
+                ),
+            )
+            [r] = await self.broker.admin.create_topics(
+                [topic], validate_only=False, timeout_ms=10000
+            )
             if r.error and r.error != ErrorCode.topic_already_exists:
-                log.warning("creating %s failed: %s %s", OFFSETS_TOPIC, ErrorCode(r.error).name, r.message or "")
+                log.warning(
+                    "creating %s failed: %s %s",
+                    OFFSETS_TOPIC,
+                    ErrorCode(r.error).name,
+                    r.message or "",
+                )
                 return
         await self.broker.wait_for_topics([OFFSETS_TOPIC], 10.0)
 
@@ -219,35 +239,63 @@ class GroupCoordinator:
 
     # ---- JoinGroup ----------------------------------------------------------------
     async def handle_join_group(
-        self, group_id: str, member_id: str, group_instance_id: str | None, *, require_known_member_id: bool,
-        supports_skip_assignment: bool, client_id: str, client_host: str, rebalance_timeout_ms: int,
-        session_timeout_ms: int, protocol_type: str, protocols: list[tuple[str, bytes]],
+        self,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        *,
+        require_known_member_id: bool,
+        supports_skip_assignment: bool,
+        client_id: str,
+        client_host: str,
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
     ) -> JoinGroupResult:
         error = self._validate_group_status(group_id)
         if error:
             return JoinGroupResult(member_id, error)
-        if not (self.config.group_min_session_timeout_ms <= session_timeout_ms
-                <= self.config.group_max_session_timeout_ms):
+        if not (
+            self.config.group_min_session_timeout_ms
+            <= session_timeout_ms
+            <= self.config.group_max_session_timeout_ms
+        ):
             return JoinGroupResult(member_id, ErrorCode.invalid_session_timeout)
         is_unknown = member_id == ""
         group = self.manager.get_group(group_id)
         if group is None:
             if not is_unknown:
                 return JoinGroupResult(member_id, ErrorCode.unknown_member_id)
-            group = self.manager.add_group(GroupMetadata(group_id, GroupState.EMPTY, self.clock_ms()))
+            group = self.manager.add_group(
+                GroupMetadata(group_id, GroupState.EMPTY, self.clock_ms())
+            )
         if not self._accept_joining_member(group, member_id):
             return JoinGroupResult(member_id, ErrorCode.group_max_size_reached)
 
         fut: asyncio.Future[JoinGroupResult] = asyncio.get_running_loop().create_future()
-        args = (client_id, client_host, rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols)
+        args = (
+            client_id,
+            client_host,
+            rebalance_timeout_ms,
+            session_timeout_ms,
+            protocol_type,
+            protocols,
+        )
         if group.is_state(GroupState.DEAD):
             # deleted or unloaded meanwhile: let the member find the coordinator again
             fut.set_result(JoinGroupResult(member_id, ErrorCode.coordinator_not_available))
         elif not group.supports_protocols(protocol_type, [p for p, _ in protocols]):
             fut.set_result(JoinGroupResult(member_id, ErrorCode.inconsistent_group_protocol))
         elif is_unknown:
-            await self._do_new_member_join(group, group_instance_id, require_known_member_id,
-                                           supports_skip_assignment, fut, *args)
+            await self._do_new_member_join(
+                group,
+                group_instance_id,
+                require_known_member_id,
+                supports_skip_assignment,
+                fut,
+                *args,
+            )
         else:
             self._do_current_member_join(group, member_id, group_instance_id, fut, *args)
         if group.is_state(GroupState.PREPARING_REBALANCE):
@@ -261,13 +309,23 @@ class GroupCoordinator:
             return True
         if group.is_state(GroupState.PREPARING_REBALANCE):
             known = group.members.get(member_id)
-            return (known is not None and known.is_awaiting_join) or group.num_awaiting_join < max_size
+            return (
+                known is not None and known.is_awaiting_join
+            ) or group.num_awaiting_join < max_size
         return group.has(member_id) or group.size < max_size
 
     async def _do_new_member_join(
-        self, group: GroupMetadata, instance_id: str | None, require_known_member_id: bool,
-        supports_skip_assignment: bool, fut: asyncio.Future[JoinGroupResult], client_id: str,
-        client_host: str, rebalance_timeout_ms: int, session_timeout_ms: int, protocol_type: str,
+        self,
+        group: GroupMetadata,
+        instance_id: str | None,
+        require_known_member_id: bool,
+        supports_skip_assignment: bool,
+        fut: asyncio.Future[JoinGroupResult],
+        client_id: str,
+        client_host: str,
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        protocol_type: str,
         protocols: list[tuple[str, bytes]],
     ) -> None:
         new_member_id = f"{instance_id if instance_id is not None else client_id}-{uuid.uuid4()}"
@@ -275,8 +333,16 @@ class GroupCoordinator:
             old_member_id = group.static_member_id(instance_id)
             if old_member_id is not None:
                 await self._update_static_member_and_rebalance(
-                    group, old_member_id, new_member_id, instance_id, protocols, rebalance_timeout_ms,
-                    session_timeout_ms, supports_skip_assignment, fut)
+                    group,
+                    old_member_id,
+                    new_member_id,
+                    instance_id,
+                    protocols,
+                    rebalance_timeout_ms,
+                    session_timeout_ms,
+                    supports_skip_assignment,
+                    fut,
+                )
                 return
         elif require_known_member_id:
             # KIP-394: hand out the id first, so a retried JoinGroup cannot leave a ghost member
@@ -284,18 +350,46 @@ class GroupCoordinator:
             self._schedule_pending_member_expiration(group, new_member_id, session_timeout_ms)
             fut.set_result(JoinGroupResult(new_member_id, ErrorCode.member_id_required))
             return
-        self._add_member_and_rebalance(group, new_member_id, instance_id, fut, client_id, client_host,
-                                       rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols)
+        self._add_member_and_rebalance(
+            group,
+            new_member_id,
+            instance_id,
+            fut,
+            client_id,
+            client_host,
+            rebalance_timeout_ms,
+            session_timeout_ms,
+            protocol_type,
+            protocols,
+        )
 
     def _do_current_member_join(
-        self, group: GroupMetadata, member_id: str, instance_id: str | None,
-        fut: asyncio.Future[JoinGroupResult], client_id: str, client_host: str, rebalance_timeout_ms: int,
-        session_timeout_ms: int, protocol_type: str, protocols: list[tuple[str, bytes]],
+        self,
+        group: GroupMetadata,
+        member_id: str,
+        instance_id: str | None,
+        fut: asyncio.Future[JoinGroupResult],
+        client_id: str,
+        client_host: str,
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
     ) -> None:
         if member_id in group.pending_members:
             # the second JoinGroup of a KIP-394 member (pending members are never static)
-            self._add_member_and_rebalance(group, member_id, instance_id, fut, client_id, client_host,
-                                           rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols)
+            self._add_member_and_rebalance(
+                group,
+                member_id,
+                instance_id,
+                fut,
+                client_id,
+                client_host,
+                rebalance_timeout_ms,
+                session_timeout_ms,
+                protocol_type,
+                protocols,
+            )
             return
         error = group.validate_member(member_id, instance_id)
         if error:
@@ -304,57 +398,98 @@ class GroupCoordinator:
         member = group.get(member_id)
         state = group.state
         if state == GroupState.PREPARING_REBALANCE:
-            self._update_member_and_rebalance(group, member, protocols, rebalance_timeout_ms,
-                                              session_timeout_ms, fut)
+            self._update_member_and_rebalance(
+                group, member, protocols, rebalance_timeout_ms, session_timeout_ms, fut
+            )
         elif state == GroupState.COMPLETING_REBALANCE:
             if member.matches(protocols):
                 # it lost our JoinGroup response: send it again
                 fut.set_result(self._current_join_result(group, member_id))
             else:
-                self._update_member_and_rebalance(group, member, protocols, rebalance_timeout_ms,
-                                                  session_timeout_ms, fut)
+                self._update_member_and_rebalance(
+                    group, member, protocols, rebalance_timeout_ms, session_timeout_ms, fut
+                )
         elif state == GroupState.STABLE:
             if group.is_leader(member_id) or not member.matches(protocols):
                 # a leader rejoining or a member changing its metadata forces a rebalance
-                self._update_member_and_rebalance(group, member, protocols, rebalance_timeout_ms,
-                                                  session_timeout_ms, fut)
+                self._update_member_and_rebalance(
+                    group, member, protocols, rebalance_timeout_ms, session_timeout_ms, fut
+                )
             else:
                 fut.set_result(self._current_join_result(group, member_id, with_members=False))
         else:
             fut.set_result(JoinGroupResult(member_id, ErrorCode.unknown_member_id))
 
-    def _current_join_result(self, group: GroupMetadata, member_id: str, *,
-                             with_members: bool = True) -> JoinGroupResult:
+    def _current_join_result(
+        self, group: GroupMetadata, member_id: str, *, with_members: bool = True
+    ) -> JoinGroupResult:
         leader = group.is_leader(member_id)
         return JoinGroupResult(
-            member_id, 0, group.generation_id, group.protocol_type, group.protocol_name, group.leader_id or "",
-            members=group.current_member_metadata() if leader and with_members else [])
+            member_id,
+            0,
+            group.generation_id,
+            group.protocol_type,
+            group.protocol_name,
+            group.leader_id or "",
+            members=group.current_member_metadata() if leader and with_members else [],
+        )
 
     def _add_member_and_rebalance(
-        self, group: GroupMetadata, member_id: str, instance_id: str | None,
-        fut: asyncio.Future[JoinGroupResult], client_id: str, client_host: str, rebalance_timeout_ms: int,
-        session_timeout_ms: int, protocol_type: str, protocols: list[tuple[str, bytes]],
+        self,
+        group: GroupMetadata,
+        member_id: str,
+        instance_id: str | None,
+        fut: asyncio.Future[JoinGroupResult],
+        client_id: str,
+        client_host: str,
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
     ) -> None:
-        member = MemberMetadata(member_id, instance_id, client_id, client_host, rebalance_timeout_ms,
-                                session_timeout_ms, protocol_type, protocols)
+        member = MemberMetadata(
+            member_id,
+            instance_id,
+            client_id,
+            client_host,
+            rebalance_timeout_ms,
+            session_timeout_ms,
+            protocol_type,
+            protocols,
+        )
         member.is_new = True
         if group.is_state(GroupState.PREPARING_REBALANCE) and group.generation_id == 0:
             group.new_member_added = True  # lets InitialDelayedJoin wait a little longer
         group.add(member, fut)
         # a new member cannot heartbeat while its JoinGroup waits, so that wait is bounded instead
-        self._complete_and_schedule_next_heartbeat_expiration(group, member, NEW_MEMBER_JOIN_TIMEOUT_MS)
+        self._complete_and_schedule_next_heartbeat_expiration(
+            group, member, NEW_MEMBER_JOIN_TIMEOUT_MS
+        )
         self._maybe_prepare_rebalance(group)
 
-    def _update_member_and_rebalance(self, group: GroupMetadata, member: MemberMetadata,
-                                     protocols: list[tuple[str, bytes]], rebalance_timeout_ms: int,
-                                     session_timeout_ms: int, fut: asyncio.Future[JoinGroupResult]) -> None:
+    def _update_member_and_rebalance(
+        self,
+        group: GroupMetadata,
+        member: MemberMetadata,
+        protocols: list[tuple[str, bytes]],
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        fut: asyncio.Future[JoinGroupResult],
+    ) -> None:
         group.update_member(member, protocols, rebalance_timeout_ms, session_timeout_ms, fut)
         self._maybe_prepare_rebalance(group)
 
     async def _update_static_member_and_rebalance(
-        self, group: GroupMetadata, old_member_id: str, new_member_id: str, instance_id: str,
-        protocols: list[tuple[str, bytes]], rebalance_timeout_ms: int, session_timeout_ms: int,
-        supports_skip_assignment: bool, fut: asyncio.Future[JoinGroupResult],
+        self,
+        group: GroupMetadata,
+        old_member_id: str,
+        new_member_id: str,
+        instance_id: str,
+        protocols: list[tuple[str, bytes]],
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        supports_skip_assignment: bool,
+        fut: asyncio.Future[JoinGroupResult],
     ) -> None:
         """A known static member rejoined with a new process: it takes over the old member id's place."""
         current_leader = group.leader_id or ""
@@ -378,20 +513,40 @@ class GroupCoordinator:
                 group.update_member(member, old[0], old[1], old[2], None)
                 restored = group.replace_static_member(instance_id, new_member_id, old_member_id)
                 self._complete_and_schedule_next_heartbeat_expiration(group, restored)
-                fut.set_result(JoinGroupResult("", error, group.generation_id, group.protocol_type,
-                                               group.protocol_name, current_leader))
+                fut.set_result(
+                    JoinGroupResult(
+                        "",
+                        error,
+                        group.generation_id,
+                        group.protocol_type,
+                        group.protocol_name,
+                        current_leader,
+                    )
+                )
                 return
             if supports_skip_assignment:
                 # JoinGroup v9+: the leader learns it leads but must not run the assignor
                 is_leader = group.is_leader(new_member_id)
                 result = JoinGroupResult(
-                    new_member_id, 0, group.generation_id, group.protocol_type, group.protocol_name,
-                    group.leader_id or "", skip_assignment=is_leader,
-                    members=group.current_member_metadata() if is_leader else [])
+                    new_member_id,
+                    0,
+                    group.generation_id,
+                    group.protocol_type,
+                    group.protocol_name,
+                    group.leader_id or "",
+                    skip_assignment=is_leader,
+                    members=group.current_member_metadata() if is_leader else [],
+                )
             else:
                 # older clients: name the old leader id, so a static leader does not reassign
-                result = JoinGroupResult(new_member_id, 0, group.generation_id, group.protocol_type,
-                                         group.protocol_name, current_leader)
+                result = JoinGroupResult(
+                    new_member_id,
+                    0,
+                    group.generation_id,
+                    group.protocol_type,
+                    group.protocol_name,
+                    current_leader,
+                )
             group.complete_join(member, result)
         elif state == GroupState.COMPLETING_REBALANCE:
             # the leader may be assigning to the old member id: start over
@@ -410,13 +565,17 @@ class GroupCoordinator:
         self._remove_sync_expiration(group)
         if group.is_state(GroupState.EMPTY):
             delay = self.config.group_initial_rebalance_delay_ms
-            op: DelayedJoin = InitialDelayedJoin(self, group, delay,
-                                                 max(group.rebalance_timeout_ms() - delay, 0))
+            op: DelayedJoin = InitialDelayedJoin(
+                self, group, delay, max(group.rebalance_timeout_ms() - delay, 0)
+            )
         else:
             op = DelayedJoin(self, group, group.rebalance_timeout_ms())
         group.transition_to(GroupState.PREPARING_REBALANCE, self.clock_ms())
-        log.info("preparing to rebalance group %s in state PreparingRebalance with old generation %d",
-                 group.group_id, group.generation_id)
+        log.info(
+            "preparing to rebalance group %s in state PreparingRebalance with old generation %d",
+            group.group_id,
+            group.generation_id,
+        )
         self.watch_join(op)
 
     def watch_join(self, op: DelayedJoin) -> None:
@@ -436,16 +595,24 @@ class GroupCoordinator:
             return
         if not group.maybe_elect_new_joined_leader() and group.members:
             # only silent static members left: wait another round for them
-            log.info("group %s could not complete rebalance because no members rejoined", group.group_id)
+            log.info(
+                "group %s could not complete rebalance because no members rejoined", group.group_id
+            )
             self.watch_join(DelayedJoin(self, group, group.rebalance_timeout_ms()))
             return
         group.init_next_generation(self.clock_ms())
         if group.is_state(GroupState.EMPTY):
-            log.info("group %s with generation %d is now empty", group.group_id, group.generation_id)
+            log.info(
+                "group %s with generation %d is now empty", group.group_id, group.generation_id
+            )
             self._spawn(self._store_empty_group(group))
             return
-        log.info("stabilized group %s generation %d with %d members", group.group_id,
-                 group.generation_id, group.size)
+        log.info(
+            "stabilized group %s generation %d with %d members",
+            group.group_id,
+            group.generation_id,
+            group.size,
+        )
         for member in list(group.members.values()):
             result = self._current_join_result(group, member.member_id)
             group.complete_join(member, result)
@@ -454,13 +621,17 @@ class GroupCoordinator:
             group.pending_sync_members.add(member.member_id)
         self.join_purgatory.try_complete_else_watch(
             DelayedSync(self, group, group.generation_id, group.rebalance_timeout_ms()),
-            [_sync_key(group.group_id)])
+            [_sync_key(group.group_id)],
+        )
 
     async def _store_empty_group(self, group: GroupMetadata) -> None:
         error = await self.manager.store_group(group, {})
         if error:
-            log.warning("failed to write the empty metadata of group %s: %s", group.group_id,
-                        ErrorCode(error).name)
+            log.warning(
+                "failed to write the empty metadata of group %s: %s",
+                group.group_id,
+                ErrorCode(error).name,
+            )
 
     def _remove_sync_expiration(self, group: GroupMetadata) -> None:
         group.pending_sync_members.clear()
@@ -471,8 +642,11 @@ class GroupCoordinator:
             return
         if group.is_state(GroupState.COMPLETING_REBALANCE, GroupState.STABLE):
             missing = list(group.pending_sync_members)
-            log.info("removing members %s of group %s: no SyncGroup within the rebalance timeout",
-                     missing, group.group_id)
+            log.info(
+                "removing members %s of group %s: no SyncGroup within the rebalance timeout",
+                missing,
+                group.group_id,
+            )
             for member_id in missing:
                 member = group.members.get(member_id)
                 if member is not None:
@@ -487,14 +661,22 @@ class GroupCoordinator:
 
     def _propagate_assignment(self, group: GroupMetadata, error: int) -> None:
         for member in list(group.members.values()):
-            result = SyncGroupResult(error, member.assignment, group.protocol_type, group.protocol_name)
+            result = SyncGroupResult(
+                error, member.assignment, group.protocol_type, group.protocol_name
+            )
             if group.complete_sync(member, result):
                 self._complete_and_schedule_next_heartbeat_expiration(group, member)
 
     # ---- SyncGroup ----------------------------------------------------------------
     async def handle_sync_group(
-        self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
-        protocol_type: str | None, protocol_name: str | None, assignments: dict[str, bytes],
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        assignments: dict[str, bytes],
     ) -> SyncGroupResult:
         error = self._validate_group_status(group_id)
         if error:
@@ -510,7 +692,8 @@ class GroupCoordinator:
         if generation_id != group.generation_id:
             return SyncGroupResult(ErrorCode.illegal_generation)
         if (protocol_type is not None and protocol_type != group.protocol_type) or (
-                protocol_name is not None and protocol_name != group.protocol_name):
+            protocol_name is not None and protocol_name != group.protocol_name
+        ):
             return SyncGroupResult(ErrorCode.inconsistent_group_protocol)
         member = group.get(member_id)
         if group.is_state(GroupState.PREPARING_REBALANCE):
@@ -531,7 +714,10 @@ class GroupCoordinator:
             generation = group.generation_id
             error = await self.manager.store_group(group, full)
             # the group may have moved on while the record was written
-            if group.is_state(GroupState.COMPLETING_REBALANCE) and group.generation_id == generation:
+            if (
+                group.is_state(GroupState.COMPLETING_REBALANCE)
+                and group.generation_id == generation
+            ):
                 if error:
                     self._reset_and_propagate_assignment_error(group, error)
                     self._maybe_prepare_rebalance(group)
@@ -548,8 +734,9 @@ class GroupCoordinator:
             self.join_purgatory.check_and_complete(_sync_key(group.group_id))
 
     # ---- Heartbeat ----------------------------------------------------------------
-    def handle_heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None,
-                         generation_id: int) -> int:
+    def handle_heartbeat(
+        self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int
+    ) -> int:
         error = self._validate_group_status(group_id)
         if error == ErrorCode.coordinator_load_in_progress:
             return 0  # Kafka answers blindly while loading: the member will find out soon enough
@@ -572,26 +759,43 @@ class GroupCoordinator:
             return int(ErrorCode.rebalance_in_progress)
         return 0
 
-    def _complete_and_schedule_next_heartbeat_expiration(self, group: GroupMetadata, member: MemberMetadata,
-                                                         timeout_ms: int | None = None) -> None:
+    def _complete_and_schedule_next_heartbeat_expiration(
+        self, group: GroupMetadata, member: MemberMetadata, timeout_ms: int | None = None
+    ) -> None:
         key = _member_key(group.group_id, member.member_id)
         member.heartbeat_satisfied = True
         self.heartbeat_purgatory.check_and_complete(key)
         member.heartbeat_satisfied = False
-        op = DelayedHeartbeat(self, group, member.member_id, False,
-                              member.session_timeout_ms if timeout_ms is None else timeout_ms)
+        op = DelayedHeartbeat(
+            self,
+            group,
+            member.member_id,
+            False,
+            member.session_timeout_ms if timeout_ms is None else timeout_ms,
+        )
         self.heartbeat_purgatory.try_complete_else_watch(op, [key])
 
-    def _schedule_pending_member_expiration(self, group: GroupMetadata, member_id: str, timeout_ms: int) -> None:
+    def _schedule_pending_member_expiration(
+        self, group: GroupMetadata, member_id: str, timeout_ms: int
+    ) -> None:
         op = DelayedHeartbeat(self, group, member_id, True, timeout_ms)
-        self.heartbeat_purgatory.try_complete_else_watch(op, [_member_key(group.group_id, member_id)])
+        self.heartbeat_purgatory.try_complete_else_watch(
+            op, [_member_key(group.group_id, member_id)]
+        )
 
-    def _remove_heartbeat_for_leaving_member(self, group: GroupMetadata, member: MemberMetadata) -> None:
+    def _remove_heartbeat_for_leaving_member(
+        self, group: GroupMetadata, member: MemberMetadata
+    ) -> None:
         member.is_leaving = True
         self.heartbeat_purgatory.check_and_complete(_member_key(group.group_id, member.member_id))
 
-    def try_complete_heartbeat(self, group: GroupMetadata, member_id: str, is_pending: bool,
-                               force_complete: Callable[[], bool]) -> bool:
+    def try_complete_heartbeat(
+        self,
+        group: GroupMetadata,
+        member_id: str,
+        is_pending: bool,
+        force_complete: Callable[[], bool],
+    ) -> bool:
         if group.is_state(GroupState.DEAD):
             return force_complete()
         if is_pending:
@@ -613,8 +817,11 @@ class GroupCoordinator:
             return
         member = group.members.get(member_id)
         if member is not None and not member.has_satisfied_heartbeat():
-            log.info("member %s of group %s has failed (session timeout), removing it",
-                     member_id, group.group_id)
+            log.info(
+                "member %s of group %s has failed (session timeout), removing it",
+                member_id,
+                group.group_id,
+            )
             self._remove_member_and_update_group(group, member)
 
     def _remove_member_and_update_group(self, group: GroupMetadata, member: MemberMetadata) -> None:
@@ -628,8 +835,9 @@ class GroupCoordinator:
             self.join_purgatory.check_and_complete(_join_key(group.group_id))
 
     # ---- LeaveGroup ---------------------------------------------------------------
-    def handle_leave_group(self, group_id: str,
-                           members: list[tuple[str, str | None]]) -> tuple[int, list[int]]:
+    def handle_leave_group(
+        self, group_id: str, members: list[tuple[str, str | None]]
+    ) -> tuple[int, list[int]]:
         """Returns the group-level error and one error per leaving member."""
         error = self._validate_group_status(group_id)
         if error:
@@ -669,8 +877,13 @@ class GroupCoordinator:
 
     # ---- OffsetCommit -------------------------------------------------------------
     async def handle_commit_offsets(
-        self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
-        offsets: dict[TopicPartition, OffsetAndMetadata], api_version: int,
+        self,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        offsets: dict[TopicPartition, OffsetAndMetadata],
+        api_version: int,
     ) -> dict[TopicPartition, int]:
         error = self._validate_group_status(group_id, allow_empty=True)
         if error:
@@ -679,10 +892,16 @@ class GroupCoordinator:
         if group is None:
             if generation_id >= 0:
                 # v9+ says so plainly; older versions keep their historical error
-                code = ErrorCode.group_id_not_found if api_version >= 9 else ErrorCode.illegal_generation
+                code = (
+                    ErrorCode.group_id_not_found
+                    if api_version >= 9
+                    else ErrorCode.illegal_generation
+                )
                 return dict.fromkeys(offsets, int(code))
             # a "simple" group: it only stores offsets (assign() + commit)
-            group = self.manager.add_group(GroupMetadata(group_id, GroupState.EMPTY, self.clock_ms()))
+            group = self.manager.add_group(
+                GroupMetadata(group_id, GroupState.EMPTY, self.clock_ms())
+            )
         error = self._validate_offset_commit(group, member_id, group_instance_id, generation_id)
         if error:
             return dict.fromkeys(offsets, error)
@@ -700,8 +919,9 @@ class GroupCoordinator:
         return {tp: results[tp] for tp in offsets}
 
     @staticmethod
-    def _validate_offset_commit(group: GroupMetadata, member_id: str, instance_id: str | None,
-                                generation_id: int) -> int:
+    def _validate_offset_commit(
+        group: GroupMetadata, member_id: str, instance_id: str | None, generation_id: int
+    ) -> int:
         if group.is_state(GroupState.DEAD):
             return int(ErrorCode.coordinator_not_available)
         if generation_id < 0 and group.is_state(GroupState.EMPTY):
@@ -721,7 +941,9 @@ class GroupCoordinator:
 
     # ---- OffsetFetch --------------------------------------------------------------
     def handle_fetch_offsets(
-        self, group_id: str, partitions: list[TopicPartition] | None,
+        self,
+        group_id: str,
+        partitions: list[TopicPartition] | None,
     ) -> tuple[int, dict[TopicPartition, OffsetAndMetadata | None]]:
         """Committed offsets (None = no commit) for the partitions, or all of them."""
         error = self._validate_group_status(group_id, allow_empty=True)
@@ -744,14 +966,28 @@ class GroupCoordinator:
         stable = group.is_state(GroupState.STABLE) and group.protocol_name is not None
         members = []
         for m in group.members.values():
-            members.append(MemberDescription(
-                m.member_id, m.group_instance_id, m.client_id, m.client_host,
-                m.metadata(group.protocol_name) if stable and group.protocol_name else b"",
-                m.assignment if stable else b""))
-        return GroupSummary(0, group_id, group.state.value, group.protocol_type or "",
-                            group.protocol_name or "" if stable else "", members)
+            members.append(
+                MemberDescription(
+                    m.member_id,
+                    m.group_instance_id,
+                    m.client_id,
+                    m.client_host,
+                    m.metadata(group.protocol_name) if stable and group.protocol_name else b"",
+                    m.assignment if stable else b"",
+                )
+            )
+        return GroupSummary(
+            0,
+            group_id,
+            group.state.value,
+            group.protocol_type or "",
+            (group.protocol_name or "") if stable else "",
+            members,
+        )
 
-    def handle_list_groups(self, states: set[str], types: set[str]) -> tuple[int, list[GroupMetadata]]:
+    def handle_list_groups(
+        self, states: set[str], types: set[str]
+    ) -> tuple[int, list[GroupMetadata]]:
         """Groups this broker coordinates; filters are lower-cased names (empty = any)."""
         if not self.is_active:
             return int(ErrorCode.coordinator_not_available), []
@@ -759,8 +995,11 @@ class GroupCoordinator:
             return int(ErrorCode.coordinator_load_in_progress), []
         if types and CLASSIC_GROUP_TYPE not in types:
             return 0, []
-        out = [g for g in self.manager.current_groups()
-               if not g.is_state(GroupState.DEAD) and (not states or g.state.value.lower() in states)]
+        out = [
+            g
+            for g in self.manager.current_groups()
+            if not g.is_state(GroupState.DEAD) and (not states or g.state.value.lower() in states)
+        ]
         return 0, out
 
     async def handle_delete_group(self, group_id: str) -> int:
@@ -775,7 +1014,9 @@ class GroupCoordinator:
         return await self.manager.delete_group(group)
 
     async def handle_delete_offsets(
-        self, group_id: str, partitions: list[TopicPartition],
+        self,
+        group_id: str,
+        partitions: list[TopicPartition],
     ) -> tuple[int, dict[TopicPartition, int]]:
         """OffsetDelete: (group error, per-partition errors)."""
         error = self._validate_group_status(group_id)

@@ -42,7 +42,8 @@ class GroupState(Enum):
 _VALID_PREVIOUS: dict[GroupState, frozenset[GroupState]] = {
     GroupState.EMPTY: frozenset({GroupState.PREPARING_REBALANCE}),
     GroupState.PREPARING_REBALANCE: frozenset(
-        {GroupState.EMPTY, GroupState.STABLE, GroupState.COMPLETING_REBALANCE}),
+        {GroupState.EMPTY, GroupState.STABLE, GroupState.COMPLETING_REBALANCE}
+    ),
     GroupState.COMPLETING_REBALANCE: frozenset({GroupState.PREPARING_REBALANCE}),
     GroupState.STABLE: frozenset({GroupState.COMPLETING_REBALANCE}),
     GroupState.DEAD: frozenset(GroupState),
@@ -86,14 +87,33 @@ class MemberMetadata:
     """One member of a classic group, as the coordinator knows it."""
 
     __slots__ = (
-        "member_id", "group_instance_id", "client_id", "client_host", "rebalance_timeout_ms",
-        "session_timeout_ms", "protocol_type", "supported_protocols", "assignment", "join_future",
-        "sync_future", "is_new", "is_leaving", "heartbeat_satisfied",
+        "member_id",
+        "group_instance_id",
+        "client_id",
+        "client_host",
+        "rebalance_timeout_ms",
+        "session_timeout_ms",
+        "protocol_type",
+        "supported_protocols",
+        "assignment",
+        "join_future",
+        "sync_future",
+        "is_new",
+        "is_leaving",
+        "heartbeat_satisfied",
     )
 
-    def __init__(self, member_id: str, group_instance_id: str | None, client_id: str, client_host: str,
-                 rebalance_timeout_ms: int, session_timeout_ms: int, protocol_type: str,
-                 supported_protocols: list[tuple[str, bytes]]) -> None:
+    def __init__(
+        self,
+        member_id: str,
+        group_instance_id: str | None,
+        client_id: str,
+        client_host: str,
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        protocol_type: str,
+        supported_protocols: list[tuple[str, bytes]],
+    ) -> None:
         self.member_id = member_id
         self.group_instance_id = group_instance_id
         self.client_id = client_id
@@ -188,7 +208,9 @@ class GroupMetadata:
 
     def transition_to(self, target: GroupState, now_ms: int) -> None:
         if self.state not in _VALID_PREVIOUS[target]:
-            raise RuntimeError(f"group {self.group_id}: illegal transition {self.state.value} -> {target.value}")
+            raise RuntimeError(
+                f"group {self.group_id}: illegal transition {self.state.value} -> {target.value}"
+            )
         self.state = target
         self.state_timestamp = now_ms
 
@@ -206,7 +228,9 @@ class GroupMetadata:
     def is_leader(self, member_id: str) -> bool:
         return self.leader_id == member_id
 
-    def add(self, member: MemberMetadata, join_future: asyncio.Future[JoinGroupResult] | None = None) -> None:
+    def add(
+        self, member: MemberMetadata, join_future: asyncio.Future[JoinGroupResult] | None = None
+    ) -> None:
         if not self.members:
             self.protocol_type = member.protocol_type
         if self.leader_id is None:
@@ -230,9 +254,14 @@ class GroupMetadata:
         if self.leader_id == member_id:
             self.leader_id = next(iter(self.members), None)
 
-    def update_member(self, member: MemberMetadata, protocols: list[tuple[str, bytes]],
-                      rebalance_timeout_ms: int, session_timeout_ms: int,
-                      join_future: asyncio.Future[JoinGroupResult] | None) -> None:
+    def update_member(
+        self,
+        member: MemberMetadata,
+        protocols: list[tuple[str, bytes]],
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        join_future: asyncio.Future[JoinGroupResult] | None,
+    ) -> None:
         self.supported_protocols.subtract(member.protocols)
         self.supported_protocols += Counter()
         member.supported_protocols = protocols
@@ -242,7 +271,9 @@ class GroupMetadata:
         if join_future is not None:
             member.join_future = join_future
 
-    def replace_static_member(self, instance_id: str, old_member_id: str, new_member_id: str) -> MemberMetadata:
+    def replace_static_member(
+        self, instance_id: str, old_member_id: str, new_member_id: str
+    ) -> MemberMetadata:
         """Give a static member a new member id; the old id is fenced from now on."""
         member = self.members.pop(old_member_id)
         fenced = JoinGroupResult(old_member_id, ErrorCode.fenced_instance_id)
@@ -333,7 +364,8 @@ class GroupMetadata:
             return bool(protocol_type) and bool(protocols)
         n = len(self.members)
         return self.protocol_type == protocol_type and any(
-            self.supported_protocols.get(p, 0) == n for p in protocols)
+            self.supported_protocols.get(p, 0) == n for p in protocols
+        )
 
     def select_protocol(self) -> str:
         """Each member votes for its favourite candidate; most votes wins.
@@ -353,8 +385,10 @@ class GroupMetadata:
     def current_member_metadata(self) -> list[tuple[str, str | None, bytes]]:
         if self.protocol_name is None:
             raise RuntimeError(f"group {self.group_id} has no selected protocol")
-        return [(m.member_id, m.group_instance_id, m.metadata(self.protocol_name))
-                for m in self.members.values()]
+        return [
+            (m.member_id, m.group_instance_id, m.metadata(self.protocol_name))
+            for m in self.members.values()
+        ]
 
     def init_next_generation(self, now_ms: int) -> None:
         self.generation_id += 1
@@ -390,6 +424,7 @@ class GroupMetadata:
         period; stable consumer groups only offsets of topics they no longer
         subscribe to; simple (protocol-less) groups per offset since its commit.
         An explicit expire timestamp (OffsetCommit v2-v4) always wins."""
+
         def expired(base: dict[TopicPartition, int], keep: set[str]) -> list[TopicPartition]:
             out = []
             for tp, o in self.offsets.items():
@@ -405,11 +440,21 @@ class GroupMetadata:
         if self.protocol_type is None:
             return expired({tp: o.commit_timestamp for tp, o in self.offsets.items()}, set())
         if self.is_state(GroupState.EMPTY):
-            return expired({tp: self.state_timestamp if self.state_timestamp >= 0 else o.commit_timestamp
-                            for tp, o in self.offsets.items()}, set())
-        if (self.protocol_type == consumer_protocol.PROTOCOL_TYPE and self.subscribed_topics is not None
-                and self.is_state(GroupState.STABLE)):
-            return expired({tp: o.commit_timestamp for tp, o in self.offsets.items()}, self.subscribed_topics)
+            return expired(
+                {
+                    tp: self.state_timestamp if self.state_timestamp >= 0 else o.commit_timestamp
+                    for tp, o in self.offsets.items()
+                },
+                set(),
+            )
+        if (
+            self.protocol_type == consumer_protocol.PROTOCOL_TYPE
+            and self.subscribed_topics is not None
+            and self.is_state(GroupState.STABLE)
+        ):
+            return expired(
+                {tp: o.commit_timestamp for tp, o in self.offsets.items()}, self.subscribed_topics
+            )
         return []
 
     # ---- persistence --------------------------------------------------------------
@@ -418,28 +463,53 @@ class GroupMetadata:
         members = []
         if protocol is not None:
             for m in self.members.values():
-                members.append(MemberMetadataValue(
-                    member_id=m.member_id, client_id=m.client_id, client_host=m.client_host,
-                    session_timeout=m.session_timeout_ms, subscription=m.metadata(protocol),
-                    assignment=assignment.get(m.member_id, b""), rebalance_timeout=m.rebalance_timeout_ms,
-                    group_instance_id=m.group_instance_id))
+                members.append(
+                    MemberMetadataValue(
+                        member_id=m.member_id,
+                        client_id=m.client_id,
+                        client_host=m.client_host,
+                        session_timeout=m.session_timeout_ms,
+                        subscription=m.metadata(protocol),
+                        assignment=assignment.get(m.member_id, b""),
+                        rebalance_timeout=m.rebalance_timeout_ms,
+                        group_instance_id=m.group_instance_id,
+                    )
+                )
         return GroupMetadataValue(
-            protocol_type=self.protocol_type or "", generation=self.generation_id, protocol=protocol,
-            leader=self.leader_id, current_state_timestamp=self.state_timestamp, members=members)
+            protocol_type=self.protocol_type or "",
+            generation=self.generation_id,
+            protocol=protocol,
+            leader=self.leader_id,
+            current_state_timestamp=self.state_timestamp,
+            members=members,
+        )
 
     @classmethod
-    def from_record_value(cls, group_id: str, value: GroupMetadataValue, now_ms: int) -> GroupMetadata:
+    def from_record_value(
+        cls, group_id: str, value: GroupMetadataValue, now_ms: int
+    ) -> GroupMetadata:
         """Rebuild a loaded group: Stable with its members, or Empty without any."""
         state = GroupState.STABLE if value.members else GroupState.EMPTY
-        g = cls(group_id, state, value.current_state_timestamp if value.current_state_timestamp >= 0 else now_ms)
+        g = cls(
+            group_id,
+            state,
+            value.current_state_timestamp if value.current_state_timestamp >= 0 else now_ms,
+        )
         g.protocol_type = value.protocol_type or None
         g.generation_id = value.generation
         g.protocol_name = value.protocol
         for mv in value.members:
             protocols = [(value.protocol or "", mv.subscription)]
-            m = MemberMetadata(mv.member_id, mv.group_instance_id, mv.client_id, mv.client_host,
-                               mv.rebalance_timeout if mv.rebalance_timeout >= 0 else mv.session_timeout,
-                               mv.session_timeout, g.protocol_type or "", protocols)
+            m = MemberMetadata(
+                mv.member_id,
+                mv.group_instance_id,
+                mv.client_id,
+                mv.client_host,
+                mv.rebalance_timeout if mv.rebalance_timeout >= 0 else mv.session_timeout,
+                mv.session_timeout,
+                g.protocol_type or "",
+                protocols,
+            )
             m.assignment = mv.assignment
             g.add(m)
         g.leader_id = value.leader if value.leader in g.members else next(iter(g.members), None)
@@ -447,8 +517,10 @@ class GroupMetadata:
         return g
 
     def __repr__(self) -> str:
-        return (f"GroupMetadata({self.group_id!r}, {self.state.value}, generation={self.generation_id}, "
-                f"members={list(self.members)})")
+        return (
+            f"GroupMetadata({self.group_id!r}, {self.state.value}, generation={self.generation_id}, "
+            f"members={list(self.members)})"
+        )
 
 
 def _valid_next(state: GroupState) -> set[GroupState]:

@@ -65,38 +65,61 @@ class GroupConfig:
             return default if v is None else int(v)
 
         return cls(
-            offsets_topic_num_partitions=get("offsets.topic.num.partitions", d.offsets_topic_num_partitions),
-            offsets_topic_replication_factor=get("offsets.topic.replication.factor",
-                                                 d.offsets_topic_replication_factor),
-            offsets_topic_segment_bytes=get("offsets.topic.segment.bytes", d.offsets_topic_segment_bytes),
+            offsets_topic_num_partitions=get(
+                "offsets.topic.num.partitions", d.offsets_topic_num_partitions
+            ),
+            offsets_topic_replication_factor=get(
+                "offsets.topic.replication.factor", d.offsets_topic_replication_factor
+            ),
+            offsets_topic_segment_bytes=get(
+                "offsets.topic.segment.bytes", d.offsets_topic_segment_bytes
+            ),
             offsets_load_buffer_size=get("offsets.load.buffer.size", d.offsets_load_buffer_size),
             offsets_commit_timeout_ms=get("offsets.commit.timeout.ms", d.offsets_commit_timeout_ms),
             offsets_retention_ms=get("offsets.retention.minutes", 10080) * 60_000,
-            offsets_retention_check_interval_ms=get("offsets.retention.check.interval.ms",
-                                                    d.offsets_retention_check_interval_ms),
+            offsets_retention_check_interval_ms=get(
+                "offsets.retention.check.interval.ms", d.offsets_retention_check_interval_ms
+            ),
             offset_metadata_max_bytes=get("offset.metadata.max.bytes", d.offset_metadata_max_bytes),
-            group_min_session_timeout_ms=get("group.min.session.timeout.ms", d.group_min_session_timeout_ms),
-            group_max_session_timeout_ms=get("group.max.session.timeout.ms", d.group_max_session_timeout_ms),
-            group_initial_rebalance_delay_ms=get("group.initial.rebalance.delay.ms",
-                                                 d.group_initial_rebalance_delay_ms),
+            group_min_session_timeout_ms=get(
+                "group.min.session.timeout.ms", d.group_min_session_timeout_ms
+            ),
+            group_max_session_timeout_ms=get(
+                "group.max.session.timeout.ms", d.group_max_session_timeout_ms
+            ),
+            group_initial_rebalance_delay_ms=get(
+                "group.initial.rebalance.delay.ms", d.group_initial_rebalance_delay_ms
+            ),
             group_max_size=get("group.max.size", d.group_max_size),
         )
 
 
 def _store_error(code: int, *, for_offsets: bool) -> int:
     """What a failed append means to a group client (Kafka's mapping)."""
-    if code in (ErrorCode.unknown_topic_or_partition, ErrorCode.not_enough_replicas,
-                ErrorCode.not_enough_replicas_after_append, ErrorCode.request_timed_out):
+    if code in (
+        ErrorCode.unknown_topic_or_partition,
+        ErrorCode.not_enough_replicas,
+        ErrorCode.not_enough_replicas_after_append,
+        ErrorCode.request_timed_out,
+    ):
         return int(ErrorCode.coordinator_not_available)
     if code in (ErrorCode.not_leader_or_follower, ErrorCode.kafka_storage_error):
         return int(ErrorCode.not_coordinator)
-    if code in (ErrorCode.message_too_large, ErrorCode.record_list_too_large, ErrorCode.invalid_fetch_size):
-        return int(ErrorCode.invalid_commit_offset_size if for_offsets else ErrorCode.unknown_server_error)
+    if code in (
+        ErrorCode.message_too_large,
+        ErrorCode.record_list_too_large,
+        ErrorCode.invalid_fetch_size,
+    ):
+        return int(
+            ErrorCode.invalid_commit_offset_size if for_offsets else ErrorCode.unknown_server_error
+        )
     return int(code)
 
 
 class GroupMetadataManager:
-    def __init__(self, broker: KafkaBroker, config: GroupConfig, clock_ms: Callable[[], int]) -> None:
+    def __init__(
+        self, broker: KafkaBroker, config: GroupConfig, clock_ms: Callable[[], int]
+    ) -> None:
         self.broker = broker
         self.config = config
         self.clock_ms = clock_ms
@@ -145,12 +168,15 @@ class GroupMetadataManager:
         return list(self.groups.values())
 
     # ---- writes -------------------------------------------------------------------
-    async def _append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> tuple[int, int]:
+    async def _append(
+        self, partition: int, records: list[tuple[bytes, bytes | None]]
+    ) -> tuple[int, int]:
         """Append records to one offsets partition (acks=-1); returns (error, base offset)."""
         tp = (OFFSETS_TOPIC, partition)
         batch = build_batch(records, timestamp_ms=self.clock_ms())
         result: Any = self.broker.replica_manager.append_records(
-            self.config.offsets_commit_timeout_ms, -1, {tp: bytearray(batch)})
+            self.config.offsets_commit_timeout_ms, -1, {tp: bytearray(batch)}
+        )
         if not isinstance(result, dict):
             result = await result
         r = result[tp]
@@ -162,21 +188,29 @@ class GroupMetadataManager:
         key = codec.encode_group_metadata_key(group.group_id)
         error, _ = await self._append(self.partition_for(group.group_id), [(key, value)])
         if error:
-            log.warning("storing metadata of group %s failed: %s", group.group_id, ErrorCode(error).name)
+            log.warning(
+                "storing metadata of group %s failed: %s", group.group_id, ErrorCode(error).name
+            )
         return _store_error(error, for_offsets=False) if error else 0
 
-    async def store_offsets(self, group: GroupMetadata,
-                            offsets: dict[TopicPartition, OffsetAndMetadata]) -> dict[TopicPartition, int]:
+    async def store_offsets(
+        self, group: GroupMetadata, offsets: dict[TopicPartition, OffsetAndMetadata]
+    ) -> dict[TopicPartition, int]:
         """Append the commits, then make them visible; returns an error per partition."""
         if not offsets:
             return {}
         gid = group.group_id
         records = []
         for (topic, partition), om in offsets.items():
-            value = codec.OffsetCommitValue(om.offset, om.metadata, om.commit_timestamp, om.leader_epoch,
-                                            om.expire_timestamp)
-            records.append((codec.encode_offset_commit_key(gid, topic, partition),
-                            codec.encode_offset_commit_value(value)))
+            value = codec.OffsetCommitValue(
+                om.offset, om.metadata, om.commit_timestamp, om.leader_epoch, om.expire_timestamp
+            )
+            records.append(
+                (
+                    codec.encode_offset_commit_key(gid, topic, partition),
+                    codec.encode_offset_commit_value(value),
+                )
+            )
         group.pending_offset_commits.update(offsets.keys())
         try:
             error, base = await self._append(self.partition_for(gid), records)
@@ -203,14 +237,16 @@ class GroupMetadataManager:
         for tp in tps:
             group.offsets.pop(tp, None)
         records: list[tuple[bytes, bytes | None]] = [
-            (codec.encode_offset_commit_key(group.group_id, t, p), None) for t, p in tps]
+            (codec.encode_offset_commit_key(group.group_id, t, p), None) for t, p in tps
+        ]
         error, _ = await self._append(self.partition_for(group.group_id), records)
         return _store_error(error, for_offsets=True) if error else 0
 
     async def delete_group(self, group: GroupMetadata) -> int:
         """Mark the group Dead, drop it and tombstone its offsets and metadata."""
         records: list[tuple[bytes, bytes | None]] = [
-            (codec.encode_offset_commit_key(group.group_id, t, p), None) for t, p in group.offsets]
+            (codec.encode_offset_commit_key(group.group_id, t, p), None) for t, p in group.offsets
+        ]
         records.append((codec.encode_group_metadata_key(group.group_id), None))
         group.offsets.clear()
         group.transition_to(GroupState.DEAD, self.clock_ms())
@@ -231,8 +267,13 @@ class GroupMetadataManager:
         self.loading_partitions.add(partition)
         task = asyncio.get_running_loop().create_task(self._load(partition, token, on_loaded))
         self._load_tasks[partition] = task
-        task.add_done_callback(lambda _t: self._load_tasks.pop(partition, None) if
-                               self._load_tasks.get(partition) is _t else None)
+        task.add_done_callback(
+            lambda _t: (
+                self._load_tasks.pop(partition, None)
+                if self._load_tasks.get(partition) is _t
+                else None
+            )
+        )
 
     def unload(self, partition: int, on_unloaded: Callable[[GroupMetadata], None]) -> None:
         """Stop being coordinator for ``partition``: drop its groups."""
@@ -247,7 +288,9 @@ class GroupMetadataManager:
                 self.remove_group(group)
                 on_unloaded(group)
 
-    async def _load(self, partition: int, token: object, on_loaded: Callable[[GroupMetadata], None]) -> None:
+    async def _load(
+        self, partition: int, token: object, on_loaded: Callable[[GroupMetadata], None]
+    ) -> None:
         try:
             offsets, metadata = await self._read_partition(partition, token)
         except asyncio.CancelledError:
@@ -279,7 +322,10 @@ class GroupMetadataManager:
 
     async def _read_partition(
         self, partition: int, token: object
-    ) -> tuple[dict[str, dict[TopicPartition, OffsetAndMetadata]], dict[str, codec.GroupMetadataValue | None]]:
+    ) -> tuple[
+        dict[str, dict[TopicPartition, OffsetAndMetadata]],
+        dict[str, codec.GroupMetadataValue | None],
+    ]:
         offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
         metadata: dict[str, codec.GroupMetadataValue | None] = {}
         p = self.broker.replica_manager.get_partition((OFFSETS_TOPIC, partition))
@@ -289,9 +335,17 @@ class GroupMetadataManager:
         position = plog.log_start_offset
         end = plog.log_end_offset
         while position < end:
-            data = plog.read(position, self.config.offsets_load_buffer_size, max_offset=None,
-                             min_one_message=True).records
-            raw = data if isinstance(data, bytes | bytearray) else (data.read_bytes() if data is not None else b"")
+            data = plog.read(
+                position,
+                self.config.offsets_load_buffer_size,
+                max_offset=None,
+                min_one_message=True,
+            ).records
+            raw = (
+                data
+                if isinstance(data, bytes | bytearray)
+                else (data.read_bytes() if data is not None else b"")
+            )
             if not raw:
                 break
             next_position = position
@@ -313,9 +367,13 @@ class GroupMetadataManager:
         return offsets, metadata
 
     @staticmethod
-    def _apply(record_offset: int, key_bytes: bytes, value_bytes: bytes | None,
-               offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]],
-               metadata: dict[str, codec.GroupMetadataValue | None]) -> None:
+    def _apply(
+        record_offset: int,
+        key_bytes: bytes,
+        value_bytes: bytes | None,
+        offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]],
+        metadata: dict[str, codec.GroupMetadataValue | None],
+    ) -> None:
         try:
             key = codec.decode_key(key_bytes)
             if isinstance(key, codec.OffsetCommitKey):
@@ -325,13 +383,22 @@ class GroupMetadataManager:
                     group_offsets.pop(tp, None)
                     return
                 v = codec.decode_offset_commit_value(value_bytes)
-                group_offsets[tp] = OffsetAndMetadata(v.offset, v.leader_epoch, v.metadata, v.commit_timestamp,
-                                                      v.expire_timestamp, record_offset)
+                group_offsets[tp] = OffsetAndMetadata(
+                    v.offset,
+                    v.leader_epoch,
+                    v.metadata,
+                    v.commit_timestamp,
+                    v.expire_timestamp,
+                    record_offset,
+                )
             elif isinstance(key, codec.GroupMetadataKey):
-                metadata[key.group] = (None if value_bytes is None
-                                       else codec.decode_group_metadata_value(value_bytes))
+                metadata[key.group] = (
+                    None if value_bytes is None else codec.decode_group_metadata_value(value_bytes)
+                )
         except codec.CodecError as e:
-            log.warning("skipping undecodable %s record at offset %d: %s", OFFSETS_TOPIC, record_offset, e)
+            log.warning(
+                "skipping undecodable %s record at offset %d: %s", OFFSETS_TOPIC, record_offset, e
+            )
 
     # ---- expiry -------------------------------------------------------------------
     async def cleanup_group_metadata(self, now_ms: int | None = None) -> int:
@@ -349,7 +416,11 @@ class GroupMetadataManager:
                 del group.offsets[tp]
                 out.append((codec.encode_offset_commit_key(group.group_id, tp[0], tp[1]), None))
             removed += len(expired)
-            if group.is_state(GroupState.EMPTY) and not group.offsets and not group.pending_offset_commits:
+            if (
+                group.is_state(GroupState.EMPTY)
+                and not group.offsets
+                and not group.pending_offset_commits
+            ):
                 group.transition_to(GroupState.DEAD, now)
                 self.remove_group(group)
                 out.append((codec.encode_group_metadata_key(group.group_id), None))
@@ -357,8 +428,12 @@ class GroupMetadataManager:
             if records:
                 error, _ = await self._append(partition, records)
                 if error:
-                    log.warning("writing expiry tombstones to %s-%d failed: %s", OFFSETS_TOPIC, partition,
-                                ErrorCode(error).name)
+                    log.warning(
+                        "writing expiry tombstones to %s-%d failed: %s",
+                        OFFSETS_TOPIC,
+                        partition,
+                        ErrorCode(error).name,
+                    )
         if removed:
             log.info("removed %d expired offsets", removed)
         return removed

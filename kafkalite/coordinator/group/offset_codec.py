@@ -305,7 +305,17 @@ def decode_group_metadata_value(buf: bytes) -> GroupMetadataValue:
         subscription = r.bytes()
         assignment = r.bytes()
         r.skip_tags()
-        members.append(MemberMetadataValue(member_id, client_id, client_host, session_timeout,
-                                           subscription, assignment, rebalance_timeout, instance_id))
+        members.append(
+            MemberMetadataValue(
+                member_id,
+                client_id,
+                client_host,
+                session_timeout,
+                subscription,
+                assignment,
+                rebalance_timeout,
+                instance_id,
+            )
+        )
     r.skip_tags()
     return GroupMetadataValue(protocol_type, generation, protocol, leader, state_ts, members)

@@ -20,6 +20,20 @@ from kafkalite.server.apis.configs import (
 )
 from kafkalite.server.apis.delete_records import handle_delete_records
 from kafkalite.server.apis.fetch import handle_fetch
+from kafkalite.server.apis.groups import (
+    OFFSET_DELETE,
+    handle_delete_groups,
+    handle_describe_groups,
+    handle_find_coordinator,
+    handle_heartbeat,
+    handle_join_group,
+    handle_leave_group,
+    handle_list_groups,
+    handle_offset_commit,
+    handle_offset_delete,
+    handle_offset_fetch,
+    handle_sync_group,
+)
 from kafkalite.server.apis.init_producer_id import handle_init_producer_id
 from kafkalite.server.apis.list_offsets import handle_list_offsets
 from kafkalite.server.apis.metadata import handle_metadata
@@ -30,7 +44,7 @@ if TYPE_CHECKING:
     from kafkalite.server.broker import KafkaBroker
 
 # key, min, max, handler, serial, notes
-_TABLE: list[tuple[ApiKey, int, int, Any, bool, str]] = [
+_TABLE: list[tuple[Any, int, int, Any, bool, str]] = [
     (ApiKey.PRODUCE, 3, 11, handle_produce, False,
      "advertised from v0 like Kafka 4 (KAFKA-18659); v0-2 requests close the connection"),
     (ApiKey.FETCH, 4, FETCH_MAX, handle_fetch, False, "zero-copy sendfile; incremental sessions"),
@@ -48,6 +62,18 @@ _TABLE: list[tuple[ApiKey, int, int, Any, bool, str]] = [
     (ApiKey.CREATE_PARTITIONS, 0, 3, handle_create_partitions, True, ""),
     (ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, handle_incremental_alter_configs, True, ""),
     (ApiKey.DESCRIBE_CLUSTER, 0, 1, handle_describe_cluster, False, ""),
+    (ApiKey.OFFSET_COMMIT, 2, 10, handle_offset_commit, False, "v10 addresses topics by id"),
+    (ApiKey.OFFSET_FETCH, 1, 10, handle_offset_fetch, False, "batched groups v8+; v10 topic ids"),
+    (ApiKey.FIND_COORDINATOR, 0, 6, handle_find_coordinator, False,
+     "creates __consumer_offsets; transaction keys get COORDINATOR_NOT_AVAILABLE"),
+    (ApiKey.JOIN_GROUP, 2, 9, handle_join_group, True, "classic protocol, KIP-394 member ids, static members"),
+    (ApiKey.HEARTBEAT, 0, 4, handle_heartbeat, False, ""),
+    (ApiKey.LEAVE_GROUP, 0, 5, handle_leave_group, False, "batched members v3+"),
+    (ApiKey.SYNC_GROUP, 0, 5, handle_sync_group, True, ""),
+    (ApiKey.DESCRIBE_GROUPS, 0, 6, handle_describe_groups, False, ""),
+    (ApiKey.LIST_GROUPS, 0, 5, handle_list_groups, False, "states filter v4+, types filter v5"),
+    (ApiKey.DELETE_GROUPS, 0, 2, handle_delete_groups, False, ""),
+    (OFFSET_DELETE, 0, 0, handle_offset_delete, False, ""),
 ]
 
 

@@ -150,10 +150,8 @@ def handle_fetch(broker: KafkaBroker, ctx: RequestContext, req: Any) -> Any:
             ))
         for tid, parts in unknown_ids.items():
             order.append(FetchTopicData("", tid, [
-                FetchPartitionData(p, ErrorCode.unknown_topic_id) for p in parts
+                FetchPartitionData(p, ErrorCode.unknown_topic_id, records=b"") for p in parts
             ]))
-        for td in order:
-            _ = td
         return encode_fetch_response(version, order, session_id=new_session_id)
 
     if isinstance(result, list):
@@ -179,6 +177,9 @@ def _has_news(session: FetchSession, tp: TopicPartition, r: FetchPartitionResult
 
 
 def _wire(records: Any) -> Any:
-    if records is None or isinstance(records, bytes | bytearray | memoryview):
+    # Kafka never sends null records (librdkafka rejects a size of -1): empty instead
+    if records is None:
+        return b""
+    if isinstance(records, bytes | bytearray | memoryview):
         return records
     return FileRange(records.fileno(), records.position, records.size)

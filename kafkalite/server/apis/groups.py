@@ -1,0 +1,462 @@
+"""Consumer group APIs: FindCoordinator (10), OffsetCommit (8), OffsetFetch (9),
+JoinGroup (11), Heartbeat (12), LeaveGroup (13), SyncGroup (14), DescribeGroups (15),
+ListGroups (16), DeleteGroups (42) and OffsetDelete (47).
+
+Each handler turns the request version's shape into plain arguments for the
+GroupCoordinator and its result back into that version's response; the
+group semantics live in :mod:`kafkalite.coordinator.group`.
+"""
+
+from __future__ import annotations
+
+import datetime
+import enum
+from typing import TYPE_CHECKING, Any
+
+from kafkalite.coordinator.group.group_coordinator import CLASSIC_GROUP_TYPE
+from kafkalite.coordinator.group.group_metadata import OffsetAndMetadata, TopicPartition
+from kafkalite.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from kafkalite.coordinator.group.group_coordinator import GroupCoordinator
+    from kafkalite.server.broker import KafkaBroker
+    from kafkalite.server.request_channel import RequestContext
+
+
+class _GroupApiKey(enum.IntEnum):
+    """API keys kafkalite.protocol.api_keys does not name yet."""
+
+    OFFSET_DELETE = 47
+
+
+OFFSET_DELETE = _GroupApiKey.OFFSET_DELETE
+COORDINATOR_TYPE_GROUP = 0
+COORDINATOR_TYPE_TRANSACTION = 1
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+#: READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS: everything a group supports,
+#: which is what a broker without an authorizer allows
+GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
+
+
+def _ms(v: Any) -> int:
+    if isinstance(v, datetime.timedelta):
+        return int(v / datetime.timedelta(milliseconds=1))
+    return int(v)
+
+
+def _coordinator(broker: KafkaBroker) -> GroupCoordinator:
+    return broker.group_coordinator
+
+
+def _client_host(ctx: RequestContext) -> str:
+    peer = getattr(ctx.connection, "peer", None)
+    return f"/{peer[0]}" if peer else ""
+
+
+# ---- FindCoordinator (10) ------------------------------------------------------------
+
+
+async def handle_find_coordinator(
+    broker: KafkaBroker, ctx: RequestContext, req: Any
+) -> dict[str, Any]:
+    version = ctx.api_version
+    key_type = int(getattr(req, "key_type", COORDINATOR_TYPE_GROUP))
+    keys = list(req.coordinator_keys) if version >= 4 else [req.key]
+    found = [await _find_coordinator(broker, ctx, key_type, k) for k in keys]
+    if version >= 4:
+        return {"throttle_time": 0, "coordinators": found}
+    return {"throttle_time": 0, **{k: v for k, v in found[0].items() if k != "key"}}
+
+
+async def _find_coordinator(
+    broker: KafkaBroker, ctx: RequestContext, key_type: int, key: str
+) -> dict[str, Any]:
+    def error(code: int, message: str | None = None) -> dict[str, Any]:
+        return {
+            "key": key,
+            "node_id": -1,
+            "host": "",
+            "port": -1,
+            "error_code": code,
+            "error_message": message,
+        }
+
+    if key_type == COORDINATOR_TYPE_TRANSACTION:
+        return error(
+            ErrorCode.coordinator_not_available, "kafkalite has no transaction coordinator yet"
+        )
+    if key_type != COORDINATOR_TYPE_GROUP:
+        return error(ErrorCode.invalid_request, f"unsupported coordinator key type {key_type}")
+    coordinator = _coordinator(broker)
+    if not await coordinator.ensure_offsets_topic():
+        return error(ErrorCode.coordinator_not_available)
+    leader = coordinator.coordinator_for(key)
+    info = broker.metadata_cache.brokers.get(leader)
+    endpoint = info.endpoints.get(ctx.listener) if info is not None else None
+    if endpoint is None:
+        return error(ErrorCode.coordinator_not_available)
+    return {
+        "key": key,
+        "node_id": leader,
+        "host": endpoint[0],
+        "port": endpoint[1],
+        "error_code": 0,
+        "error_message": None,
+    }
+
+
+# ---- JoinGroup (11) / SyncGroup (14) / Heartbeat (12) / LeaveGroup (13) ----------------
+
+
+async def handle_join_group(broker: KafkaBroker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    version = ctx.api_version
+    session_ms = _ms(req.session_timeout)
+    instance_id = getattr(req, "group_instance_id", None)
+    r = await _coordinator(broker).handle_join_group(
+        req.group_id,
+        req.member_id,
+        instance_id,
+        require_known_member_id=version >= 4 and instance_id is None,
+        supports_skip_assignment=version >= 9,
+        client_id=ctx.client_id or "",
+        client_host=_client_host(ctx),
+        rebalance_timeout_ms=_ms(req.rebalance_timeout) if version >= 1 else session_ms,
+        session_timeout_ms=session_ms,
+        protocol_type=req.protocol_type,
+        protocols=[(p.name, bytes(p.metadata)) for p in req.protocols],
+    )
+    return {
+        "throttle_time": 0,
+        "error_code": r.error,
+        "generation_id": r.generation_id,
+        "protocol_type": r.protocol_type,
+        # nullable from v7; older versions say "" for "none"
+        "protocol_name": r.protocol_name if version >= 7 else (r.protocol_name or ""),
+        "leader": r.leader_id,
+        "skip_assignment": r.skip_assignment,
+        "member_id": r.member_id,
+        "members": [
+            {"member_id": m, "group_instance_id": i, "metadata": md} for m, i, md in r.members
+        ],
+    }
+
+
+async def handle_sync_group(broker: KafkaBroker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    r = await _coordinator(broker).handle_sync_group(
+        req.group_id,
+        int(req.generation_id),
+        req.member_id,
+        getattr(req, "group_instance_id", None),
+        getattr(req, "protocol_type", None),
+        getattr(req, "protocol_name", None),
+        {a.member_id: bytes(a.assignment) for a in req.assignments},
+    )
+    return {
+        "throttle_time": 0,
+        "error_code": r.error,
+        "protocol_type": r.protocol_type,
+        "protocol_name": r.protocol_name,
+        "assignment": r.assignment,
+    }
+
+
+def handle_heartbeat(broker: KafkaBroker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    error = _coordinator(broker).handle_heartbeat(
+        req.group_id, req.member_id, getattr(req, "group_instance_id", None), int(req.generation_id)
+    )
+    return {"throttle_time": 0, "error_code": error}
+
+
+def handle_leave_group(broker: KafkaBroker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    version = ctx.api_version
+    if version >= 3:
+        leaving = [(m.member_id, m.group_instance_id) for m in req.members]
+    else:
+        leaving = [(req.member_id, None)]
+    error, member_errors = _coordinator(broker).handle_leave_group(req.group_id, leaving)
+    if version < 3:
+        # one member, one error: the member's unless the whole request failed
+        return {
+            "throttle_time": 0,
+            "error_code": error or (member_errors[0] if member_errors else 0),
+        }
+    return {
+        "throttle_time": 0,
+        "error_code": error,
+        "members": []
+        if error
+        else [
+            {"member_id": m, "group_instance_id": i, "error_code": e}
+            for (m, i), e in zip(leaving, member_errors, strict=True)
+        ],
+    }
+
+
+# ---- OffsetCommit (8) / OffsetFetch (9) / OffsetDelete (47) ----------------------------
+
+
+async def handle_offset_commit(
+    broker: KafkaBroker, ctx: RequestContext, req: Any
+) -> dict[str, Any]:
+    version = ctx.api_version
+    cache = broker.metadata_cache
+    now = broker.clock_ms()
+    retention_ms = (
+        _ms(req.retention_time) if version <= 4 and hasattr(req, "retention_time") else -1
+    )
+    errors: dict[tuple[int, int], int] = {}  # (topic index, partition index) -> error
+    to_commit: dict[TopicPartition, OffsetAndMetadata] = {}
+    where: dict[tuple[int, int], TopicPartition] = {}
+
+    # validate: topics and partitions must exist
+    for ti, t in enumerate(req.topics):
+        name = cache.topic_name(t.topic_id) if version >= 10 else t.name
+        meta = cache.get_topic(name) if name is not None else None
+        for p in t.partitions:
+            idx = int(p.partition_index)
+            if name is None:
+                errors[(ti, idx)] = ErrorCode.unknown_topic_id
+            elif meta is None or idx not in meta.partitions:
+                errors[(ti, idx)] = ErrorCode.unknown_topic_or_partition
+            else:
+                tp = (name, idx)
+                where[(ti, idx)] = tp
+                to_commit[tp] = OffsetAndMetadata(
+                    offset=int(p.committed_offset),
+                    leader_epoch=int(getattr(p, "committed_leader_epoch", -1)),
+                    metadata=p.committed_metadata or "",
+                    commit_timestamp=now,
+                    expire_timestamp=now + retention_ms if retention_ms != -1 else -1,
+                )
+
+    # act
+    if to_commit:
+        results = await _coordinator(broker).handle_commit_offsets(
+            req.group_id,
+            req.member_id,
+            getattr(req, "group_instance_id", None),
+            int(req.generation_id_or_member_epoch),
+            to_commit,
+            version,
+        )
+        for key, tp in where.items():
+            errors[key] = results[tp]
+
+    # respond
+    topics = []
+    for ti, t in enumerate(req.topics):
+        entry: dict[str, Any] = {"topic_id": t.topic_id} if version >= 10 else {"name": t.name}
+        entry["partitions"] = [
+            {
+                "partition_index": int(p.partition_index),
+                "error_code": errors[(ti, int(p.partition_index))],
+            }
+            for p in t.partitions
+        ]
+        topics.append(entry)
+    return {"throttle_time": 0, "topics": topics}
+
+
+def handle_offset_fetch(broker: KafkaBroker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    version = ctx.api_version
+    if version >= 8:
+        groups = [_fetch_group(broker, version, g.group_id, g.topics) for g in req.groups]
+        return {"throttle_time": 0, "groups": groups}
+    g = _fetch_group(broker, version, req.group_id, req.topics)
+    if version < 2:
+        # no top-level error code yet: every partition carries the group's error
+        for t in g["topics"]:
+            for p in t["partitions"]:
+                if g["error_code"]:
+                    p["error_code"] = g["error_code"]
+    return {"throttle_time": 0, "error_code": g["error_code"], "topics": g["topics"]}
+
+
+def _fetch_group(broker: KafkaBroker, version: int, group_id: str, topics: Any) -> dict[str, Any]:
+    cache = broker.metadata_cache
+    use_ids = version >= 10
+
+    def partition(idx: int, om: OffsetAndMetadata | None, error: int = 0) -> dict[str, Any]:
+        if om is None:
+            return {
+                "partition_index": idx,
+                "committed_offset": -1,
+                "committed_leader_epoch": -1,
+                "metadata": "",
+                "error_code": error,
+            }
+        return {
+            "partition_index": idx,
+            "committed_offset": om.offset,
+            "committed_leader_epoch": om.leader_epoch,
+            "metadata": om.metadata,
+            "error_code": 0,
+        }
+
+    def topic_key(name: str | None, topic_id: Any) -> dict[str, Any]:
+        return {"topic_id": topic_id} if use_ids else {"name": name}
+
+    if topics is None:
+        error, committed = _coordinator(broker).handle_fetch_offsets(group_id, None)
+        by_topic: dict[str, list[tuple[int, OffsetAndMetadata | None]]] = {}
+        for (name, idx), om in sorted(committed.items()):
+            by_topic.setdefault(name, []).append((idx, om))
+        out = []
+        for name, parts in by_topic.items():
+            topic_id = None
+            if use_ids:
+                meta = cache.get_topic(name)
+                if meta is None:
+                    continue  # no id to name it by
+                topic_id = meta.topic_id
+            out.append(
+                {**topic_key(name, topic_id), "partitions": [partition(i, om) for i, om in parts]}
+            )
+        return {"group_id": group_id, "error_code": error, "topics": [] if error else out}
+
+    requested: list[tuple[str | None, Any, list[int]]] = []
+    for t in topics:
+        if use_ids:
+            requested.append(
+                (cache.topic_name(t.topic_id), t.topic_id, [int(i) for i in t.partition_indexes])
+            )
+        else:
+            requested.append((t.name, None, [int(i) for i in t.partition_indexes]))
+    wanted = [(name, i) for name, _, idxs in requested if name is not None for i in idxs]
+    error, committed = _coordinator(broker).handle_fetch_offsets(group_id, wanted)
+    if error and version >= 2:
+        return {"group_id": group_id, "error_code": error, "topics": []}
+    out = []
+    for name, topic_id, idxs in requested:
+        if name is None:
+            parts = [partition(i, None, ErrorCode.unknown_topic_id) for i in idxs]
+        else:
+            parts = [partition(i, committed.get((name, i))) for i in idxs]
+        out.append({**topic_key(name, topic_id), "partitions": parts})
+    return {"group_id": group_id, "error_code": error, "topics": out}
+
+
+async def handle_offset_delete(
+    broker: KafkaBroker, ctx: RequestContext, req: Any
+) -> dict[str, Any]:
+    cache = broker.metadata_cache
+    errors: dict[TopicPartition, int] = {}
+    wanted: list[TopicPartition] = []
+    for t in req.topics:
+        meta = cache.get_topic(t.name)
+        for p in t.partitions:
+            tp = (t.name, int(p.partition_index))
+            if meta is None or tp[1] not in meta.partitions:
+                errors[tp] = ErrorCode.unknown_topic_or_partition
+            else:
+                wanted.append(tp)
+    error, results = await _coordinator(broker).handle_delete_offsets(req.group_id, wanted)
+    errors.update(results)
+    return {
+        "throttle_time": 0,
+        "error_code": error,
+        "topics": []
+        if error
+        else [
+            {
+                "name": t.name,
+                "partitions": [
+                    {
+                        "partition_index": int(p.partition_index),
+                        "error_code": errors.get((t.name, int(p.partition_index)), 0),
+                    }
+                    for p in t.partitions
+                ],
+            }
+            for t in req.topics
+        ],
+    }
+
+
+# ---- DescribeGroups (15) / ListGroups (16) / DeleteGroups (42) -------------------------
+
+
+def handle_describe_groups(broker: KafkaBroker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    version = ctx.api_version
+    ops = (
+        GROUP_AUTHORIZED_OPERATIONS
+        if getattr(req, "include_authorized_operations", False)
+        else AUTHORIZED_OPERATIONS_OMITTED
+    )
+    out = []
+    for group_id in req.groups:
+        s = _coordinator(broker).handle_describe_group(group_id)
+        error, message = s.error, None
+        if error == ErrorCode.group_id_not_found:
+            if version >= 6:
+                message = f"Group {group_id} not found."
+            else:
+                error = 0  # before v6 a missing group is described as Dead, without an error
+        out.append(
+            {
+                "error_code": error,
+                "error_message": message,
+                "group_id": group_id,
+                "group_state": s.state,
+                "protocol_type": s.protocol_type,
+                "protocol_data": s.protocol,
+                "members": [
+                    {
+                        "member_id": m.member_id,
+                        "group_instance_id": m.group_instance_id,
+                        "client_id": m.client_id,
+                        "client_host": m.client_host,
+                        "member_metadata": m.metadata,
+                        "member_assignment": m.assignment,
+                    }
+                    for m in s.members
+                ],
+                "authorized_operations": ops,
+            }
+        )
+    return {"throttle_time": 0, "groups": out}
+
+
+def handle_list_groups(broker: KafkaBroker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    states = {s.lower() for s in getattr(req, "states_filter", ()) or ()}
+    types = {t.lower() for t in getattr(req, "types_filter", ()) or ()}
+    error, groups = _coordinator(broker).handle_list_groups(states, types)
+    return {
+        "throttle_time": 0,
+        "error_code": error,
+        "groups": [
+            {
+                "group_id": g.group_id,
+                "protocol_type": g.protocol_type or "",
+                "group_state": g.state.value,
+                "group_type": CLASSIC_GROUP_TYPE,
+            }
+            for g in groups
+        ],
+    }
+
+
+async def handle_delete_groups(
+    broker: KafkaBroker, ctx: RequestContext, req: Any
+) -> dict[str, Any]:
+    results = []
+    for group_id in req.groups_names:
+        error = await _coordinator(broker).handle_delete_group(group_id)
+        results.append({"group_id": group_id, "error_code": error})
+    return {"throttle_time": 0, "results": results}
+
+
+__all__ = [
+    "OFFSET_DELETE",
+    "handle_delete_groups",
+    "handle_describe_groups",
+    "handle_find_coordinator",
+    "handle_heartbeat",
+    "handle_join_group",
+    "handle_leave_group",
+    "handle_list_groups",
+    "handle_offset_commit",
+    "handle_offset_delete",
+    "handle_offset_fetch",
+    "handle_sync_group",
+]
