@@ -1,11 +1,11 @@
 """``kafkalite``: the admin CLI.
 
-    kafkalite topics --bootstrap-server HOST:PORT --list | --create --topic T [--partitions N]
-                     [--replication-factor R] [--config k=v ...] | --delete --topic T | --describe [--topic T]
-    kafkalite configs --bootstrap-server HOST:PORT --entity-type topics --entity-name T
-                     [--describe | --alter --add-config k=v[,k=v] | --delete-config k[,k]]
-    kafkalite dump-log FILE [--print-data-log] [--verify-index-only]
-    kafkalite version
+kafkalite topics --bootstrap-server HOST:PORT --list | --create --topic T [--partitions N]
+                 [--replication-factor R] [--config k=v ...] | --delete --topic T | --describe [--topic T]
+kafkalite configs --bootstrap-server HOST:PORT --entity-type topics --entity-name T
+                 [--describe | --alter --add-config k=v[,k=v] | --delete-config k[,k]]
+kafkalite dump-log FILE [--print-data-log] [--verify-index-only]
+kafkalite version
 """
 
 from __future__ import annotations
@@ -23,16 +23,34 @@ def _topics(args: argparse.Namespace) -> int:
     c = WireClient(args.bootstrap_server)
     try:
         if args.create:
-            configs = [dict(zip(("name", "value"), kv.split("=", 1), strict=True)) for kv in args.config or []]
+            configs = [
+                dict(zip(("name", "value"), kv.split("=", 1), strict=True))
+                for kv in args.config or []
+            ]
             v = c.version_for(19, 7)
-            r = c.call(19, v, {"topics": [{"name": args.topic, "num_partitions": args.partitions,
-                                           "replication_factor": args.replication_factor,
-                                           "assignments": [], "configs": configs}],
-                               "timeout": 30000, "validate_only": False})
+            r = c.call(
+                19,
+                v,
+                {
+                    "topics": [
+                        {
+                            "name": args.topic,
+                            "num_partitions": args.partitions,
+                            "replication_factor": args.replication_factor,
+                            "assignments": [],
+                            "configs": configs,
+                        }
+                    ],
+                    "timeout": 30000,
+                    "validate_only": False,
+                },
+            )
             t = r.topics[0]
             if t.error_code:
-                print(f"Error while creating topic {args.topic}: {t.error_code.name} {t.error_message or ''}",
-                      file=sys.stderr)
+                print(
+                    f"Error while creating topic {args.topic}: {t.error_code.name} {t.error_message or ''}",
+                    file=sys.stderr,
+                )
                 return 1
             print(f"Created topic {args.topic}.")
         elif args.delete:
@@ -54,11 +72,15 @@ def _topics(args: argparse.Namespace) -> int:
                 if t.error_code:
                     print(f"Topic: {t.name}\tError: {t.error_code.name}")
                     continue
-                print(f"Topic: {t.name}\tTopicId: {t.topic_id}\tPartitionCount: {len(t.partitions)}\t"
-                      f"ReplicationFactor: {len(t.partitions[0].replica_nodes) if t.partitions else 0}")
+                print(
+                    f"Topic: {t.name}\tTopicId: {t.topic_id}\tPartitionCount: {len(t.partitions)}\t"
+                    f"ReplicationFactor: {len(t.partitions[0].replica_nodes) if t.partitions else 0}"
+                )
                 for p in sorted(t.partitions, key=lambda p: p.partition_index):
-                    print(f"\tTopic: {t.name}\tPartition: {p.partition_index}\tLeader: {p.leader_id}\t"
-                          f"Replicas: {','.join(map(str, p.replica_nodes))}\tIsr: {','.join(map(str, p.isr_nodes))}")
+                    print(
+                        f"\tTopic: {t.name}\tPartition: {p.partition_index}\tLeader: {p.leader_id}\t"
+                        f"Replicas: {','.join(map(str, p.replica_nodes))}\tIsr: {','.join(map(str, p.isr_nodes))}"
+                    )
         return 0
     finally:
         c.close()
@@ -79,18 +101,41 @@ def _configs(args: argparse.Namespace) -> int:
             for k in ",".join(args.delete_config or []).split(","):
                 if k:
                     ops.append({"name": k, "config_operation": 1, "value": None})
-            r = c.call(44, c.version_for(44, 1), {"resources": [
-                {"resource_type": TOPIC_RESOURCE, "resource_name": args.entity_name, "configs": ops}],
-                "validate_only": False})
+            r = c.call(
+                44,
+                c.version_for(44, 1),
+                {
+                    "resources": [
+                        {
+                            "resource_type": TOPIC_RESOURCE,
+                            "resource_name": args.entity_name,
+                            "configs": ops,
+                        }
+                    ],
+                    "validate_only": False,
+                },
+            )
             res = r.responses[0]
             if res.error_code:
                 print(f"Error: {res.error_code.name} {res.error_message or ''}", file=sys.stderr)
                 return 1
             print(f"Completed updating config for topic {args.entity_name}.")
             return 0
-        r = c.call(32, c.version_for(32, 4), {"resources": [
-            {"resource_type": TOPIC_RESOURCE, "resource_name": args.entity_name, "configuration_keys": None}],
-            "include_synonyms": False, "include_documentation": False})
+        r = c.call(
+            32,
+            c.version_for(32, 4),
+            {
+                "resources": [
+                    {
+                        "resource_type": TOPIC_RESOURCE,
+                        "resource_name": args.entity_name,
+                        "configuration_keys": None,
+                    }
+                ],
+                "include_synonyms": False,
+                "include_documentation": False,
+            },
+        )
         res = r.results[0]
         if res.error_code:
             print(f"Error: {res.error_code.name} {res.error_message or ''}", file=sys.stderr)

@@ -33,8 +33,11 @@ async def serve(config: BrokerConfig) -> int:
     except Exception:
         await broker.stop()
         raise
-    print(f"kafkalite broker {broker.broker_id} ready on "
-          + ", ".join(str(e) for e in broker.advertised), flush=True)
+    print(
+        f"kafkalite broker {broker.broker_id} ready on "
+        + ", ".join(str(e) for e in broker.advertised),
+        flush=True,
+    )
     await stop.wait()
     logging.getLogger("kafkalite").info("shutting down")
     await broker.stop()
@@ -44,12 +47,18 @@ async def serve(config: BrokerConfig) -> int:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="kafkalite-server", description="Run a kafkalite broker.")
     ap.add_argument("config", help="YAML config or Kafka server.properties")
-    ap.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
-                    help="override a config property (repeatable)")
+    ap.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config property (repeatable)",
+    )
     ap.add_argument("--log-level", default="INFO")
     args = ap.parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     overrides = {}
     for o in args.override:
         if "=" not in o:

@@ -23,13 +23,17 @@ class WireClient:
         self._cid = 0
         self.versions: dict[int, tuple[int, int]] = {}
         resp = self.call(18, 0, {})
-        self.versions = {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in resp.api_keys}
+        self.versions = {
+            int(k.api_key): (int(k.min_version), int(k.max_version)) for k in resp.api_keys
+        }
 
     def version_for(self, api_key: int, ours: int) -> int:
         lo, hi = self.versions.get(api_key, (0, ours))
         v = min(hi, ours)
         if v < lo:
-            raise RuntimeError(f"broker does not support api {api_key} at a version this tool knows")
+            raise RuntimeError(
+                f"broker does not support api {api_key} at a version this tool knows"
+            )
         return v
 
     def call(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
@@ -37,7 +41,9 @@ class WireClient:
         req_cls = messages.request_type(api_key, version)
         flexible = bool(req_cls.__flexible__)
         cid = b"\x00\x09kafkalite"
-        header = struct.pack(">hhi", api_key, version, self._cid) + cid + (b"\x00" if flexible else b"")
+        header = (
+            struct.pack(">hhi", api_key, version, self._cid) + cid + (b"\x00" if flexible else b"")
+        )
         payload = header + messages.encode(messages.build(req_cls, body))
         self.sock.sendall(_I32.pack(len(payload)) + payload)
         size = _I32.unpack(self._read(4))[0]

@@ -29,13 +29,13 @@ from typing import Any, Protocol
 
 from kafkalite.controller.leader_selectors import offline_partition_leader
 from kafkalite.metadata import paths
-from kafkalite.protocol.kafka_uuid import ZERO_UUID, uuid_from_kafka
 from kafkalite.metadata.store import (
     BadVersionError,
     MetadataStore,
     NodeExistsError,
     NoNodeError,
 )
+from kafkalite.protocol.kafka_uuid import ZERO_UUID, uuid_from_kafka
 
 log = logging.getLogger(__name__)
 
@@ -70,27 +70,53 @@ class ControllerContext:
 class BrokerChannel(Protocol):
     """How the controller talks to brokers (LeaderAndIsr / UpdateMetadata / StopReplica)."""
 
-    async def leader_and_isr(self, broker_id: int, controller_id: int, controller_epoch: int,
-                             states: list[dict[str, Any]], live_brokers: list[dict[str, Any]]) -> None: ...
+    async def leader_and_isr(
+        self,
+        broker_id: int,
+        controller_id: int,
+        controller_epoch: int,
+        states: list[dict[str, Any]],
+        live_brokers: list[dict[str, Any]],
+    ) -> None: ...
 
-    async def update_metadata(self, broker_id: int, controller_id: int, controller_epoch: int,
-                              states: list[dict[str, Any]], live_brokers: list[dict[str, Any]],
-                              deleted_topics: list[str]) -> None: ...
+    async def update_metadata(
+        self,
+        broker_id: int,
+        controller_id: int,
+        controller_epoch: int,
+        states: list[dict[str, Any]],
+        live_brokers: list[dict[str, Any]],
+        deleted_topics: list[str],
+    ) -> None: ...
 
-    async def stop_replica(self, broker_id: int, controller_id: int, controller_epoch: int,
-                           partitions: list[TopicPartition], delete: bool) -> None: ...
+    async def stop_replica(
+        self,
+        broker_id: int,
+        controller_id: int,
+        controller_epoch: int,
+        partitions: list[TopicPartition],
+        delete: bool,
+    ) -> None: ...
 
 
 class KafkaController:
-    def __init__(self, broker_id: int, store: MetadataStore, channel: BrokerChannel, *,
-                 unclean_election: Callable[[str], bool] = lambda _t: False) -> None:
+    def __init__(
+        self,
+        broker_id: int,
+        store: MetadataStore,
+        channel: BrokerChannel,
+        *,
+        unclean_election: Callable[[str], bool] = lambda _t: False,
+    ) -> None:
         self.broker_id = broker_id
         self.store = store
         self.channel = channel
         self.unclean_election = unclean_election
         self.ctx = ControllerContext()
         self.active_controller_id = -1
-        self._queue: asyncio.Queue[tuple[Callable[[], Awaitable[Any]], asyncio.Future[Any] | None]] = asyncio.Queue()
+        self._queue: asyncio.Queue[
+            tuple[Callable[[], Awaitable[Any]], asyncio.Future[Any] | None]
+        ] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
         self._closed = False
 
@@ -140,8 +166,9 @@ class KafkaController:
         self._put_nowait(self._elect)
 
     async def _elect(self) -> None:
-        data = json.dumps({"version": 1, "brokerid": self.broker_id,
-                           "timestamp": str(int(time.time() * 1000))}).encode()
+        data = json.dumps(
+            {"version": 1, "brokerid": self.broker_id, "timestamp": str(int(time.time() * 1000))}
+        ).encode()
         try:
             await self.store.create(paths.CONTROLLER, data, ephemeral=True)
             won = True
@@ -170,7 +197,9 @@ class KafkaController:
             try:
                 raw, stat = await self.store.get(paths.CONTROLLER_EPOCH)
                 epoch = int(raw) + 1
-                await self.store.set(paths.CONTROLLER_EPOCH, str(epoch).encode(), version=stat.version)
+                await self.store.set(
+                    paths.CONTROLLER_EPOCH, str(epoch).encode(), version=stat.version
+                )
                 self.ctx.epoch, self.ctx.epoch_zk_version = epoch, stat.version + 1
                 return
             except NoNodeError:
@@ -198,7 +227,9 @@ class KafkaController:
 
     # ---- brokers ------------------------------------------------------------
     async def _read_brokers(self) -> set[int]:
-        ids = await self.store.get_children(paths.BROKER_IDS, watch=lambda _e: self._put_nowait(self._on_broker_change))
+        ids = await self.store.get_children(
+            paths.BROKER_IDS, watch=lambda _e: self._put_nowait(self._on_broker_change)
+        )
         live: dict[int, dict[str, Any]] = {}
         for i in ids:
             try:
@@ -234,11 +265,15 @@ class KafkaController:
                 if r in brokers:
                     by_broker.setdefault(r, []).append(self._state_dict(tp))
         for b, states in by_broker.items():
-            await self.channel.leader_and_isr(b, self.broker_id, self.ctx.epoch, states, self._live_list())
+            await self.channel.leader_and_isr(
+                b, self.broker_id, self.ctx.epoch, states, self._live_list()
+            )
 
     # ---- topics -------------------------------------------------------------
     async def _read_topics(self) -> None:
-        names = await self.store.get_children(paths.BROKER_TOPICS, watch=lambda _e: self._put_nowait(self._on_topic_change))
+        names = await self.store.get_children(
+            paths.BROKER_TOPICS, watch=lambda _e: self._put_nowait(self._on_topic_change)
+        )
         topics: dict[str, TopicAssignment] = {}
         for name in names:
             a = await self._read_assignment(name)
@@ -255,8 +290,10 @@ class KafkaController:
 
     async def _read_assignment(self, name: str) -> TopicAssignment | None:
         try:
-            raw, _ = await self.store.get(paths.topic_path(name),
-                                          watch=lambda _e, n=name: self._put_nowait(lambda: self._on_partition_change(n)))
+            raw, _ = await self.store.get(
+                paths.topic_path(name),
+                watch=lambda _e, n=name: self._put_nowait(lambda: self._on_partition_change(n)),
+            )
         except NoNodeError:
             return None
         d = json.loads(raw)
@@ -272,8 +309,13 @@ class KafkaController:
         except NoNodeError:
             return None
         d = json.loads(raw)
-        return PartitionState(int(d["leader"]), int(d["leader_epoch"]), [int(x) for x in d["isr"]],
-                              int(d["controller_epoch"]), stat.version)
+        return PartitionState(
+            int(d["leader"]),
+            int(d["leader_epoch"]),
+            [int(x) for x in d["isr"]],
+            int(d["controller_epoch"]),
+            stat.version,
+        )
 
     async def _on_topic_change(self) -> None:
         if not self.is_active:
@@ -315,11 +357,18 @@ class KafkaController:
                     if not await self._write_state(tp, new, create=True):
                         continue
                 else:
-                    leader, isr = offline_partition_leader(replicas, st.isr, live, self.unclean_election(name))
+                    leader, isr = offline_partition_leader(
+                        replicas, st.isr, live, self.unclean_election(name)
+                    )
                     if leader == -1 and st.leader == -1:
                         continue
-                    new = PartitionState(leader, st.leader_epoch + 1, isr if leader >= 0 else st.isr,
-                                         self.ctx.epoch, st.version)
+                    new = PartitionState(
+                        leader,
+                        st.leader_epoch + 1,
+                        isr if leader >= 0 else st.isr,
+                        self.ctx.epoch,
+                        st.version,
+                    )
                     if not await self._write_state(tp, new, create=False):
                         continue
                 self.ctx.states[tp] = new
@@ -327,11 +376,20 @@ class KafkaController:
                     if r in live:
                         changed.setdefault(r, []).append(self._state_dict(tp))
         for b, states in changed.items():
-            await self.channel.leader_and_isr(b, self.broker_id, self.ctx.epoch, states, self._live_list())
+            await self.channel.leader_and_isr(
+                b, self.broker_id, self.ctx.epoch, states, self._live_list()
+            )
 
     async def _write_state(self, tp: TopicPartition, st: PartitionState, *, create: bool) -> bool:
-        data = json.dumps({"controller_epoch": st.controller_epoch, "leader": st.leader, "version": 1,
-                           "leader_epoch": st.leader_epoch, "isr": st.isr}).encode()
+        data = json.dumps(
+            {
+                "controller_epoch": st.controller_epoch,
+                "leader": st.leader,
+                "version": 1,
+                "leader_epoch": st.leader_epoch,
+                "isr": st.isr,
+            }
+        ).encode()
         path = paths.partition_state_path(*tp)
         try:
             if create:
@@ -357,24 +415,34 @@ class KafkaController:
         st = self.ctx.states[tp]
         a = self.ctx.topics[tp[0]]
         return {
-            "topic": tp[0], "partition": tp[1], "topic_id": a.topic_id, "leader": st.leader,
-            "leader_epoch": st.leader_epoch, "isr": st.isr, "replicas": a.partitions[tp[1]],
-            "controller_epoch": st.controller_epoch, "partition_epoch": st.version,
+            "topic": tp[0],
+            "partition": tp[1],
+            "topic_id": a.topic_id,
+            "leader": st.leader,
+            "leader_epoch": st.leader_epoch,
+            "isr": st.isr,
+            "replicas": a.partitions[tp[1]],
+            "controller_epoch": st.controller_epoch,
+            "partition_epoch": st.version,
         }
 
     def _live_list(self) -> list[dict[str, Any]]:
         return [{"id": b, **info} for b, info in sorted(self.ctx.live_brokers.items())]
 
-    async def _send_update_metadata(self, brokers: list[int], deleted: list[str] | None = None) -> None:
+    async def _send_update_metadata(
+        self, brokers: list[int], deleted: list[str] | None = None
+    ) -> None:
         states = [self._state_dict(tp) for tp in self.ctx.states if tp[0] in self.ctx.topics]
         for b in brokers:
-            await self.channel.update_metadata(b, self.broker_id, self.ctx.epoch, states, self._live_list(),
-                                               deleted or [])
+            await self.channel.update_metadata(
+                b, self.broker_id, self.ctx.epoch, states, self._live_list(), deleted or []
+            )
 
     # ---- topic deletion (TopicDeletionManager) -------------------------------
     async def _resume_deletions(self) -> None:
-        names = await self.store.get_children(paths.ADMIN_DELETE_TOPICS,
-                                              watch=lambda _e: self._put_nowait(self._resume_deletions))
+        names = await self.store.get_children(
+            paths.ADMIN_DELETE_TOPICS, watch=lambda _e: self._put_nowait(self._resume_deletions)
+        )
         for name in names:
             await self._delete_topic(name)
 

@@ -32,21 +32,28 @@ def offline_partition_leader(
     return NO_LEADER, list(isr)
 
 
-def reassigned_partition_leader(reassigned: Sequence[int], isr: Sequence[int], live: Collection[int]) -> int:
+def reassigned_partition_leader(
+    reassigned: Sequence[int], isr: Sequence[int], live: Collection[int]
+) -> int:
     for r in reassigned:
         if r in live and r in isr:
             return r
     return NO_LEADER
 
 
-def preferred_replica_leader(assignment: Sequence[int], isr: Sequence[int], live: Collection[int]) -> int:
+def preferred_replica_leader(
+    assignment: Sequence[int], isr: Sequence[int], live: Collection[int]
+) -> int:
     if assignment and assignment[0] in live and assignment[0] in isr:
         return assignment[0]
     return NO_LEADER
 
 
 def controlled_shutdown_leader(
-    assignment: Sequence[int], isr: Sequence[int], live: Collection[int], shutting_down: Collection[int]
+    assignment: Sequence[int],
+    isr: Sequence[int],
+    live: Collection[int],
+    shutting_down: Collection[int],
 ) -> tuple[int, list[int]]:
     new_isr = [r for r in isr if r not in shutting_down]
     for r in assignment:

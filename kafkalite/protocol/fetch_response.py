@@ -95,7 +95,9 @@ def encode_fetch_response(
         parts_list = t.partitions
         buf += _uvarint(len(parts_list) + 1) if flexible else _I32.pack(len(parts_list))
         for p in parts_list:
-            buf += _PART_V4.pack(p.partition_index, p.error_code, p.high_watermark, p.last_stable_offset)
+            buf += _PART_V4.pack(
+                p.partition_index, p.error_code, p.high_watermark, p.last_stable_offset
+            )
             if version >= 5:
                 buf += _I64.pack(p.log_start_offset)
             aborted = p.aborted_transactions

@@ -22,7 +22,7 @@ from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
-_UTC = datetime.timezone.utc
+_UTC = datetime.UTC
 
 
 @cache

@@ -192,7 +192,9 @@ def validate_batch(
 ) -> BatchHeader:
     """Validate one batch header (and CRC) in place; raise an InvalidRecordBatch."""
     if size < HEADER_SIZE:
-        raise CorruptRecordBatch(f"batch of {size} bytes is smaller than the {HEADER_SIZE}-byte header")
+        raise CorruptRecordBatch(
+            f"batch of {size} bytes is smaller than the {HEADER_SIZE}-byte header"
+        )
     magic = buf[pos + MAGIC_OFFSET]
     if magic != CURRENT_MAGIC:
         if magic in (0, 1):

@@ -52,7 +52,9 @@ class DuplicateAppend:
 
 
 class Partition:
-    def __init__(self, topic: str, partition: int, topic_id: uuid.UUID, local_broker_id: int) -> None:
+    def __init__(
+        self, topic: str, partition: int, topic_id: uuid.UUID, local_broker_id: int
+    ) -> None:
         self.topic = topic
         self.partition = partition
         self.topic_id = topic_id

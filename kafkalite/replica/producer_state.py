@@ -17,7 +17,12 @@ import collections
 from dataclasses import dataclass, field
 
 from kafkalite.protocol.errors import ErrorCode, KafkaError
-from kafkalite.protocol.record_batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, BatchHeader
+from kafkalite.protocol.record_batch import (
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    BatchHeader,
+)
 
 NUM_BATCHES_TO_RETAIN = 5
 INT_MAX = 2**31 - 1
@@ -89,7 +94,9 @@ class ProducerStateManager:
                         ErrorCode.out_of_order_sequence_number,
                         f"new epoch {h.producer_epoch} for producer {pid} must start at sequence 0",
                     )
-            elif entry.last_seq != NO_SEQUENCE and not _in_sequence(entry.last_seq, h.base_sequence):
+            elif entry.last_seq != NO_SEQUENCE and not _in_sequence(
+                entry.last_seq, h.base_sequence
+            ):
                 raise KafkaError(
                     ErrorCode.out_of_order_sequence_number,
                     f"producer {pid}: expected sequence {entry.last_seq + 1}, got {h.base_sequence}",
@@ -111,7 +118,9 @@ class ProducerStateManager:
             if h.base_sequence == NO_SEQUENCE or h.is_control:
                 continue
             entry.batches.append(
-                BatchMetadata(h.base_sequence, h.last_sequence, h.base_offset, h.last_offset, h.max_timestamp)
+                BatchMetadata(
+                    h.base_sequence, h.last_sequence, h.base_offset, h.last_offset, h.max_timestamp
+                )
             )
 
     def truncate(self) -> None:

@@ -99,8 +99,12 @@ class ReplicaManager:
         self.broker_id = config.broker_id
         self.log_manager = log_manager
         self.partitions: dict[TopicPartition, Partition] = {}
-        self.produce_purgatory = DelayedOperationPurgatory("Produce", purge_interval=config.produce_purge_interval)
-        self.fetch_purgatory = DelayedOperationPurgatory("Fetch", purge_interval=config.fetch_purge_interval)
+        self.produce_purgatory = DelayedOperationPurgatory(
+            "Produce", purge_interval=config.produce_purge_interval
+        )
+        self.fetch_purgatory = DelayedOperationPurgatory(
+            "Fetch", purge_interval=config.fetch_purge_interval
+        )
         self.delete_records_purgatory = DelayedOperationPurgatory("DeleteRecords", purge_interval=1)
         #: listeners called after a leader append (e.g. metrics, tests)
         self.append_listeners: list[Callable[[TopicPartition, Any], None]] = []
@@ -112,7 +116,9 @@ class ReplicaManager:
     def get_partition(self, tp: TopicPartition) -> Partition | None:
         return self.partitions.get(tp)
 
-    def leader_partition_or_error(self, tp: TopicPartition, current_leader_epoch: int = -1) -> Partition:
+    def leader_partition_or_error(
+        self, tp: TopicPartition, current_leader_epoch: int = -1
+    ) -> Partition:
         p = self.partitions.get(tp)
         if p is None:
             raise KafkaError(ErrorCode.unknown_topic_or_partition)
@@ -151,7 +157,9 @@ class ReplicaManager:
                 errors[tp] = e.error_code
         return errors
 
-    def stop_replicas(self, tps: Iterable[TopicPartition], *, delete: bool) -> dict[TopicPartition, int]:
+    def stop_replicas(
+        self, tps: Iterable[TopicPartition], *, delete: bool
+    ) -> dict[TopicPartition, int]:
         errors = {}
         for tp in tps:
             p = self.partitions.pop(tp, None)
@@ -183,7 +191,9 @@ class ReplicaManager:
             try:
                 p = self.leader_partition_or_error(tp)
                 info = p.append_records_to_leader(records, required_acks)
-                results[tp] = ProduceResult(0, info.first_offset, info.log_append_time, info.log_start_offset)
+                results[tp] = ProduceResult(
+                    0, info.first_offset, info.log_append_time, info.log_start_offset
+                )
                 appended[tp] = info.last_offset + 1
                 # followers parked at the log end wake on the append itself
                 self.fetch_purgatory.check_and_complete(tp)
@@ -199,7 +209,9 @@ class ReplicaManager:
         if required_acks != -1 or not appended:
             return results
         statuses = {
-            tp: ProducePartitionStatus(required_offset=appended.get(tp, -1), result=r, pending=tp in appended)
+            tp: ProducePartitionStatus(
+                required_offset=appended.get(tp, -1), result=r, pending=tp in appended
+            )
             for tp, r in results.items()
         }
         loop = asyncio.get_running_loop()
@@ -215,8 +227,14 @@ class ReplicaManager:
         self.delete_records_purgatory.check_and_complete(tp)
 
     # ---- fetch --------------------------------------------------------------
-    def read_partition(self, params: FetchParams, tp: TopicPartition, info: PartitionFetchInfo,
-                       max_bytes: int, min_one_message: bool) -> FetchPartitionResult:
+    def read_partition(
+        self,
+        params: FetchParams,
+        tp: TopicPartition,
+        info: PartitionFetchInfo,
+        max_bytes: int,
+        min_one_message: bool,
+    ) -> FetchPartitionResult:
         try:
             p = self.partitions.get(tp)
             if p is None or p.log is None:
@@ -232,11 +250,24 @@ class ReplicaManager:
                 max_offset = lso
             else:
                 max_offset = hw
-            data = plog.read(info.fetch_offset, max_bytes, max_offset=max_offset, min_one_message=min_one_message)
+            data = plog.read(
+                info.fetch_offset, max_bytes, max_offset=max_offset, min_one_message=min_one_message
+            )
             records = data.records
-            size = len(records) if isinstance(records, bytes | bytearray) else int(getattr(records, "size", 0))
+            size = (
+                len(records)
+                if isinstance(records, bytes | bytearray)
+                else int(getattr(records, "size", 0))
+            )
             return FetchPartitionResult(
-                0, hw, lso, plog.log_start_offset, records if size else None, None, plog.log_end_offset, size
+                0,
+                hw,
+                lso,
+                plog.log_start_offset,
+                records if size else None,
+                None,
+                plog.log_end_offset,
+                size,
             )
         except OffsetOutOfRange:
             p = self.partitions.get(tp)
@@ -259,7 +290,9 @@ class ReplicaManager:
         min_one = True
         out = []
         for tp, info in infos:
-            r = self.read_partition(params, tp, info, min(info.max_bytes, max(remaining, 0)), min_one)
+            r = self.read_partition(
+                params, tp, info, min(info.max_bytes, max(remaining, 0)), min_one
+            )
             if r.size:
                 remaining -= r.size
                 min_one = False
@@ -268,15 +301,16 @@ class ReplicaManager:
 
     def fetch_messages(
         self, params: FetchParams, infos: list[tuple[TopicPartition, PartitionFetchInfo]]
-    ) -> list[tuple[TopicPartition, FetchPartitionResult]] | asyncio.Future[list[tuple[TopicPartition, FetchPartitionResult]]]:
+    ) -> (
+        list[tuple[TopicPartition, FetchPartitionResult]]
+        | asyncio.Future[list[tuple[TopicPartition, FetchPartitionResult]]]
+    ):
         results = self.read_from_local_log(params, infos)
         total = sum(r.size for _, r in results)
         has_error = any(r.error for _, r in results)
         if params.max_wait_ms <= 0 or not infos or total >= params.min_bytes or has_error:
             return results
-        statuses = [
-            (tp, FetchPartitionStatus(info.fetch_offset, info)) for tp, info in infos
-        ]
+        statuses = [(tp, FetchPartitionStatus(info.fetch_offset, info)) for tp, info in infos]
         fut: asyncio.Future[list[tuple[TopicPartition, FetchPartitionResult]]] = (
             asyncio.get_running_loop().create_future()
         )
@@ -286,7 +320,11 @@ class ReplicaManager:
 
     # ---- offsets ------------------------------------------------------------
     def fetch_offset_for_timestamp(
-        self, tp: TopicPartition, timestamp: int, isolation_level: int | None, current_leader_epoch: int = -1
+        self,
+        tp: TopicPartition,
+        timestamp: int,
+        isolation_level: int | None,
+        current_leader_epoch: int = -1,
     ) -> tuple[int, int, int]:
         """ListOffsets for one partition: returns (offset, timestamp, leader_epoch)."""
         p = self.leader_partition_or_error(tp, current_leader_epoch)

@@ -43,13 +43,19 @@ class CreateTopicResult:
 
 
 def assign_replicas_to_brokers(
-    brokers: Sequence[int], n_partitions: int, rf: int, *, start_partition: int = 0,
+    brokers: Sequence[int],
+    n_partitions: int,
+    rf: int,
+    *,
+    start_partition: int = 0,
     fixed_start_index: int = -1,
 ) -> dict[int, list[int]]:
     """Kafka's rack-unaware assignment: round-robin leaders, shifted followers."""
     if rf > len(brokers):
-        raise KafkaError(ErrorCode.invalid_replication_factor,
-                         f"Replication factor: {rf} larger than available brokers: {len(brokers)}.")
+        raise KafkaError(
+            ErrorCode.invalid_replication_factor,
+            f"Replication factor: {rf} larger than available brokers: {len(brokers)}.",
+        )
     bs = sorted(brokers)
     n = len(bs)
     start = fixed_start_index if fixed_start_index >= 0 else random.randrange(n)
@@ -89,10 +95,14 @@ class AdminManager:
         for name in names:
             with contextlib.suppress(NoNodeError, ValueError):
                 raw, _ = await self.store.get(paths.topic_config_path(name))
-                self.topic_configs[name] = {k: str(v) for k, v in json.loads(raw).get("config", {}).items()}
+                self.topic_configs[name] = {
+                    k: str(v) for k, v in json.loads(raw).get("config", {}).items()
+                }
 
     def log_config(self, topic: str) -> LogConfig:
-        return LogConfig.from_properties(self.topic_configs.get(topic, {}), self.broker.default_log_config)
+        return LogConfig.from_properties(
+            self.topic_configs.get(topic, {}), self.broker.default_log_config
+        )
 
     def validate_topic_configs(self, configs: Mapping[str, str | None]) -> LogConfig:
         props = {k: v for k, v in configs.items() if v is not None}
@@ -123,7 +133,9 @@ class AdminManager:
             results.append(r)
             try:
                 if t.name in seen:
-                    raise KafkaError(ErrorCode.invalid_request, f"duplicate topic {t.name} in request")
+                    raise KafkaError(
+                        ErrorCode.invalid_request, f"duplicate topic {t.name} in request"
+                    )
                 seen.add(t.name)
                 assignment, configs = self._validate_new_topic(t)
                 r.num_partitions = len(assignment)
@@ -158,56 +170,80 @@ class AdminManager:
         rf = int(t.replication_factor)
         if manual:
             if num_partitions != -1 or rf != -1:
-                raise KafkaError(ErrorCode.invalid_request,
-                                 "Both numPartitions or replicationFactor and replicasAssignments were set.")
+                raise KafkaError(
+                    ErrorCode.invalid_request,
+                    "Both numPartitions or replicationFactor and replicasAssignments were set.",
+                )
             assignment: dict[int, list[int]] = {}
             for a in manual:
                 replicas = [int(b) for b in a.broker_ids]
                 if not replicas or len(set(replicas)) != len(replicas):
-                    raise KafkaError(ErrorCode.invalid_replica_assignment, "duplicate or empty replica list")
+                    raise KafkaError(
+                        ErrorCode.invalid_replica_assignment, "duplicate or empty replica list"
+                    )
                 if any(b not in live for b in replicas):
-                    raise KafkaError(ErrorCode.invalid_replica_assignment, "unknown broker in assignment")
+                    raise KafkaError(
+                        ErrorCode.invalid_replica_assignment, "unknown broker in assignment"
+                    )
                 assignment[int(a.partition_index)] = replicas
             if sorted(assignment) != list(range(len(assignment))):
                 raise KafkaError(ErrorCode.invalid_replica_assignment, "partitions must be 0..n-1")
             if len({len(r) for r in assignment.values()}) != 1:
-                raise KafkaError(ErrorCode.invalid_replica_assignment, "all partitions need the same RF")
+                raise KafkaError(
+                    ErrorCode.invalid_replica_assignment, "all partitions need the same RF"
+                )
         else:
             if num_partitions == -1:
                 num_partitions = int(cfg["num.partitions"])
             if rf == -1:
                 rf = int(cfg["default.replication.factor"])
             if num_partitions <= 0:
-                raise KafkaError(ErrorCode.invalid_partitions, "Number of partitions must be larger than 0.")
+                raise KafkaError(
+                    ErrorCode.invalid_partitions, "Number of partitions must be larger than 0."
+                )
             if rf <= 0:
-                raise KafkaError(ErrorCode.invalid_replication_factor, "Replication factor must be larger than 0.")
+                raise KafkaError(
+                    ErrorCode.invalid_replication_factor,
+                    "Replication factor must be larger than 0.",
+                )
             if rf > len(live):
-                raise KafkaError(ErrorCode.invalid_replication_factor,
-                                 f"Replication factor: {rf} larger than available brokers: {len(live)}.")
+                raise KafkaError(
+                    ErrorCode.invalid_replication_factor,
+                    f"Replication factor: {rf} larger than available brokers: {len(live)}.",
+                )
             assignment = assign_replicas_to_brokers(live, num_partitions, rf)
         configs: dict[str, str] = {}
         for c in getattr(t, "configs", ()) or ():
             if c.value is None:
-                raise KafkaError(ErrorCode.invalid_config, f"Null value not supported for topic configs: {c.name}")
+                raise KafkaError(
+                    ErrorCode.invalid_config,
+                    f"Null value not supported for topic configs: {c.name}",
+                )
             configs[c.name] = c.value
         return assignment, configs
 
-    async def _write_topic(self, name: str, assignment: dict[int, list[int]], configs: dict[str, str]) -> uuid.UUID:
+    async def _write_topic(
+        self, name: str, assignment: dict[int, list[int]], configs: dict[str, str]
+    ) -> uuid.UUID:
         topic_id = random_uuid()
         self.creating.add(name)
         try:
             await self.write_topic_config(name, configs)
-            data = json.dumps({
-                "version": 3,
-                "topic_id": uuid_to_kafka(topic_id),
-                "partitions": {str(p): r for p, r in sorted(assignment.items())},
-                "adding_replicas": {},
-                "removing_replicas": {},
-            }).encode()
+            data = json.dumps(
+                {
+                    "version": 3,
+                    "topic_id": uuid_to_kafka(topic_id),
+                    "partitions": {str(p): r for p, r in sorted(assignment.items())},
+                    "adding_replicas": {},
+                    "removing_replicas": {},
+                }
+            ).encode()
             try:
                 await self.store.create(paths.topic_path(name), data, makepath=True)
             except NodeExistsError:
-                raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.") from None
+                raise KafkaError(
+                    ErrorCode.topic_already_exists, f"Topic '{name}' already exists."
+                ) from None
         finally:
             self.creating.discard(name)
         return topic_id
@@ -218,7 +254,11 @@ class AdminManager:
         rf = min(int(cfg["default.replication.factor"]), max(len(live), 1))
         created = []
         for name in names:
-            if name in self.broker.metadata_cache.topics or name in self.creating or name in INTERNAL_TOPICS:
+            if (
+                name in self.broker.metadata_cache.topics
+                or name in self.creating
+                or name in INTERNAL_TOPICS
+            ):
                 continue
             try:
                 assignment = assign_replicas_to_brokers(live, int(cfg["num.partitions"]), rf)
@@ -244,7 +284,9 @@ class AdminManager:
             out[name] = ErrorCode.none
             waiting.append(name)
         if waiting:
-            ok = await self.broker.wait_for_topics_gone(waiting, timeout_ms / 1000 if timeout_ms > 0 else 0)
+            ok = await self.broker.wait_for_topics_gone(
+                waiting, timeout_ms / 1000 if timeout_ms > 0 else 0
+            )
             for name in waiting:
                 if name not in ok and timeout_ms > 0:
                     out[name] = ErrorCode.request_timed_out
@@ -252,18 +294,25 @@ class AdminManager:
             self.topic_configs.pop(name, None)
         return out
 
-    async def create_partitions(self, topic: str, count: int, assignments: Any, *, validate_only: bool,
-                                timeout_ms: int) -> None:
+    async def create_partitions(
+        self, topic: str, count: int, assignments: Any, *, validate_only: bool, timeout_ms: int
+    ) -> None:
         cache = self.broker.metadata_cache
         t = cache.get_topic(topic)
         if t is None:
-            raise KafkaError(ErrorCode.unknown_topic_or_partition, f"The topic '{topic}' does not exist.")
+            raise KafkaError(
+                ErrorCode.unknown_topic_or_partition, f"The topic '{topic}' does not exist."
+            )
         current = len(t.partitions)
         if count < current:
-            raise KafkaError(ErrorCode.invalid_partitions,
-                             f"Topic currently has {current} partitions, which is higher than the requested {count}.")
+            raise KafkaError(
+                ErrorCode.invalid_partitions,
+                f"Topic currently has {current} partitions, which is higher than the requested {count}.",
+            )
         if count == current:
-            raise KafkaError(ErrorCode.invalid_partitions, f"Topic already has {current} partitions.")
+            raise KafkaError(
+                ErrorCode.invalid_partitions, f"Topic already has {current} partitions."
+            )
         raw, stat = await self.store.get(paths.topic_path(topic))
         d = json.loads(raw)
         existing = {int(p): r for p, r in d["partitions"].items()}
@@ -272,12 +321,18 @@ class AdminManager:
         if assignments:
             new: dict[int, list[int]] = {}
             if len(assignments) != count - current:
-                raise KafkaError(ErrorCode.invalid_replica_assignment,
-                                 f"Increasing the number of partitions by {count - current} but "
-                                 f"{len(assignments)} assignments provided.")
+                raise KafkaError(
+                    ErrorCode.invalid_replica_assignment,
+                    f"Increasing the number of partitions by {count - current} but "
+                    f"{len(assignments)} assignments provided.",
+                )
             for i, a in enumerate(assignments):
                 replicas = [int(b) for b in a.broker_ids]
-                if len(replicas) != rf or len(set(replicas)) != rf or any(b not in live for b in replicas):
+                if (
+                    len(replicas) != rf
+                    or len(set(replicas)) != rf
+                    or any(b not in live for b in replicas)
+                ):
                     raise KafkaError(ErrorCode.invalid_replica_assignment, "bad replica assignment")
                 new[current + i] = replicas
         else:
@@ -286,6 +341,6 @@ class AdminManager:
             return
         d["partitions"] = {str(p): r for p, r in sorted({**existing, **new}.items())}
         await self.store.set(paths.topic_path(topic), json.dumps(d).encode(), version=stat.version)
-        await self.broker.wait_for_partitions(topic, count, timeout_ms / 1000 if timeout_ms > 0 else 0)
-
-
+        await self.broker.wait_for_partitions(
+            topic, count, timeout_ms / 1000 if timeout_ms > 0 else 0
+        )

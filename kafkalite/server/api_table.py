@@ -40,7 +40,11 @@ def compatibility_markdown(table: dict[int, ApiSpec]) -> str:
         "|---:|---|---|---|",
     ]
     for s in sorted(table.values(), key=lambda s: s.key):
-        adv = "" if s.advertised_min_version is None else f" (advertised from v{s.advertised_min_version})"
+        adv = (
+            ""
+            if s.advertised_min_version is None
+            else f" (advertised from v{s.advertised_min_version})"
+        )
         lines.append(f"| {s.key} | {s.name} | {s.min_version}–{s.max_version}{adv} | {s.notes} |")
     return "\n".join(lines) + "\n"
 

@@ -24,7 +24,11 @@ from kafkalite.coordinator.group import GroupCoordinator
 from kafkalite.coordinator.transaction.producer_id_manager import ProducerIdManager
 from kafkalite.log.log_config import LogConfig
 from kafkalite.log.log_manager import LogManager
-from kafkalite.log.meta_properties import ensure_meta_properties, read_meta_properties, resolve_broker_id
+from kafkalite.log.meta_properties import (
+    ensure_meta_properties,
+    read_meta_properties,
+    resolve_broker_id,
+)
 from kafkalite.metadata import paths
 from kafkalite.metadata.factory import open_store
 from kafkalite.metadata.store import MetadataStore, NodeExistsError, NoNodeError
@@ -54,29 +58,55 @@ class LocalBrokerChannel:
     def __init__(self, peers: dict[int, KafkaBroker]) -> None:
         self.peers = peers
 
-    async def leader_and_isr(self, broker_id: int, controller_id: int, controller_epoch: int,
-                             states: list[dict[str, Any]], live_brokers: list[dict[str, Any]]) -> None:
+    async def leader_and_isr(
+        self,
+        broker_id: int,
+        controller_id: int,
+        controller_epoch: int,
+        states: list[dict[str, Any]],
+        live_brokers: list[dict[str, Any]],
+    ) -> None:
         b = self.peers.get(broker_id)
         if b is not None:
             await b.handle_leader_and_isr(controller_id, controller_epoch, states)
 
-    async def update_metadata(self, broker_id: int, controller_id: int, controller_epoch: int,
-                              states: list[dict[str, Any]], live_brokers: list[dict[str, Any]],
-                              deleted_topics: list[str]) -> None:
+    async def update_metadata(
+        self,
+        broker_id: int,
+        controller_id: int,
+        controller_epoch: int,
+        states: list[dict[str, Any]],
+        live_brokers: list[dict[str, Any]],
+        deleted_topics: list[str],
+    ) -> None:
         b = self.peers.get(broker_id)
         if b is not None:
-            b.handle_update_metadata(controller_id, controller_epoch, states, live_brokers, deleted_topics)
+            b.handle_update_metadata(
+                controller_id, controller_epoch, states, live_brokers, deleted_topics
+            )
 
-    async def stop_replica(self, broker_id: int, controller_id: int, controller_epoch: int,
-                           partitions: list[tuple[str, int]], delete: bool) -> None:
+    async def stop_replica(
+        self,
+        broker_id: int,
+        controller_id: int,
+        controller_epoch: int,
+        partitions: list[tuple[str, int]],
+        delete: bool,
+    ) -> None:
         b = self.peers.get(broker_id)
         if b is not None:
             b.handle_stop_replica(controller_epoch, partitions, delete)
 
 
 class KafkaBroker:
-    def __init__(self, config: BrokerConfig, *, ensemble: Any = None, peers: dict[int, KafkaBroker] | None = None,
-                 clock_ms: Callable[[], int] | None = None) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        *,
+        ensemble: Any = None,
+        peers: dict[int, KafkaBroker] | None = None,
+        clock_ms: Callable[[], int] | None = None,
+    ) -> None:
         self.config = config
         self.ensemble = ensemble
         self.peers = peers if peers is not None else {}
@@ -92,8 +122,12 @@ class KafkaBroker:
         )
         self.dynamic_broker_configs: dict[str, str] = {}
         self.default_log_config = self._broker_log_defaults()
-        self.channel = RequestChannel(build_api_table(self), max_request_size=int(config["socket.request.max.bytes"]))
-        self.socket_server = SocketServer(config.listeners, self.channel, idle_ms=int(config["connections.max.idle.ms"]))
+        self.channel = RequestChannel(
+            build_api_table(self), max_request_size=int(config["socket.request.max.bytes"])
+        )
+        self.socket_server = SocketServer(
+            config.listeners, self.channel, idle_ms=int(config["connections.max.idle.ms"])
+        )
         self.log_manager: LogManager = None  # type: ignore[assignment]
         self.replica_manager: ReplicaManager = None  # type: ignore[assignment]
         self.controller: KafkaController = None  # type: ignore[assignment]
@@ -109,7 +143,11 @@ class KafkaBroker:
         for k, v in self.config.items():
             if v is None or not (self.config.is_explicit(k) or k in self.dynamic_broker_configs):
                 continue
-            props[k] = ",".join(v) if isinstance(v, list) else (str(v).lower() if isinstance(v, bool) else v)
+            props[k] = (
+                ",".join(v)
+                if isinstance(v, list)
+                else (str(v).lower() if isinstance(v, bool) else v)
+            )
         return LogConfig.from_broker_properties(props)
 
     # ---- lifecycle ----------------------------------------------------------
@@ -126,10 +164,16 @@ class KafkaBroker:
         await self._load_dynamic_broker_configs()
         await self.admin.load_topic_configs()
         self.log_manager = LogManager(
-            cfg.log_dirs, self.default_log_config, clock_ms=self.clock_ms,
+            cfg.log_dirs,
+            self.default_log_config,
+            clock_ms=self.clock_ms,
             retention_check_interval_ms=int(cfg["log.retention.check.interval.ms"]),
-            recovery_point_checkpoint_interval_ms=int(cfg["log.flush.offset.checkpoint.interval.ms"]),
-            log_start_offset_checkpoint_interval_ms=int(cfg["log.flush.start.offset.checkpoint.interval.ms"]),
+            recovery_point_checkpoint_interval_ms=int(
+                cfg["log.flush.offset.checkpoint.interval.ms"]
+            ),
+            log_start_offset_checkpoint_interval_ms=int(
+                cfg["log.flush.start.offset.checkpoint.interval.ms"]
+            ),
         )
         self.log_manager.startup()
         self.replica_manager = ReplicaManager(
@@ -146,7 +190,9 @@ class KafkaBroker:
         self.peers[self.broker_id] = self
         await self._register_broker()
         self.controller = KafkaController(
-            self.broker_id, self.store, LocalBrokerChannel(self.peers),
+            self.broker_id,
+            self.store,
+            LocalBrokerChannel(self.peers),
             unclean_election=lambda t: self.admin.log_config(t).unclean_leader_election_enable,
         )
         await self.controller.startup()
@@ -156,8 +202,12 @@ class KafkaBroker:
             cfg.pid_file.parent.mkdir(parents=True, exist_ok=True)
             cfg.pid_file.write_text(f"{os.getpid()}\n")
         self.started = True
-        log.info("kafkalite broker %d started (cluster %s) on %s", self.broker_id, self.cluster_id,
-                 ", ".join(str(e) for e in self.advertised))
+        log.info(
+            "kafkalite broker %d started (cluster %s) on %s",
+            self.broker_id,
+            self.cluster_id,
+            ", ".join(str(e) for e in self.advertised),
+        )
 
     async def stop(self) -> None:
         if not self.started and self.store is None:
@@ -190,7 +240,9 @@ class KafkaBroker:
 
     def _resolve_port(self, ep: Endpoint) -> Endpoint:
         if ep.port == 0:
-            return Endpoint(ep.listener, ep.host, self.socket_server.bound[ep.listener][1], ep.security_protocol)
+            return Endpoint(
+                ep.listener, ep.host, self.socket_server.bound[ep.listener][1], ep.security_protocol
+            )
         return ep
 
     async def _get_or_create_cluster_id(self) -> str:
@@ -200,8 +252,11 @@ class KafkaBroker:
         except NoNodeError:
             cid = self.config["cluster.id"] or uuid_to_kafka(uuid.uuid4())
             with contextlib.suppress(NodeExistsError):
-                await self.store.create(paths.CLUSTER_ID, json.dumps({"version": "1", "id": cid}).encode(),
-                                        makepath=True)
+                await self.store.create(
+                    paths.CLUSTER_ID,
+                    json.dumps({"version": "1", "id": cid}).encode(),
+                    makepath=True,
+                )
             raw, _ = await self.store.get(paths.CLUSTER_ID)
             return str(json.loads(raw)["id"])
 
@@ -231,10 +286,16 @@ class KafkaBroker:
         ep0 = self.advertised[0]
         data = {
             "features": {},
-            "listener_security_protocol_map": {e.listener: e.security_protocol for e in self.advertised},
+            "listener_security_protocol_map": {
+                e.listener: e.security_protocol for e in self.advertised
+            },
             "endpoints": [str(e) for e in self.advertised],
-            "jmx_port": -1, "port": ep0.port, "host": ep0.host, "version": 5,
-            "timestamp": str(self.clock_ms()), "rack": self.config["broker.rack"],
+            "jmx_port": -1,
+            "port": ep0.port,
+            "host": ep0.host,
+            "version": 5,
+            "timestamp": str(self.clock_ms()),
+            "rack": self.config["broker.rack"],
         }
         path = f"{paths.BROKER_IDS}/{self.broker_id}"
         try:
@@ -288,8 +349,9 @@ class KafkaBroker:
         return self.metadata_cache.controller_id >= 0
 
     # ---- controller requests (LeaderAndIsr, UpdateMetadata, StopReplica) ----
-    async def handle_leader_and_isr(self, controller_id: int, controller_epoch: int,
-                                    states: list[dict[str, Any]]) -> dict[tuple[str, int], int]:
+    async def handle_leader_and_isr(
+        self, controller_id: int, controller_epoch: int, states: list[dict[str, Any]]
+    ) -> dict[tuple[str, int], int]:
         if controller_epoch < self.metadata_cache.controller_epoch:
             return {(s["topic"], s["partition"]): ErrorCode.stale_controller_epoch for s in states}
         self.metadata_cache.controller_epoch = controller_epoch
@@ -298,18 +360,32 @@ class KafkaBroker:
                 with contextlib.suppress(NoNodeError, ValueError):
                     raw, _ = await self.store.get(paths.topic_config_path(s["topic"]))
                     self.admin.topic_configs[s["topic"]] = {
-                        k: str(v) for k, v in json.loads(raw).get("config", {}).items()}
+                        k: str(v) for k, v in json.loads(raw).get("config", {}).items()
+                    }
         parsed = {
-            (s["topic"], s["partition"]): (s["topic_id"], LeaderAndIsrState(
-                leader=s["leader"], leader_epoch=s["leader_epoch"], isr=list(s["isr"]),
-                replicas=list(s["replicas"]), partition_epoch=s.get("partition_epoch", 0),
-                controller_epoch=controller_epoch))
+            (s["topic"], s["partition"]): (
+                s["topic_id"],
+                LeaderAndIsrState(
+                    leader=s["leader"],
+                    leader_epoch=s["leader_epoch"],
+                    isr=list(s["isr"]),
+                    replicas=list(s["replicas"]),
+                    partition_epoch=s.get("partition_epoch", 0),
+                    controller_epoch=controller_epoch,
+                ),
+            )
             for s in states
         }
         return self.replica_manager.become_leader_or_follower(parsed, self.admin.log_config)
 
-    def handle_update_metadata(self, controller_id: int, controller_epoch: int, states: list[dict[str, Any]],
-                               live_brokers: list[dict[str, Any]], deleted_topics: list[str]) -> None:
+    def handle_update_metadata(
+        self,
+        controller_id: int,
+        controller_epoch: int,
+        states: list[dict[str, Any]],
+        live_brokers: list[dict[str, Any]],
+        deleted_topics: list[str],
+    ) -> None:
         cache = self.metadata_cache
         if controller_epoch < cache.controller_epoch:
             return
@@ -328,14 +404,22 @@ class KafkaBroker:
             cache.remove_topic(t)
         for s in states:
             cache.update_partition(
-                s["topic"], s["topic_id"],
-                PartitionMetadata(s["partition"], s["leader"], s["leader_epoch"], list(s["replicas"]),
-                                  list(s["isr"])),
+                s["topic"],
+                s["topic_id"],
+                PartitionMetadata(
+                    s["partition"],
+                    s["leader"],
+                    s["leader_epoch"],
+                    list(s["replicas"]),
+                    list(s["isr"]),
+                ),
                 internal=s["topic"] in INTERNAL_TOPICS,
             )
         self._notify_metadata_waiters()
 
-    def handle_stop_replica(self, controller_epoch: int, partitions: list[tuple[str, int]], delete: bool) -> None:
+    def handle_stop_replica(
+        self, controller_epoch: int, partitions: list[tuple[str, int]], delete: bool
+    ) -> None:
         if controller_epoch < self.metadata_cache.controller_epoch:
             return
         self.replica_manager.stop_replicas(partitions, delete=delete)
@@ -365,24 +449,33 @@ class KafkaBroker:
         try:
             await asyncio.wait_for(fut, timeout_s)
             return True
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return False
 
     def _topic_online(self, name: str) -> bool:
         t = self.metadata_cache.get_topic(name)
-        return t is not None and bool(t.partitions) and all(p.leader >= 0 for p in t.partitions.values())
+        return (
+            t is not None
+            and bool(t.partitions)
+            and all(p.leader >= 0 for p in t.partitions.values())
+        )
 
     async def wait_for_topics(self, names: list[str], timeout_s: float) -> bool:
         return await self._wait_for(lambda: all(self._topic_online(n) for n in names), timeout_s)
 
     async def wait_for_topics_gone(self, names: list[str], timeout_s: float) -> set[str]:
-        await self._wait_for(lambda: all(n not in self.metadata_cache.topics for n in names), timeout_s)
+        await self._wait_for(
+            lambda: all(n not in self.metadata_cache.topics for n in names), timeout_s
+        )
         return {n for n in names if n not in self.metadata_cache.topics}
 
     async def wait_for_partitions(self, topic: str, count: int, timeout_s: float) -> bool:
         def ok() -> bool:
             t = self.metadata_cache.get_topic(topic)
-            return t is not None and len(t.partitions) >= count and all(
-                p.leader >= 0 for p in t.partitions.values())
+            return (
+                t is not None
+                and len(t.partitions) >= count
+                and all(p.leader >= 0 for p in t.partitions.values())
+            )
 
         return await self._wait_for(ok, timeout_s)

@@ -49,16 +49,23 @@ def one_of(*opts: str) -> Callable[[Any], str | None]:
 
 _DEFS: list[ConfigDef] = [
     # identity and listeners
-    ConfigDef("broker.id", "int", -1, "Broker id; -1 means take it from meta.properties or generate one."),
+    ConfigDef(
+        "broker.id", "int", -1, "Broker id; -1 means take it from meta.properties or generate one."
+    ),
     ConfigDef("node.id", "int", None, "Kafka 4 name for broker.id; accepted as an alias."),
     ConfigDef("broker.rack", "string", None, "Rack of this broker, returned in Metadata."),
     ConfigDef("broker.id.generation.enable", "bool", True),
     ConfigDef("reserved.broker.max.id", "int", 1000, validator=at_least(0)),
-    ConfigDef("cluster.id", "string", None, "Cluster id to use when the metadata store has none yet."),
+    ConfigDef(
+        "cluster.id", "string", None, "Cluster id to use when the metadata store has none yet."
+    ),
     ConfigDef("listeners", "list", ["PLAINTEXT://127.0.0.1:9092"]),
     ConfigDef("advertised.listeners", "list", None),
-    ConfigDef("listener.security.protocol.map", "string",
-              "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"),
+    ConfigDef(
+        "listener.security.protocol.map",
+        "string",
+        "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+    ),
     ConfigDef("inter.broker.listener.name", "string", None),
     # network
     ConfigDef("socket.request.max.bytes", "int", 104857600, validator=at_least(1)),
@@ -68,7 +75,12 @@ _DEFS: list[ConfigDef] = [
     ConfigDef("zookeeper.connect", "string", None),
     ConfigDef("zookeeper.session.timeout.ms", "int", 18000, validator=at_least(1)),
     ConfigDef("zookeeper.connection.timeout.ms", "int", None),
-    ConfigDef("metadata.dir", "string", None, "Where the embedded metadata store keeps its journal (default: first log dir)."),
+    ConfigDef(
+        "metadata.dir",
+        "string",
+        None,
+        "Where the embedded metadata store keeps its journal (default: first log dir).",
+    ),
     # topics
     ConfigDef("auto.create.topics.enable", "bool", True, dynamic=True),
     ConfigDef("delete.topic.enable", "bool", True),
@@ -111,10 +123,19 @@ _DEFS: list[ConfigDef] = [
     ConfigDef("log.flush.offset.checkpoint.interval.ms", "int", 60000, validator=at_least(0)),
     ConfigDef("log.flush.start.offset.checkpoint.interval.ms", "int", 60000, validator=at_least(0)),
     ConfigDef("log.segment.delete.delay.ms", "long", 60000, validator=at_least(0), dynamic=True),
-    ConfigDef("log.message.timestamp.type", "string", "CreateTime",
-              validator=one_of("CreateTime", "LogAppendTime"), dynamic=True),
-    ConfigDef("log.message.timestamp.before.max.ms", "long", LONG_MAX, validator=at_least(0), dynamic=True),
-    ConfigDef("log.message.timestamp.after.max.ms", "long", 3600000, validator=at_least(0), dynamic=True),
+    ConfigDef(
+        "log.message.timestamp.type",
+        "string",
+        "CreateTime",
+        validator=one_of("CreateTime", "LogAppendTime"),
+        dynamic=True,
+    ),
+    ConfigDef(
+        "log.message.timestamp.before.max.ms", "long", LONG_MAX, validator=at_least(0), dynamic=True
+    ),
+    ConfigDef(
+        "log.message.timestamp.after.max.ms", "long", 3600000, validator=at_least(0), dynamic=True
+    ),
     ConfigDef("log.preallocate", "bool", False, dynamic=True),
     ConfigDef("log.cleaner.enable", "bool", True),
     ConfigDef("log.cleaner.threads", "int", 1, validator=at_least(0)),
@@ -123,11 +144,20 @@ _DEFS: list[ConfigDef] = [
     ConfigDef("log.cleaner.io.max.bytes.per.second", "double", 1.7976931348623157e308),
     ConfigDef("log.cleaner.min.cleanable.ratio", "double", 0.5, dynamic=True),
     ConfigDef("log.cleaner.min.compaction.lag.ms", "long", 0, validator=at_least(0), dynamic=True),
-    ConfigDef("log.cleaner.max.compaction.lag.ms", "long", LONG_MAX, validator=at_least(1), dynamic=True),
-    ConfigDef("log.cleaner.delete.retention.ms", "long", 86400000, validator=at_least(0), dynamic=True),
+    ConfigDef(
+        "log.cleaner.max.compaction.lag.ms", "long", LONG_MAX, validator=at_least(1), dynamic=True
+    ),
+    ConfigDef(
+        "log.cleaner.delete.retention.ms", "long", 86400000, validator=at_least(0), dynamic=True
+    ),
     ConfigDef("message.max.bytes", "int", 1048588, validator=at_least(0), dynamic=True),
-    ConfigDef("compression.type", "string", "producer",
-              validator=one_of("producer", "uncompressed", "none", "gzip", "snappy", "lz4", "zstd"), dynamic=True),
+    ConfigDef(
+        "compression.type",
+        "string",
+        "producer",
+        validator=one_of("producer", "uncompressed", "none", "gzip", "snappy", "lz4", "zstd"),
+        dynamic=True,
+    ),
     ConfigDef("min.insync.replicas", "int", 1, validator=at_least(1), dynamic=True),
     ConfigDef("unclean.leader.election.enable", "bool", False, dynamic=True),
     # fetch sessions, replication, shutdown
@@ -148,22 +178,43 @@ _DEFS: list[ConfigDef] = [
     ConfigDef("leader.imbalance.per.broker.percentage", "int", 10),
     # kafkalite's own
     ConfigDef("pid.file", "string", None, "Write the process id here at start-up (kafkalite)."),
-    ConfigDef("kafkalite.log.fsync", "bool", True, "fsync checkpoints and metadata journal (tests turn it off)."),
+    ConfigDef(
+        "kafkalite.log.fsync",
+        "bool",
+        True,
+        "fsync checkpoints and metadata journal (tests turn it off).",
+    ),
 ]
 
 #: Kafka broker keys that tune the JVM implementation; accepted and ignored.
-IGNORED_KAFKA_KEYS = frozenset({
-    "num.network.threads", "num.io.threads", "num.replica.fetchers", "num.recovery.threads.per.data.dir",
-    "socket.send.buffer.bytes", "socket.receive.buffer.bytes", "queued.max.requests",
-    "background.threads", "log.cleaner.io.buffer.size", "log.cleaner.io.buffer.load.factor",
-    "zookeeper.set.acl", "transaction.max.timeout.ms", "process.roles", "controller.quorum.voters",
-    "controller.listener.names", "log.message.format.version", "inter.broker.protocol.version",
-})
+IGNORED_KAFKA_KEYS = frozenset(
+    {
+        "num.network.threads",
+        "num.io.threads",
+        "num.replica.fetchers",
+        "num.recovery.threads.per.data.dir",
+        "socket.send.buffer.bytes",
+        "socket.receive.buffer.bytes",
+        "queued.max.requests",
+        "background.threads",
+        "log.cleaner.io.buffer.size",
+        "log.cleaner.io.buffer.load.factor",
+        "zookeeper.set.acl",
+        "transaction.max.timeout.ms",
+        "process.roles",
+        "controller.quorum.voters",
+        "controller.listener.names",
+        "log.message.format.version",
+        "inter.broker.protocol.version",
+    }
+)
 
 CONFIG_DEFS: dict[str, ConfigDef] = {d.name: d for d in _DEFS}
 
 _BOOL = {"true": True, "false": False}
-_LISTENER_RE = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)://(?P<host>\[[^\]]*\]|[^:]*):(?P<port>\d+)$")
+_LISTENER_RE = re.compile(
+    r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)://(?P<host>\[[^\]]*\]|[^:]*):(?P<port>\d+)$"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,7 +234,9 @@ def parse_endpoint(key: str, text: str, protocol_map: Mapping[str, str]) -> Endp
         raise ConfigError(key, f"{text!r} is not of the form NAME://host:port")
     name = m["name"].upper()
     if name not in protocol_map:
-        raise ConfigError(key, f"listener {name} has no security protocol in listener.security.protocol.map")
+        raise ConfigError(
+            key, f"listener {name} has no security protocol in listener.security.protocol.map"
+        )
     port = int(m["port"])
     if port > 65535:
         raise ConfigError(key, f"port {port} out of range")
@@ -257,7 +310,9 @@ def parse_properties(text: str) -> dict[str, str]:
 class BrokerConfig:
     """Validated broker configuration. ``cfg["log.dirs"]`` or the typed properties."""
 
-    def __init__(self, values: Mapping[str, Any] | None = None, *, base_dir: Path | None = None) -> None:
+    def __init__(
+        self, values: Mapping[str, Any] | None = None, *, base_dir: Path | None = None
+    ) -> None:
         raw = dict(values or {})
         self._explicit = set()
         self._values: dict[str, Any] = {d.name: d.default for d in _DEFS}
@@ -275,7 +330,10 @@ class BrokerConfig:
             self._values[key] = v
             self._explicit.add(key)
         if self._values["node.id"] is not None:
-            if "broker.id" in self._explicit and self._values["broker.id"] != self._values["node.id"]:
+            if (
+                "broker.id" in self._explicit
+                and self._values["broker.id"] != self._values["node.id"]
+            ):
                 raise ConfigError("node.id", "conflicts with broker.id")
             self._values["broker.id"] = self._values["node.id"]
         if self._values["broker.id"] < -1:
@@ -284,7 +342,9 @@ class BrokerConfig:
         dirs = self._values["log.dirs"] or [self._values["log.dir"]]
         if not dirs:
             raise ConfigError("log.dirs", "at least one directory is required")
-        self.log_dirs = [(base / d).resolve() if not Path(d).is_absolute() else Path(d) for d in dirs]
+        self.log_dirs = [
+            (base / d).resolve() if not Path(d).is_absolute() else Path(d) for d in dirs
+        ]
         pm = {}
         for entry in str(self._values["listener.security.protocol.map"]).split(","):
             if ":" not in entry:
@@ -297,22 +357,30 @@ class BrokerConfig:
             raise ConfigError("listeners", "at least one listener is required")
         for ep in self.listeners:
             if ep.security_protocol != "PLAINTEXT":
-                raise ConfigError("listeners", f"security protocol {ep.security_protocol} is not supported yet")
+                raise ConfigError(
+                    "listeners", f"security protocol {ep.security_protocol} is not supported yet"
+                )
         names = [ep.listener for ep in self.listeners]
         if len(set(names)) != len(names):
             raise ConfigError("listeners", "listener names must be unique")
         adv = self._values["advertised.listeners"]
         self.advertised = (
-            [parse_endpoint("advertised.listeners", x, pm) for x in adv] if adv else list(self.listeners)
+            [parse_endpoint("advertised.listeners", x, pm) for x in adv]
+            if adv
+            else list(self.listeners)
         )
         for ep in self.advertised:
             if ep.listener not in names:
-                raise ConfigError("advertised.listeners", f"listener {ep.listener} is not in listeners")
+                raise ConfigError(
+                    "advertised.listeners", f"listener {ep.listener} is not in listeners"
+                )
         for ep in self.advertised:
             if ep.host in ("", "0.0.0.0", "::"):
                 raise ConfigError("advertised.listeners", "cannot advertise the wildcard address")
         pid = self._values["pid.file"]
-        self.pid_file = None if pid is None else (base / pid if not Path(pid).is_absolute() else Path(pid))
+        self.pid_file = (
+            None if pid is None else (base / pid if not Path(pid).is_absolute() else Path(pid))
+        )
 
     # ---- access -------------------------------------------------------------
     def __getitem__(self, key: str) -> Any:
@@ -376,7 +444,11 @@ class BrokerConfig:
     def load(cls, path: str | Path, overrides: Mapping[str, Any] | None = None) -> BrokerConfig:
         p = Path(path)
         text = p.read_text()
-        if p.suffix in (".properties", ".props") or (p.suffix not in (".yaml", ".yml", ".json") and "=" in text and ":" not in text.split("=", 1)[0]):
+        if p.suffix in (".properties", ".props") or (
+            p.suffix not in (".yaml", ".yml", ".json")
+            and "=" in text
+            and ":" not in text.split("=", 1)[0]
+        ):
             values: dict[str, Any] = dict(parse_properties(text))
         else:
             try:

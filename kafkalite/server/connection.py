@@ -59,9 +59,24 @@ class CloseConnection(Exception):
 
 class Connection:
     __slots__ = (
-        "sock", "fd", "peer", "listener", "channel", "loop", "client_software_name",
-        "client_software_version", "_pending", "_wake", "_closed", "last_active",
-        "_writer_task", "_reader_task", "_serial_wait", "id", "muted_until", "faults",
+        "sock",
+        "fd",
+        "peer",
+        "listener",
+        "channel",
+        "loop",
+        "client_software_name",
+        "client_software_version",
+        "_pending",
+        "_wake",
+        "_closed",
+        "last_active",
+        "_writer_task",
+        "_reader_task",
+        "_serial_wait",
+        "id",
+        "muted_until",
+        "faults",
     )
 
     _next_id = 0
@@ -80,7 +95,9 @@ class Connection:
         self.loop = asyncio.get_running_loop()
         self.client_software_name: str | None = None
         self.client_software_version: str | None = None
-        self._pending: collections.deque[tuple[asyncio.Future[Any] | Any, Callable[[Any], Parts | None]]] = collections.deque()
+        self._pending: collections.deque[
+            tuple[asyncio.Future[Any] | Any, Callable[[Any], Parts | None]]
+        ] = collections.deque()
         self._wake: asyncio.Future[None] | None = None
         self._closed = False
         self.last_active = time.monotonic()
@@ -146,7 +163,9 @@ class Connection:
                     if size < 0 or size > max_bytes:
                         log.warning(
                             "closing connection from %s: request of %d bytes exceeds socket.request.max.bytes=%d",
-                            self.peer, size, max_bytes,
+                            self.peer,
+                            size,
+                            max_bytes,
                         )
                         return
                     if end - start - 4 < size:

@@ -48,7 +48,9 @@ class MetadataCache:
     def update_brokers(self, brokers: list[BrokerEndpointInfo]) -> None:
         self.brokers = {b.broker_id: b for b in brokers}
 
-    def update_partition(self, topic: str, topic_id: uuid.UUID, pm: PartitionMetadata, *, internal: bool = False) -> None:
+    def update_partition(
+        self, topic: str, topic_id: uuid.UUID, pm: PartitionMetadata, *, internal: bool = False
+    ) -> None:
         t = self.topics.get(topic)
         if t is None or t.topic_id != topic_id:
             if t is not None:

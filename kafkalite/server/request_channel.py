@@ -18,7 +18,12 @@ from typing import TYPE_CHECKING, Any
 from kafkalite.protocol import messages
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.errors import ErrorCode
-from kafkalite.protocol.headers import MalformedRequest, parse_request_header, response_header, skip_tagged_fields
+from kafkalite.protocol.headers import (
+    MalformedRequest,
+    parse_request_header,
+    response_header,
+    skip_tagged_fields,
+)
 from kafkalite.server.api_table import ApiSpec
 from kafkalite.server.connection import CloseConnection, Connection, FileRange
 
@@ -60,7 +65,9 @@ class RequestChannel:
     def connection_closed(self, conn: Connection) -> None:
         self.connections.discard(conn)
 
-    def handle(self, conn: Connection, frame: bytes) -> tuple[Any, Callable[[Any], Any], bool] | None:
+    def handle(
+        self, conn: Connection, frame: bytes
+    ) -> tuple[Any, Callable[[Any], Any], bool] | None:
         hdr = parse_request_header(frame)
         spec = self.api_table.get(hdr.api_key)
         if spec is None:
@@ -81,7 +88,9 @@ class RequestChannel:
             request = messages.decode_request(hdr.api_key, version, frame, body_offset)
         except Exception as e:  # kio raises many kinds on garbage input
             raise MalformedRequest(f"cannot decode {spec.name} v{version}: {e!r}") from None
-        ctx = RequestContext(conn, hdr.api_key, version, hdr.correlation_id, hdr.client_id, flexible)
+        ctx = RequestContext(
+            conn, hdr.api_key, version, hdr.correlation_id, hdr.client_id, flexible
+        )
         # ApiVersions responses always use header v0 (KIP-511)
         resp_flexible = flexible and hdr.api_key != ApiKey.API_VERSIONS
         framer = self._framer(hdr.correlation_id, resp_flexible, hdr.api_key, version)
@@ -101,13 +110,20 @@ class RequestChannel:
 
     def api_versions_list(self) -> list[dict[str, int]]:
         return [
-            {"api_key": s.key, "max_version": s.max_version,
-             "min_version": s.min_version if s.advertised_min_version is None else s.advertised_min_version}
+            {
+                "api_key": s.key,
+                "max_version": s.max_version,
+                "min_version": s.min_version
+                if s.advertised_min_version is None
+                else s.advertised_min_version,
+            }
             for s in sorted(self.api_table.values(), key=lambda s: s.key)
         ]
 
     @staticmethod
-    def _framer(correlation_id: int, flexible: bool, api_key: int, version: int) -> Callable[[Any], list[Any] | None]:
+    def _framer(
+        correlation_id: int, flexible: bool, api_key: int, version: int
+    ) -> Callable[[Any], list[Any] | None]:
         head = response_header(correlation_id, flexible)
 
         def frame(result: Any) -> list[Any] | None:

@@ -24,8 +24,15 @@ def admin(kafka_bootstrap):
 
 
 def _consume_all(bootstrap, topic, partitions, expected_count):
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False,
-                  "auto.offset.reset": "earliest", "enable.partition.eof": True})
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "unused",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "enable.partition.eof": True,
+        }
+    )
     c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     got, eof = [], set()
     try:
@@ -39,8 +46,16 @@ def _consume_all(bootstrap, topic, partitions, expected_count):
                         eof.add(m.partition())
                         continue
                     raise KafkaException(m.error())
-                got.append(Got(m.partition(), m.offset(), m.key(), m.value(),
-                               list(m.headers() or []), m.timestamp()[1]))
+                got.append(
+                    Got(
+                        m.partition(),
+                        m.offset(),
+                        m.key(),
+                        m.value(),
+                        list(m.headers() or []),
+                        m.timestamp()[1],
+                    )
+                )
     finally:
         c.close()
     return got
@@ -57,12 +72,29 @@ def test_confluent_kafka_full_lifecycle(kafka_broker, kafka_bootstrap, admin):
     for codec in CODECS:
         recs = make_records(codec, N)
         expected += recs
-        p = Producer({"bootstrap.servers": kafka_bootstrap, "compression.type": codec, "linger.ms": 5,
-                      "acks": "all"})
-        errors = []
+        p = Producer(
+            {
+                "bootstrap.servers": kafka_bootstrap,
+                "compression.type": codec,
+                "linger.ms": 5,
+                "acks": "all",
+            }
+        )
+        errors: list = []
+
+        def on_delivery(err, _msg, errors=errors):
+            if err:
+                errors.append(err)
+
         for r in recs:
-            p.produce(topic, r.value, r.key, headers=list(r.headers), timestamp=r.timestamp,
-                      on_delivery=lambda err, _m: err and errors.append(err))
+            p.produce(
+                topic,
+                r.value,
+                r.key,
+                headers=list(r.headers),
+                timestamp=r.timestamp,
+                on_delivery=on_delivery,
+            )
             p.poll(0)
         assert p.flush(30) == 0
         assert not errors
@@ -92,9 +124,16 @@ def test_confluent_kafka_full_lifecycle(kafka_broker, kafka_bootstrap, admin):
         assert earliest[tp].result(10).offset == 0
         assert latest[tp].result(10).offset == counts[tp.partition]
     # the first zstd record's timestamp → its offset in its partition
-    first_zstd = min((g for g in got if dict(g.headers)["codec"] == b"zstd"), key=lambda g: g.timestamp)
-    ts_res = admin.list_offsets({TopicPartition(topic, first_zstd.partition):
-                                 OffsetSpec.for_timestamp(first_zstd.timestamp)})
+    first_zstd = min(
+        (g for g in got if dict(g.headers)["codec"] == b"zstd"), key=lambda g: g.timestamp
+    )
+    ts_res = admin.list_offsets(
+        {
+            TopicPartition(topic, first_zstd.partition): OffsetSpec.for_timestamp(
+                first_zstd.timestamp
+            )
+        }
+    )
     [(tp, f)] = ts_res.items()
     assert f.result(10).offset == first_zstd.offset
 
@@ -103,10 +142,19 @@ def test_confluent_kafka_full_lifecycle(kafka_broker, kafka_bootstrap, admin):
     cfg = admin.describe_configs([res])[res].result(10)
     assert cfg["retention.ms"].value == "604800000"
     assert cfg["cleanup.policy"].value == "delete"
-    admin.incremental_alter_configs([ConfigResource(
-        ConfigResource.Type.TOPIC, topic,
-        incremental_configs=[ConfigEntry("retention.ms", "3600000",
-                                         incremental_operation=AlterConfigOpType.SET)])])[res].result(10)
+    admin.incremental_alter_configs(
+        [
+            ConfigResource(
+                ConfigResource.Type.TOPIC,
+                topic,
+                incremental_configs=[
+                    ConfigEntry(
+                        "retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET
+                    )
+                ],
+            )
+        ]
+    )[res].result(10)
     cfg = admin.describe_configs([res])[res].result(10)
     assert cfg["retention.ms"].value == "3600000"
     assert cfg["retention.ms"].source == 1  # TOPIC_CONFIG (DYNAMIC_TOPIC_CONFIG)

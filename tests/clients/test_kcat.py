@@ -15,13 +15,17 @@ import pytest
 
 from tests.clients.workload import CODECS
 
-pytestmark = pytest.mark.skipif(shutil.which("kcat") is None, reason="Debian package kcat is not installed")
+pytestmark = pytest.mark.skipif(
+    shutil.which("kcat") is None, reason="Debian package kcat is not installed"
+)
 
 N = 10_000
 
 
 def _kcat(*args, input=None, timeout=60):
-    return subprocess.run(["kcat", *args], input=input, capture_output=True, timeout=timeout, check=True)
+    return subprocess.run(
+        ["kcat", *args], input=input, capture_output=True, timeout=timeout, check=True
+    )
 
 
 def test_kcat_produce_consume_every_codec_and_query_offsets(kafka_broker_factory):
@@ -37,8 +41,22 @@ def test_kcat_produce_consume_every_codec_and_query_offsets(kafka_broker_factory
             value = f"{codec}-value-{seq}-" + "x" * (i % 50)
             expected[seq] = (key, value, codec)
             lines.append(f"{key}\t{value}")
-        _kcat("-b", bs, "-P", "-t", topic, "-K", "\t", "-z", codec, "-H", f"codec={codec}",
-              "-X", "linger.ms=5", input=("\n".join(lines) + "\n").encode())
+        _kcat(
+            "-b",
+            bs,
+            "-P",
+            "-t",
+            topic,
+            "-K",
+            "\t",
+            "-z",
+            codec,
+            "-H",
+            f"codec={codec}",
+            "-X",
+            "linger.ms=5",
+            input=("\n".join(lines) + "\n").encode(),
+        )
 
     out = _kcat("-b", bs, "-C", "-t", topic, "-o", "beginning", "-e", "-J").stdout.decode()
     got = [json.loads(line) for line in out.splitlines() if line.strip()]

@@ -27,9 +27,15 @@ def make_records(codec: str, n: int) -> list[Rec]:
         seq = ci * 1_000_000 + i
         digest = hashlib.sha256(f"{codec}:{i}".encode()).digest()
         value = digest * (1 + i % 5) + f"|{seq}".encode()
-        out.append(Rec(seq, f"key-{i % 97}".encode(), value,
-                       (("seq", str(seq).encode()), ("codec", codec.encode()), ("bin", digest[:7])),
-                       BASE_TS + ci * 100_000 + i))
+        out.append(
+            Rec(
+                seq,
+                f"key-{i % 97}".encode(),
+                value,
+                (("seq", str(seq).encode()), ("codec", codec.encode()), ("bin", digest[:7])),
+                BASE_TS + ci * 100_000 + i,
+            )
+        )
     return out
 
 
@@ -64,6 +70,8 @@ def check_consumed(expected: list[Rec], got: list[Got], partitions: int) -> None
     for p, recs in per_partition.items():
         recs.sort(key=lambda g: g.offset)
         offsets = [g.offset for g in recs]
-        assert offsets == list(range(offsets[0], offsets[0] + len(offsets))), f"partition {p} offsets not dense"
+        assert offsets == list(range(offsets[0], offsets[0] + len(offsets))), (
+            f"partition {p} offsets not dense"
+        )
         seqs = [int(dict(g.headers)["seq"]) for g in recs]
         assert seqs == sorted(seqs), f"partition {p} out of produce order"

@@ -13,13 +13,19 @@ from kafkalite.protocol.headers import skip_tagged_fields
 _I32 = struct.Struct(">i")
 
 
-def request_bytes(api_key: int, version: int, correlation_id: int, body: Any, client_id: str | None = "raw") -> bytes:
+def request_bytes(
+    api_key: int, version: int, correlation_id: int, body: Any, client_id: str | None = "raw"
+) -> bytes:
     try:
         flexible = messages.is_flexible_request(api_key, version)
     except Exception:  # a version no schema knows: send a flexible header, as a newer client would
         flexible = True
-    cid = b"\xff\xff" if client_id is None else struct.pack(">h", len(client_id)) + client_id.encode()
-    header = struct.pack(">hhi", api_key, version, correlation_id) + cid + (b"\x00" if flexible else b"")
+    cid = (
+        b"\xff\xff" if client_id is None else struct.pack(">h", len(client_id)) + client_id.encode()
+    )
+    header = (
+        struct.pack(">hhi", api_key, version, correlation_id) + cid + (b"\x00" if flexible else b"")
+    )
     payload = header + (messages.encode(body) if not isinstance(body, bytes) else body)
     return _I32.pack(len(payload)) + payload
 
@@ -37,8 +43,15 @@ class RawClient:
     def send_raw(self, data: bytes) -> None:
         self.sock.sendall(data)
 
-    def send(self, api_key: int, version: int, body: Any, *, correlation_id: int | None = None,
-             client_id: str | None = "raw") -> int:
+    def send(
+        self,
+        api_key: int,
+        version: int,
+        body: Any,
+        *,
+        correlation_id: int | None = None,
+        client_id: str | None = "raw",
+    ) -> int:
         if correlation_id is None:
             self._cid += 1
             correlation_id = self._cid

@@ -21,17 +21,25 @@ def test_defaults_equal_kafkas():
     assert [str(e) for e in c.listeners] == ["PLAINTEXT://127.0.0.1:9092"]
 
 
-@pytest.mark.parametrize(("values", "key"), [
-    ({"no.such.key": 1}, "no.such.key"),
-    ({"num.partitions": "many"}, "num.partitions"),
-    ({"num.partitions": 0}, "num.partitions"),
-    ({"auto.create.topics.enable": "perhaps"}, "auto.create.topics.enable"),
-    ({"listeners": "127.0.0.1:9092"}, "listeners"),
-    ({"listeners": "PLAINTEXT://0.0.0.0:9092", "advertised.listeners": "PLAINTEXT://0.0.0.0:9092"},
-     "advertised.listeners"),
-    ({"log.message.timestamp.type": "Sometimes"}, "log.message.timestamp.type"),
-    ({"message.max.bytes": 99999999999}, "message.max.bytes"),
-])
+@pytest.mark.parametrize(
+    ("values", "key"),
+    [
+        ({"no.such.key": 1}, "no.such.key"),
+        ({"num.partitions": "many"}, "num.partitions"),
+        ({"num.partitions": 0}, "num.partitions"),
+        ({"auto.create.topics.enable": "perhaps"}, "auto.create.topics.enable"),
+        ({"listeners": "127.0.0.1:9092"}, "listeners"),
+        (
+            {
+                "listeners": "PLAINTEXT://0.0.0.0:9092",
+                "advertised.listeners": "PLAINTEXT://0.0.0.0:9092",
+            },
+            "advertised.listeners",
+        ),
+        ({"log.message.timestamp.type": "Sometimes"}, "log.message.timestamp.type"),
+        ({"message.max.bytes": 99999999999}, "message.max.bytes"),
+    ],
+)
 def test_bad_config_names_the_key(values, key):
     with pytest.raises(ConfigError) as e:
         BrokerConfig(values)
@@ -41,7 +49,10 @@ def test_bad_config_names_the_key(values, key):
 
 def test_retention_precedence_ms_over_minutes_over_hours():
     assert BrokerConfig({"log.retention.hours": 1}).log_retention_ms == 3_600_000
-    assert BrokerConfig({"log.retention.hours": 1, "log.retention.minutes": 2}).log_retention_ms == 120_000
+    assert (
+        BrokerConfig({"log.retention.hours": 1, "log.retention.minutes": 2}).log_retention_ms
+        == 120_000
+    )
     assert BrokerConfig({"log.retention.minutes": 2, "log.retention.ms": 5}).log_retention_ms == 5
 
 
@@ -51,7 +62,9 @@ def test_yaml_nested_and_properties_files(tmp_path):
     c = BrokerConfig.load(y)
     assert c["num.partitions"] == 4 and c.log_retention_ms == 7_200_000
     p = tmp_path / "server.properties"
-    p.write_text("# Kafka style\nbroker.id=3\nnum.partitions = 6\nlog.dirs=/tmp/a,/tmp/b\nnum.io.threads=8\n")
+    p.write_text(
+        "# Kafka style\nbroker.id=3\nnum.partitions = 6\nlog.dirs=/tmp/a,/tmp/b\nnum.io.threads=8\n"
+    )
     c = BrokerConfig.load(p)
     assert c.broker_id == 3 and c["num.partitions"] == 6
     assert [str(d) for d in c.log_dirs] == ["/tmp/a", "/tmp/b"]
@@ -61,7 +74,12 @@ def test_yaml_nested_and_properties_files(tmp_path):
 def test_server_cli_fails_at_startup_naming_the_key(tmp_path):
     cfg = tmp_path / "bad.yaml"
     cfg.write_text("listeners: PLAINTEXT://127.0.0.1:0\nlog.dirs: data\nnum.partitons: 3\n")
-    r = subprocess.run([sys.executable, "-m", "kafkalite.cli.server", str(cfg)], capture_output=True, text=True,
-                       timeout=60, cwd=tmp_path)
+    r = subprocess.run(
+        [sys.executable, "-m", "kafkalite.cli.server", str(cfg)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
     assert r.returncode == 2
     assert "num.partitons" in r.stderr

@@ -15,12 +15,21 @@ from tests.server.test_protocol_edges import batch, produce
 def fetch_req(session_id, epoch, parts, forgotten=()):
     topics = {}
     for t, p, off in parts:
-        topics.setdefault(t, []).append(FetchPartition(partition=p, fetch_offset=off, partition_max_bytes=1 << 20))
+        topics.setdefault(t, []).append(
+            FetchPartition(partition=p, fetch_offset=off, partition_max_bytes=1 << 20)
+        )
     return FetchRequest(
-        replica_id=-1, max_wait=datetime.timedelta(0), min_bytes=1, max_bytes=1 << 20, isolation_level=0,
-        session_id=session_id, session_epoch=epoch,
+        replica_id=-1,
+        max_wait=datetime.timedelta(0),
+        min_bytes=1,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        session_id=session_id,
+        session_epoch=epoch,
         topics=tuple(FetchTopic(topic=t, partitions=tuple(ps)) for t, ps in topics.items()),
-        forgotten_topics_data=tuple(ForgottenTopic(topic=t, partitions=(p,)) for t, p in forgotten), rack_id="")
+        forgotten_topics_data=tuple(ForgottenTopic(topic=t, partitions=(p,)) for t, p in forgotten),
+        rack_id="",
+    )
 
 
 def parts_of(resp):
@@ -65,8 +74,14 @@ def test_forgotten_partition_is_no_longer_returned(client, kafka_topic):
 
 def test_wrong_epoch_and_unknown_session_errors(client, kafka_topic):
     sid = client.call(1, 12, fetch_req(0, 0, [(kafka_topic, 0, 0)])).session_id
-    assert client.call(1, 12, fetch_req(sid, 5, [])).error_code == ErrorCode.invalid_fetch_session_epoch
-    assert client.call(1, 12, fetch_req(sid ^ 0x5A5A, 1, [])).error_code == ErrorCode.fetch_session_id_not_found
+    assert (
+        client.call(1, 12, fetch_req(sid, 5, [])).error_code
+        == ErrorCode.invalid_fetch_session_epoch
+    )
+    assert (
+        client.call(1, 12, fetch_req(sid ^ 0x5A5A, 1, [])).error_code
+        == ErrorCode.fetch_session_id_not_found
+    )
 
 
 def test_sessionless_fetch_gets_session_id_zero(client, kafka_topic):

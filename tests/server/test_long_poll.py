@@ -14,8 +14,14 @@ from tests.server.test_protocol_edges import batch, produce
 
 
 def test_parked_consumer_gets_new_record_well_before_max_wait(kafka_bootstrap, kafka_topic):
-    c = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": "lp", "fetch.wait.max.ms": 5000,
-                  "enable.auto.commit": False})
+    c = Consumer(
+        {
+            "bootstrap.servers": kafka_bootstrap,
+            "group.id": "lp",
+            "fetch.wait.max.ms": 5000,
+            "enable.auto.commit": False,
+        }
+    )
     c.assign([TopicPartition(kafka_topic, 0, 0)])
     c.poll(0.5)  # let the consumer park a fetch at the log end
     time.sleep(0.5)
@@ -31,11 +37,25 @@ def test_parked_consumer_gets_new_record_well_before_max_wait(kafka_bootstrap, k
 
 
 def _fetch(topic, offset, min_bytes, max_wait_ms):
-    return FetchRequest(replica_id=-1, max_wait=datetime.timedelta(milliseconds=max_wait_ms), min_bytes=min_bytes,
-                        max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1,
-                        topics=(FetchTopic(topic=topic, partitions=(
-                            FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=1 << 20),)),),
-                        forgotten_topics_data=(), rack_id="")
+    return FetchRequest(
+        replica_id=-1,
+        max_wait=datetime.timedelta(milliseconds=max_wait_ms),
+        min_bytes=min_bytes,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=(
+            FetchTopic(
+                topic=topic,
+                partitions=(
+                    FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=1 << 20),
+                ),
+            ),
+        ),
+        forgotten_topics_data=(),
+        rack_id="",
+    )
 
 
 def test_fetch_with_min_bytes_above_available_waits_for_the_bytes(kafka_bootstrap, kafka_topic):

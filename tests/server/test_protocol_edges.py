@@ -25,21 +25,48 @@ def api_versions() -> ApiVersionsRequest:
 
 
 def metadata(*topics: str, auto: bool = False) -> MetadataRequest:
-    return MetadataRequest(topics=tuple(MetadataRequestTopic(name=t, topic_id=None) for t in topics),
-                           allow_auto_topic_creation=auto, include_topic_authorized_operations=False)
+    return MetadataRequest(
+        topics=tuple(MetadataRequestTopic(name=t, topic_id=None) for t in topics),
+        allow_auto_topic_creation=auto,
+        include_topic_authorized_operations=False,
+    )
 
 
 def produce(topic: str, records: bytes, acks: int = 1, partition: int = 0) -> ProduceRequest:
-    return ProduceRequest(transactional_id=None, acks=acks, timeout=TIMEOUT, topic_data=(
-        TopicProduceData(name=topic, partition_data=(PartitionProduceData(index=partition, records=records),)),))
+    return ProduceRequest(
+        transactional_id=None,
+        acks=acks,
+        timeout=TIMEOUT,
+        topic_data=(
+            TopicProduceData(
+                name=topic, partition_data=(PartitionProduceData(index=partition, records=records),)
+            ),
+        ),
+    )
 
 
 def fetch(topic: str, offset: int, partition: int = 0, max_wait_ms: int = 0) -> FetchRequest:
-    return FetchRequest(replica_id=-1, max_wait=datetime.timedelta(milliseconds=max_wait_ms), min_bytes=1,
-                        max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1,
-                        topics=(FetchTopic(topic=topic, partitions=(
-                            FetchPartition(partition=partition, fetch_offset=offset, partition_max_bytes=1 << 20),)),),
-                        forgotten_topics_data=(), rack_id="")
+    return FetchRequest(
+        replica_id=-1,
+        max_wait=datetime.timedelta(milliseconds=max_wait_ms),
+        min_bytes=1,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=(
+            FetchTopic(
+                topic=topic,
+                partitions=(
+                    FetchPartition(
+                        partition=partition, fetch_offset=offset, partition_max_bytes=1 << 20
+                    ),
+                ),
+            ),
+        ),
+        forgotten_topics_data=(),
+        rack_id="",
+    )
 
 
 def batch(n: int = 3) -> bytes:
@@ -85,7 +112,10 @@ def test_api_versions_lists_every_handled_api(client, kafka_broker):
     advertised = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
     table = kafka_broker.kafka.channel.api_table
     assert advertised == {
-        k: (s.min_version if s.advertised_min_version is None else s.advertised_min_version, s.max_version)
+        k: (
+            s.min_version if s.advertised_min_version is None else s.advertised_min_version,
+            s.max_version,
+        )
         for k, s in table.items()
     }
     assert advertised[0][0] == 0  # Produce from v0, as Kafka 4 does for librdkafka's sake
@@ -203,9 +233,23 @@ def test_fetch_beyond_end_is_offset_out_of_range_and_at_end_is_empty(client, kaf
 
 
 def test_invalid_topic_name_gets_error_17(client):
-    resp = client.call(19, 7, CreateTopicsRequest(topics=(CreatableTopic(
-        name="bad/name", num_partitions=1, replication_factor=1, assignments=(), configs=()),),
-        timeout=TIMEOUT, validate_only=False))
+    resp = client.call(
+        19,
+        7,
+        CreateTopicsRequest(
+            topics=(
+                CreatableTopic(
+                    name="bad/name",
+                    num_partitions=1,
+                    replication_factor=1,
+                    assignments=(),
+                    configs=(),
+                ),
+            ),
+            timeout=TIMEOUT,
+            validate_only=False,
+        ),
+    )
     assert resp.topics[0].error_code == ErrorCode.invalid_topic_exception
     md = client.call(3, 12, metadata("bad/name", auto=True))
     assert md.topics[0].error_code == ErrorCode.invalid_topic_exception
@@ -218,7 +262,9 @@ def test_unknown_topic_without_auto_create(client):
 
 def test_produce_to_unknown_partition(client, kafka_topic):
     resp = client.call(0, 9, produce(kafka_topic, batch(), partition=99))
-    assert resp.responses[0].partition_responses[0].error_code == ErrorCode.unknown_topic_or_partition
+    assert (
+        resp.responses[0].partition_responses[0].error_code == ErrorCode.unknown_topic_or_partition
+    )
 
 
 def test_produce_v2_is_advertised_but_closes_the_connection(client, kafka_bootstrap):
@@ -228,17 +274,33 @@ def test_produce_v2_is_advertised_but_closes_the_connection(client, kafka_bootst
 
 
 @pytest.mark.parametrize("version", [4, 7, 11, 12, 16])
-def test_fetch_with_records_is_answered_for_flexible_and_legacy_versions(client, kafka_topic, version):
+def test_fetch_with_records_is_answered_for_flexible_and_legacy_versions(
+    client, kafka_topic, version
+):
     """Regression: a non-flexible response ends in an empty chunk after the
     sendfile range, which once made the writer spin forever."""
     from kafkalite.protocol import messages
 
     client.call(0, 9, produce(kafka_topic, batch(3)))
-    req = messages.build(messages.request_type(1, version), {
-        "replica_id": -1, "max_wait": 0, "min_bytes": 1, "max_bytes": 1 << 20, "session_epoch": -1,
-        "topics": [{"topic": kafka_topic, "topic_id": kafka_broker_topic_id(client, kafka_topic),
-                    "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}],
-    })
+    req = messages.build(
+        messages.request_type(1, version),
+        {
+            "replica_id": -1,
+            "max_wait": 0,
+            "min_bytes": 1,
+            "max_bytes": 1 << 20,
+            "session_epoch": -1,
+            "topics": [
+                {
+                    "topic": kafka_topic,
+                    "topic_id": kafka_broker_topic_id(client, kafka_topic),
+                    "partitions": [
+                        {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}
+                    ],
+                }
+            ],
+        },
+    )
     resp = client.call(1, version, req)
     part = resp.responses[0].partitions[0]
     assert part.error_code == ErrorCode.none and part.high_watermark == 3

@@ -9,13 +9,27 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 def test_restart_keeps_records_topics_configs_and_topic_ids(kafka_broker_factory, tmp_path):
     b = kafka_broker_factory(tmp_path / "broker")
     admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
-    admin.create_topics([NewTopic("durable", 3, 1, config={"retention.ms": "123456789",
-                                                           "cleanup.policy": "compact,delete"})])["durable"].result(10)
+    admin.create_topics(
+        [
+            NewTopic(
+                "durable",
+                3,
+                1,
+                config={"retention.ms": "123456789", "cleanup.policy": "compact,delete"},
+            )
+        ]
+    )["durable"].result(10)
     p = Producer({"bootstrap.servers": b.bootstrap_servers, "acks": "all", "linger.ms": 2})
     acked = []
     for i in range(3000):
-        p.produce("durable", f"v{i}".encode(), f"k{i}".encode(),
-                  on_delivery=lambda err, m: acked.append((m.partition(), m.offset(), m.value())) if not err else None)
+        p.produce(
+            "durable",
+            f"v{i}".encode(),
+            f"k{i}".encode(),
+            on_delivery=lambda err, m: (
+                acked.append((m.partition(), m.offset(), m.value())) if not err else None
+            ),
+        )
     assert p.flush(20) == 0
     assert len(acked) == 3000
     before = admin.list_topics("durable", timeout=10).topics["durable"]
@@ -34,8 +48,14 @@ def test_restart_keeps_records_topics_configs_and_topic_ids(kafka_broker_factory
     assert cfg["retention.ms"].value == "123456789"
     assert cfg["cleanup.policy"].value == "compact,delete"
 
-    c = Consumer({"bootstrap.servers": b.bootstrap_servers, "group.id": "x", "enable.auto.commit": False,
-                  "enable.partition.eof": True})
+    c = Consumer(
+        {
+            "bootstrap.servers": b.bootstrap_servers,
+            "group.id": "x",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
     c.assign([TopicPartition("durable", p, 0) for p in range(3)])
     got, eof = set(), set()
     while len(eof) < 3:

@@ -19,8 +19,13 @@ def _free_port() -> int:
 
 
 def _start(cfg, cwd):
-    proc = subprocess.Popen([sys.executable, "-m", "kafkalite.cli.server", str(cfg)], cwd=cwd,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kafkalite.cli.server", str(cfg)],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     deadline = time.monotonic() + 30
     lines = []
     while time.monotonic() < deadline:
@@ -37,8 +42,10 @@ def _start(cfg, cwd):
 def test_server_process_serves_writes_pid_file_and_stops_cleanly_on_sigterm(tmp_path):
     port = _free_port()
     cfg = tmp_path / "server.yaml"
-    cfg.write_text(f"listeners: PLAINTEXT://127.0.0.1:{port}\nlog.dirs: ./data\npid.file: ./kafkalite.pid\n"
-                   "num.partitions: 1\n")
+    cfg.write_text(
+        f"listeners: PLAINTEXT://127.0.0.1:{port}\nlog.dirs: ./data\npid.file: ./kafkalite.pid\n"
+        "num.partitions: 1\n"
+    )
     proc, _ = _start(cfg, tmp_path)
     try:
         pid_file = tmp_path / "kafkalite.pid"
@@ -57,7 +64,13 @@ def test_server_process_serves_writes_pid_file_and_stops_cleanly_on_sigterm(tmp_
 
     proc, lines = _start(cfg, tmp_path)
     try:
-        c = Consumer({"bootstrap.servers": f"127.0.0.1:{port}", "group.id": "g", "enable.partition.eof": True})
+        c = Consumer(
+            {
+                "bootstrap.servers": f"127.0.0.1:{port}",
+                "group.id": "g",
+                "enable.partition.eof": True,
+            }
+        )
         c.assign([TopicPartition("proc-topic", 0, 0)])
         got = []
         while True:

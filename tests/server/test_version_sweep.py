@@ -39,7 +39,16 @@ def test_every_advertised_version_is_answered(kafka_bootstrap, api_key, version)
         resp = c.call(api_key, version, _minimal(api_key, version))
         assert resp is not None
         # the connection is still usable afterwards
-        assert c.call(18, 3, messages.build(messages.request_type(18, 3), {
-            "client_software_name": "sweep", "client_software_version": "1"})).error_code == 0
+        assert (
+            c.call(
+                18,
+                3,
+                messages.build(
+                    messages.request_type(18, 3),
+                    {"client_software_name": "sweep", "client_software_version": "1"},
+                ),
+            ).error_code
+            == 0
+        )
     finally:
         c.close()

@@ -40,7 +40,9 @@ class ProducerIdManager:
             except NoNodeError:
                 start = 0
                 try:
-                    await self.store.create(paths.LATEST_PRODUCER_ID_BLOCK, self._encode(0), makepath=True)
+                    await self.store.create(
+                        paths.LATEST_PRODUCER_ID_BLOCK, self._encode(0), makepath=True
+                    )
                 except NodeExistsError:
                     continue
             except BadVersionError:
@@ -49,5 +51,11 @@ class ProducerIdManager:
             return
 
     def _encode(self, start: int) -> bytes:
-        return json.dumps({"version": 1, "broker": self.broker_id, "block_start": str(start),
-                           "block_end": str(start + BLOCK_SIZE - 1)}).encode()
+        return json.dumps(
+            {
+                "version": 1,
+                "broker": self.broker_id,
+                "block_start": str(start),
+                "block_end": str(start + BLOCK_SIZE - 1),
+            }
+        ).encode()

@@ -38,24 +38,47 @@ from kafkalite.server.apis.init_producer_id import handle_init_producer_id
 from kafkalite.server.apis.list_offsets import handle_list_offsets
 from kafkalite.server.apis.metadata import handle_metadata
 from kafkalite.server.apis.produce import handle_produce
-from kafkalite.server.apis.topics import handle_create_partitions, handle_create_topics, handle_delete_topics
+from kafkalite.server.apis.topics import (
+    handle_create_partitions,
+    handle_create_topics,
+    handle_delete_topics,
+)
 
 if TYPE_CHECKING:
     from kafkalite.server.broker import KafkaBroker
 
 # key, min, max, handler, serial, notes
 _TABLE: list[tuple[Any, int, int, Any, bool, str]] = [
-    (ApiKey.PRODUCE, 3, 11, handle_produce, False,
-     "advertised from v0 like Kafka 4 (KAFKA-18659); v0-2 requests close the connection"),
+    (
+        ApiKey.PRODUCE,
+        3,
+        11,
+        handle_produce,
+        False,
+        "advertised from v0 like Kafka 4 (KAFKA-18659); v0-2 requests close the connection",
+    ),
     (ApiKey.FETCH, 4, FETCH_MAX, handle_fetch, False, "zero-copy sendfile; incremental sessions"),
-    (ApiKey.LIST_OFFSETS, 1, 10, handle_list_offsets, False, "earliest, latest, timestamp, max-timestamp"),
+    (
+        ApiKey.LIST_OFFSETS,
+        1,
+        10,
+        handle_list_offsets,
+        False,
+        "earliest, latest, timestamp, max-timestamp",
+    ),
     (ApiKey.METADATA, 0, 13, handle_metadata, True, "auto topic creation"),
     (ApiKey.API_VERSIONS, 0, 4, handle_api_versions, False, "v0 fallback for too-new versions"),
     (ApiKey.CREATE_TOPICS, 2, 7, handle_create_topics, True, ""),
     (ApiKey.DELETE_TOPICS, 1, 6, handle_delete_topics, True, ""),
     (ApiKey.DELETE_RECORDS, 0, 2, handle_delete_records, False, ""),
-    (ApiKey.INIT_PRODUCER_ID, 0, 5, handle_init_producer_id, True,
-     "idempotent producers; transactional ids get COORDINATOR_NOT_AVAILABLE"),
+    (
+        ApiKey.INIT_PRODUCER_ID,
+        0,
+        5,
+        handle_init_producer_id,
+        True,
+        "idempotent producers; transactional ids get COORDINATOR_NOT_AVAILABLE",
+    ),
     (ApiKey.DESCRIBE_CONFIGS, 1, 4, handle_describe_configs, False, "topic and broker resources"),
     (ApiKey.ALTER_CONFIGS, 0, 2, handle_alter_configs, True, "topic and broker resources"),
     (ApiKey.DESCRIBE_LOG_DIRS, 1, 4, handle_describe_log_dirs, False, ""),
@@ -64,9 +87,22 @@ _TABLE: list[tuple[Any, int, int, Any, bool, str]] = [
     (ApiKey.DESCRIBE_CLUSTER, 0, 1, handle_describe_cluster, False, ""),
     (ApiKey.OFFSET_COMMIT, 2, 10, handle_offset_commit, False, "v10 addresses topics by id"),
     (ApiKey.OFFSET_FETCH, 1, 10, handle_offset_fetch, False, "batched groups v8+; v10 topic ids"),
-    (ApiKey.FIND_COORDINATOR, 0, 6, handle_find_coordinator, False,
-     "creates __consumer_offsets; transaction keys get COORDINATOR_NOT_AVAILABLE"),
-    (ApiKey.JOIN_GROUP, 2, 9, handle_join_group, True, "classic protocol, KIP-394 member ids, static members"),
+    (
+        ApiKey.FIND_COORDINATOR,
+        0,
+        6,
+        handle_find_coordinator,
+        False,
+        "creates __consumer_offsets; transaction keys get COORDINATOR_NOT_AVAILABLE",
+    ),
+    (
+        ApiKey.JOIN_GROUP,
+        2,
+        9,
+        handle_join_group,
+        True,
+        "classic protocol, KIP-394 member ids, static members",
+    ),
     (ApiKey.HEARTBEAT, 0, 4, handle_heartbeat, False, ""),
     (ApiKey.LEAVE_GROUP, 0, 5, handle_leave_group, False, "batched members v3+"),
     (ApiKey.SYNC_GROUP, 0, 5, handle_sync_group, True, ""),
@@ -80,7 +116,14 @@ _TABLE: list[tuple[Any, int, int, Any, bool, str]] = [
 def build_api_table(broker: KafkaBroker | None) -> dict[int, ApiSpec]:
     table = {}
     for key, lo, hi, handler, serial, notes in _TABLE:
-        table[int(key)] = ApiSpec(int(key), key.name.title().replace("_", ""), lo, hi,
-                                  partial(handler, broker), serial, notes,
-                                  advertised_min_version=0 if key == ApiKey.PRODUCE else None)
+        table[int(key)] = ApiSpec(
+            int(key),
+            key.name.title().replace("_", ""),
+            lo,
+            hi,
+            partial(handler, broker),
+            serial,
+            notes,
+            advertised_min_version=0 if key == ApiKey.PRODUCE else None,
+        )
     return table

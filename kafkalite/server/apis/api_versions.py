@@ -32,4 +32,6 @@ def handle_api_versions(broker: KafkaBroker, ctx: RequestContext, req: Any) -> d
 
 
 def _valid_software_field(s: str) -> bool:
-    return bool(s) and all(c.isalnum() or c in ".-" for c in s) and s[0].isalnum() and s[-1].isalnum()
+    return (
+        bool(s) and all(c.isalnum() or c in ".-" for c in s) and s[0].isalnum() and s[-1].isalnum()
+    )

@@ -18,19 +18,30 @@ BROKER_ENDPOINT_TYPE = 1
 def handle_describe_cluster(broker: KafkaBroker, ctx: RequestContext, req: Any) -> dict[str, Any]:
     endpoint_type = int(getattr(req, "endpoint_type", BROKER_ENDPOINT_TYPE))
     if endpoint_type != BROKER_ENDPOINT_TYPE:
-        return {"throttle_time": 0, "error_code": ErrorCode.unsupported_endpoint_type,
-                "error_message": "only broker endpoints are served", "endpoint_type": endpoint_type,
-                "cluster_id": broker.cluster_id, "controller_id": -1, "brokers": [],
-                "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
+        return {
+            "throttle_time": 0,
+            "error_code": ErrorCode.unsupported_endpoint_type,
+            "error_message": "only broker endpoints are served",
+            "endpoint_type": endpoint_type,
+            "cluster_id": broker.cluster_id,
+            "controller_id": -1,
+            "brokers": [],
+            "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+        }
     brokers = []
     for b in broker.metadata_cache.brokers.values():
         ep = b.endpoints.get(ctx.listener)
         if ep is not None:
             brokers.append({"broker_id": b.broker_id, "host": ep[0], "port": ep[1], "rack": b.rack})
     return {
-        "throttle_time": 0, "error_code": 0, "error_message": None, "endpoint_type": endpoint_type,
-        "cluster_id": broker.cluster_id, "controller_id": broker.metadata_cache.controller_id,
-        "brokers": brokers, "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+        "throttle_time": 0,
+        "error_code": 0,
+        "error_message": None,
+        "endpoint_type": endpoint_type,
+        "cluster_id": broker.cluster_id,
+        "controller_id": broker.metadata_cache.controller_id,
+        "brokers": brokers,
+        "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
     }
 
 
@@ -38,16 +49,22 @@ def handle_describe_log_dirs(broker: KafkaBroker, ctx: RequestContext, req: Any)
     wanted: set[tuple[str, int]] | None = None
     if req.topics is not None:
         wanted = {(t.topic, int(p)) for t in req.topics for p in t.partitions}
-    by_dir: dict[str, dict[str, list[dict[str, Any]]]] = {str(d): {} for d in broker.config.log_dirs}
+    by_dir: dict[str, dict[str, list[dict[str, Any]]]] = {
+        str(d): {} for d in broker.config.log_dirs
+    }
     for (topic, part), p in sorted(broker.replica_manager.partitions.items()):
         if p.log is None or (wanted is not None and (topic, part) not in wanted):
             continue
         d = str(p.log.dir.parent)
         lag = max(p.log.log_end_offset - p.high_watermark, 0) if p.is_leader else 0
-        by_dir.setdefault(d, {}).setdefault(topic, []).append({
-            "partition_index": part, "partition_size": p.log.size_in_bytes, "offset_lag": lag,
-            "is_future_key": False,
-        })
+        by_dir.setdefault(d, {}).setdefault(topic, []).append(
+            {
+                "partition_index": part,
+                "partition_size": p.log.size_in_bytes,
+                "offset_lag": lag,
+                "is_future_key": False,
+            }
+        )
     results = []
     for d, topics in by_dir.items():
         try:
@@ -57,6 +74,13 @@ def handle_describe_log_dirs(broker: KafkaBroker, ctx: RequestContext, req: Any)
         except OSError:
             total = usable = -1
             err = ErrorCode.kafka_storage_error
-        results.append({"error_code": err, "log_dir": d, "total_bytes": total, "usable_bytes": usable,
-                        "topics": [{"name": t, "partitions": ps} for t, ps in sorted(topics.items())]})
+        results.append(
+            {
+                "error_code": err,
+                "log_dir": d,
+                "total_bytes": total,
+                "usable_bytes": usable,
+                "topics": [{"name": t, "partitions": ps} for t, ps in sorted(topics.items())],
+            }
+        )
     return {"throttle_time": 0, "error_code": 0, "results": results}

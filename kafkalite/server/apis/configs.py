@@ -29,8 +29,16 @@ SRC_DEFAULT = 5
 
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 
-_BROKER_TYPE_CODES = {"bool": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7,
-                      "password": 9}
+_BROKER_TYPE_CODES = {
+    "bool": 1,
+    "string": 2,
+    "int": 3,
+    "short": 4,
+    "long": 5,
+    "double": 6,
+    "list": 7,
+    "password": 9,
+}
 
 
 def handle_describe_configs(broker: KafkaBroker, ctx: RequestContext, req: Any) -> dict[str, Any]:
@@ -53,16 +61,22 @@ def handle_describe_configs(broker: KafkaBroker, ctx: RequestContext, req: Any) 
                 raise KafkaError(ErrorCode.invalid_request, f"unsupported resource type {rtype}")
             results.append({**base, "error_code": 0, "error_message": None, "configs": configs})
         except KafkaError as e:
-            results.append({**base, "error_code": e.code, "error_message": e.message, "configs": []})
+            results.append(
+                {**base, "error_code": e.code, "error_message": e.message, "configs": []}
+            )
     return {"throttle_time": 0, "results": results}
 
 
 def _check_broker_name(broker: KafkaBroker, name: str) -> None:
     if name not in ("", str(broker.broker_id)):
-        raise KafkaError(ErrorCode.invalid_request, f"broker {name} is not this broker ({broker.broker_id})")
+        raise KafkaError(
+            ErrorCode.invalid_request, f"broker {name} is not this broker ({broker.broker_id})"
+        )
 
 
-def _describe_topic(broker: KafkaBroker, name: str, keys: set[str] | None, req: Any) -> list[dict[str, Any]]:
+def _describe_topic(
+    broker: KafkaBroker, name: str, keys: set[str] | None, req: Any
+) -> list[dict[str, Any]]:
     if name not in broker.metadata_cache.topics:
         raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic '{name}' does not exist.")
     overrides = broker.admin.topic_configs.get(name, {})
@@ -82,13 +96,27 @@ def _describe_topic(broker: KafkaBroker, name: str, keys: set[str] | None, req: 
             if broker.config.is_explicit(syn.name):
                 if source == SRC_DEFAULT:
                     source = SRC_STATIC_BROKER
-                synonyms.append({"name": syn.name, "value": _render_broker(broker.config[syn.name]),
-                                 "source": SRC_STATIC_BROKER})
+                synonyms.append(
+                    {
+                        "name": syn.name,
+                        "value": _render_broker(broker.config[syn.name]),
+                        "source": SRC_STATIC_BROKER,
+                    }
+                )
         if not getattr(req, "include_synonyms", False):
             synonyms = []
-        out.append({"name": d.name, "value": value, "read_only": False, "config_source": source,
-                    "is_sensitive": False, "synonyms": synonyms, "config_type": int(d.type),
-                    "documentation": d.doc if getattr(req, "include_documentation", False) else None})
+        out.append(
+            {
+                "name": d.name,
+                "value": value,
+                "read_only": False,
+                "config_source": source,
+                "is_sensitive": False,
+                "synonyms": synonyms,
+                "config_type": int(d.type),
+                "documentation": d.doc if getattr(req, "include_documentation", False) else None,
+            }
+        )
     return out
 
 
@@ -114,28 +142,53 @@ def _describe_broker(broker: KafkaBroker, keys: set[str] | None, req: Any) -> li
             source = SRC_STATIC_BROKER
         else:
             source = SRC_DEFAULT
-        out.append({"name": d.name, "value": _render_broker(cfg[d.name]), "read_only": not d.dynamic,
-                    "config_source": source, "is_sensitive": d.type == "password", "synonyms": [],
-                    "config_type": _BROKER_TYPE_CODES.get(d.type, 0),
-                    "documentation": d.doc if getattr(req, "include_documentation", False) else None})
+        out.append(
+            {
+                "name": d.name,
+                "value": _render_broker(cfg[d.name]),
+                "read_only": not d.dynamic,
+                "config_source": source,
+                "is_sensitive": d.type == "password",
+                "synonyms": [],
+                "config_type": _BROKER_TYPE_CODES.get(d.type, 0),
+                "documentation": d.doc if getattr(req, "include_documentation", False) else None,
+            }
+        )
     return out
 
 
-async def handle_alter_configs(broker: KafkaBroker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle_alter_configs(
+    broker: KafkaBroker, ctx: RequestContext, req: Any
+) -> dict[str, Any]:
     responses = []
     for res in req.resources:
         rtype, name = int(res.resource_type), res.resource_name
         try:
             new = {c.name: c.value for c in res.configs}
             await _apply(broker, rtype, name, lambda _old, new=new: dict(new), req.validate_only)
-            responses.append({"error_code": 0, "error_message": None, "resource_type": rtype, "resource_name": name})
+            responses.append(
+                {
+                    "error_code": 0,
+                    "error_message": None,
+                    "resource_type": rtype,
+                    "resource_name": name,
+                }
+            )
         except KafkaError as e:
-            responses.append({"error_code": e.code, "error_message": e.message, "resource_type": rtype,
-                              "resource_name": name})
+            responses.append(
+                {
+                    "error_code": e.code,
+                    "error_message": e.message,
+                    "resource_type": rtype,
+                    "resource_name": name,
+                }
+            )
     return {"throttle_time": 0, "responses": responses}
 
 
-async def handle_incremental_alter_configs(broker: KafkaBroker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle_incremental_alter_configs(
+    broker: KafkaBroker, ctx: RequestContext, req: Any
+) -> dict[str, Any]:
     responses = []
     for res in req.resources:
         rtype, name = int(res.resource_type), res.resource_name
@@ -143,15 +196,36 @@ async def handle_incremental_alter_configs(broker: KafkaBroker, ctx: RequestCont
             ops = [(c.name, int(c.config_operation), c.value) for c in res.configs]
             if len({n for n, _, _ in ops}) != len(ops):
                 raise KafkaError(ErrorCode.invalid_request, "a config name appears twice")
-            await _apply(broker, rtype, name, lambda old, ops=ops: _incremental(rtype, old, ops), req.validate_only)
-            responses.append({"error_code": 0, "error_message": None, "resource_type": rtype, "resource_name": name})
+            await _apply(
+                broker,
+                rtype,
+                name,
+                lambda old, ops=ops, rtype=rtype: _incremental(rtype, old, ops),
+                req.validate_only,
+            )
+            responses.append(
+                {
+                    "error_code": 0,
+                    "error_message": None,
+                    "resource_type": rtype,
+                    "resource_name": name,
+                }
+            )
         except KafkaError as e:
-            responses.append({"error_code": e.code, "error_message": e.message, "resource_type": rtype,
-                              "resource_name": name})
+            responses.append(
+                {
+                    "error_code": e.code,
+                    "error_message": e.message,
+                    "resource_type": rtype,
+                    "resource_name": name,
+                }
+            )
     return {"throttle_time": 0, "responses": responses}
 
 
-def _incremental(rtype: int, old: dict[str, str], ops: list[tuple[str, int, str | None]]) -> dict[str, Any]:
+def _incremental(
+    rtype: int, old: dict[str, str], ops: list[tuple[str, int, str | None]]
+) -> dict[str, Any]:
     out: dict[str, Any] = dict(old)
     for name, op, value in ops:
         if op == OP_SET:
@@ -161,9 +235,13 @@ def _incremental(rtype: int, old: dict[str, str], ops: list[tuple[str, int, str 
         elif op in (OP_APPEND, OP_SUBTRACT):
             d = TOPIC_CONFIG_DEFS.get(name) if rtype == TOPIC else None
             is_list = (d is not None and d.type.name == "LIST") or (
-                rtype == BROKER and name in CONFIG_DEFS and CONFIG_DEFS[name].type == "list")
+                rtype == BROKER and name in CONFIG_DEFS and CONFIG_DEFS[name].type == "list"
+            )
             if not is_list:
-                raise KafkaError(ErrorCode.invalid_config, f"Config value append/subtract is not allowed for config key: {name}")
+                raise KafkaError(
+                    ErrorCode.invalid_config,
+                    f"Config value append/subtract is not allowed for config key: {name}",
+                )
             current = out.get(name)
             if current is None and d is not None:
                 current = d.render(d.default)
@@ -179,14 +257,20 @@ def _incremental(rtype: int, old: dict[str, str], ops: list[tuple[str, int, str 
     return out
 
 
-async def _apply(broker: KafkaBroker, rtype: int, name: str, change: Any, validate_only: bool) -> None:
+async def _apply(
+    broker: KafkaBroker, rtype: int, name: str, change: Any, validate_only: bool
+) -> None:
     if rtype == TOPIC:
         if name not in broker.metadata_cache.topics:
-            raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic '{name}' does not exist.")
+            raise KafkaError(
+                ErrorCode.unknown_topic_or_partition, f"Topic '{name}' does not exist."
+            )
         new = change(broker.admin.topic_configs.get(name, {}))
         for k, v in new.items():
             if v is None:
-                raise KafkaError(ErrorCode.invalid_config, f"Null value not supported for topic configs: {k}")
+                raise KafkaError(
+                    ErrorCode.invalid_config, f"Null value not supported for topic configs: {k}"
+                )
         broker.admin.validate_topic_configs(new)
         if not validate_only:
             await broker.admin.write_topic_config(name, {k: str(v) for k, v in new.items()})
@@ -194,7 +278,7 @@ async def _apply(broker: KafkaBroker, rtype: int, name: str, change: Any, valida
         _check_broker_name(broker, name)
         new = change(dict(broker.dynamic_broker_configs))
         try:
-            for k, v in new.items():
+            for k in new:
                 d = CONFIG_DEFS.get(k)
                 if d is None:
                     raise ConfigError(k, "unknown configuration key")

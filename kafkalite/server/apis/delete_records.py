@@ -18,12 +18,27 @@ def handle_delete_records(broker: KafkaBroker, ctx: RequestContext, req: Any) ->
         parts = []
         for p in t.partitions:
             try:
-                low = broker.replica_manager.delete_records((t.name, int(p.partition_index)), int(p.offset))
-                parts.append({"partition_index": p.partition_index, "low_watermark": low, "error_code": 0})
+                low = broker.replica_manager.delete_records(
+                    (t.name, int(p.partition_index)), int(p.offset)
+                )
+                parts.append(
+                    {"partition_index": p.partition_index, "low_watermark": low, "error_code": 0}
+                )
             except KafkaError as e:
-                parts.append({"partition_index": p.partition_index, "low_watermark": -1, "error_code": e.code})
+                parts.append(
+                    {
+                        "partition_index": p.partition_index,
+                        "low_watermark": -1,
+                        "error_code": e.code,
+                    }
+                )
             except LogError as e:
-                parts.append({"partition_index": p.partition_index, "low_watermark": -1,
-                              "error_code": ErrorCode(e.error_code)})
+                parts.append(
+                    {
+                        "partition_index": p.partition_index,
+                        "low_watermark": -1,
+                        "error_code": ErrorCode(e.error_code),
+                    }
+                )
         topics.append({"name": t.name, "partitions": parts})
     return {"throttle_time": 0, "topics": topics}

@@ -6,7 +6,11 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from kafkalite.protocol.errors import ErrorCode, KafkaError
-from kafkalite.protocol.fetch_response import FetchPartitionData, FetchTopicData, encode_fetch_response
+from kafkalite.protocol.fetch_response import (
+    FetchPartitionData,
+    FetchTopicData,
+    encode_fetch_response,
+)
 from kafkalite.replica.replica_manager import FetchParams, FetchPartitionResult, PartitionFetchInfo
 from kafkalite.server.connection import FileRange
 from kafkalite.server.fetch_session import (
@@ -45,7 +49,6 @@ def handle_fetch(broker: KafkaBroker, ctx: RequestContext, req: Any) -> Any:
 
     # validate: resolve names (v13+ uses topic ids) and the session
     requested: list[tuple[TopicPartition, PartitionFetchInfo]] = []
-    errors: dict[TopicPartition, int] = {}
     ids: dict[str, uuid.UUID] = {}
     unknown_ids: dict[uuid.UUID, list[int]] = {}
     for t in req.topics:
@@ -58,10 +61,17 @@ def handle_fetch(broker: KafkaBroker, ctx: RequestContext, req: Any) -> Any:
                 continue
         ids[name] = cache.topics[name].topic_id if name in cache.topics else _ZERO_UUID
         for p in t.partitions:
-            requested.append(((name, int(p.partition)), PartitionFetchInfo(
-                int(p.fetch_offset), int(p.partition_max_bytes),
-                int(getattr(p, "log_start_offset", -1)), int(getattr(p, "current_leader_epoch", -1)),
-            )))
+            requested.append(
+                (
+                    (name, int(p.partition)),
+                    PartitionFetchInfo(
+                        int(p.fetch_offset),
+                        int(p.partition_max_bytes),
+                        int(getattr(p, "log_start_offset", -1)),
+                        int(getattr(p, "current_leader_epoch", -1)),
+                    ),
+                )
+            )
     forgotten: list[TopicPartition] = []
     for f in getattr(req, "forgotten_topics_data", ()) or ():
         name = f.topic if version < 13 else cache.topic_name(f.topic_id)
@@ -100,7 +110,10 @@ def handle_fetch(broker: KafkaBroker, ctx: RequestContext, req: Any) -> Any:
             cp = session.partitions.get(tp)
             if cp is None:
                 session.partitions[tp] = CachedPartition(
-                    info.fetch_offset, info.max_bytes, info.log_start_offset, info.current_leader_epoch
+                    info.fetch_offset,
+                    info.max_bytes,
+                    info.log_start_offset,
+                    info.current_leader_epoch,
                 )
             else:
                 cp.fetch_offset = info.fetch_offset
@@ -108,7 +121,12 @@ def handle_fetch(broker: KafkaBroker, ctx: RequestContext, req: Any) -> Any:
                 cp.log_start_offset = info.log_start_offset
                 cp.current_leader_epoch = info.current_leader_epoch
         to_fetch = [
-            (tp, PartitionFetchInfo(cp.fetch_offset, cp.max_bytes, cp.log_start_offset, cp.current_leader_epoch))
+            (
+                tp,
+                PartitionFetchInfo(
+                    cp.fetch_offset, cp.max_bytes, cp.log_start_offset, cp.current_leader_epoch
+                ),
+            )
             for tp, cp in session.partitions.items()
         ]
         for tp, _ in to_fetch:
@@ -139,19 +157,27 @@ def handle_fetch(broker: KafkaBroker, ctx: RequestContext, req: Any) -> Any:
                 td = FetchTopicData(tp[0], ids.get(tp[0], _ZERO_UUID))
                 by_topic[tp[0]] = td
                 order.append(td)
-            td.partitions.append(FetchPartitionData(
-                partition_index=tp[1],
-                error_code=r.error,
-                high_watermark=r.high_watermark,
-                last_stable_offset=r.last_stable_offset,
-                log_start_offset=r.log_start_offset,
-                aborted_transactions=r.aborted_transactions if params.isolation_level == 1 else None,
-                records=_wire(r.records),
-            ))
+            td.partitions.append(
+                FetchPartitionData(
+                    partition_index=tp[1],
+                    error_code=r.error,
+                    high_watermark=r.high_watermark,
+                    last_stable_offset=r.last_stable_offset,
+                    log_start_offset=r.log_start_offset,
+                    aborted_transactions=r.aborted_transactions
+                    if params.isolation_level == 1
+                    else None,
+                    records=_wire(r.records),
+                )
+            )
         for tid, parts in unknown_ids.items():
-            order.append(FetchTopicData("", tid, [
-                FetchPartitionData(p, ErrorCode.unknown_topic_id, records=b"") for p in parts
-            ]))
+            order.append(
+                FetchTopicData(
+                    "",
+                    tid,
+                    [FetchPartitionData(p, ErrorCode.unknown_topic_id, records=b"") for p in parts],
+                )
+            )
         return encode_fetch_response(version, order, session_id=new_session_id)
 
     if isinstance(result, list):

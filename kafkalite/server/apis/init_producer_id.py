@@ -19,17 +19,28 @@ if TYPE_CHECKING:
 MAX_EPOCH = 32767
 
 
-async def handle_init_producer_id(broker: KafkaBroker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle_init_producer_id(
+    broker: KafkaBroker, ctx: RequestContext, req: Any
+) -> dict[str, Any]:
     # validate
     if req.transactional_id is not None:
-        return {"throttle_time": 0, "error_code": ErrorCode.coordinator_not_available,
-                "producer_id": -1, "producer_epoch": -1}
+        return {
+            "throttle_time": 0,
+            "error_code": ErrorCode.coordinator_not_available,
+            "producer_id": -1,
+            "producer_epoch": -1,
+        }
     pid = int(getattr(req, "producer_id", -1))
     epoch = int(getattr(req, "producer_epoch", -1))
     # act: an idempotent producer that already has an id bumps its epoch (KIP-360);
     # past the max epoch it gets a fresh id, as Kafka does
     if pid >= 0 and 0 <= epoch < MAX_EPOCH - 1:
-        return {"throttle_time": 0, "error_code": 0, "producer_id": pid, "producer_epoch": epoch + 1}
+        return {
+            "throttle_time": 0,
+            "error_code": 0,
+            "producer_id": pid,
+            "producer_epoch": epoch + 1,
+        }
     new_pid = await broker.producer_ids.generate_producer_id()
     # respond
     return {"throttle_time": 0, "error_code": 0, "producer_id": new_pid, "producer_epoch": 0}

@@ -25,7 +25,9 @@ def handle_list_offsets(broker: KafkaBroker, ctx: RequestContext, req: Any) -> d
                 offset, ts, epoch = rm.fetch_offset_for_timestamp(
                     tp, int(p.timestamp), isolation, int(getattr(p, "current_leader_epoch", -1))
                 )
-                entry.update(error_code=ErrorCode.none, offset=offset, timestamp=ts, leader_epoch=epoch)
+                entry.update(
+                    error_code=ErrorCode.none, offset=offset, timestamp=ts, leader_epoch=epoch
+                )
             except KafkaError as e:
                 entry.update(error_code=e.code, offset=-1, timestamp=-1)
             parts.append(entry)

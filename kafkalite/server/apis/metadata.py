@@ -24,7 +24,6 @@ def handle_metadata(broker: KafkaBroker, ctx: RequestContext, req: Any) -> Any:
     allow_auto = getattr(req, "allow_auto_topic_creation", True)
 
     names: list[str | None]
-    ids_by_name: dict[str, uuid.UUID] = {}
     unknown_ids: list[uuid.UUID] = []
     if requested is None:
         names = sorted(cache.topics)
@@ -50,7 +49,12 @@ def handle_metadata(broker: KafkaBroker, ctx: RequestContext, req: Any) -> Any:
     def respond(_created: Any = None) -> dict[str, Any]:
         topics = [_topic_entry(broker, ctx, n) for n in names]
         topics += [
-            {"error_code": ErrorCode.unknown_topic_id, "name": None, "topic_id": tid, "partitions": []}
+            {
+                "error_code": ErrorCode.unknown_topic_id,
+                "name": None,
+                "topic_id": tid,
+                "partitions": [],
+            }
             for tid in unknown_ids
         ]
         return {
@@ -84,8 +88,13 @@ def _brokers(broker: KafkaBroker, ctx: RequestContext) -> list[dict[str, Any]]:
 
 def _topic_entry(broker: KafkaBroker, ctx: RequestContext, name: str | None) -> dict[str, Any]:
     cache = broker.metadata_cache
-    base = {"name": name, "topic_id": uuid.UUID(int=0), "is_internal": False, "partitions": [],
-            "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
+    base = {
+        "name": name,
+        "topic_id": uuid.UUID(int=0),
+        "is_internal": False,
+        "partitions": [],
+        "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+    }
     if name is None:
         return {**base, "error_code": ErrorCode.invalid_topic_exception}
     t = cache.get_topic(name)
@@ -101,14 +110,21 @@ def _topic_entry(broker: KafkaBroker, ctx: RequestContext, name: str | None) -> 
         leader = p.leader if p.leader in alive else -1
         offline = [r for r in p.replicas if r not in alive]
         err = ErrorCode.none if leader >= 0 else ErrorCode.leader_not_available
-        parts.append({
-            "error_code": err,
-            "partition_index": p.partition,
-            "leader_id": leader,
-            "leader_epoch": p.leader_epoch,
-            "replica_nodes": p.replicas,
-            "isr_nodes": p.isr,
-            "offline_replicas": offline,
-        })
-    return {**base, "error_code": ErrorCode.none, "topic_id": t.topic_id, "is_internal": t.is_internal,
-            "partitions": parts}
+        parts.append(
+            {
+                "error_code": err,
+                "partition_index": p.partition,
+                "leader_id": leader,
+                "leader_epoch": p.leader_epoch,
+                "replica_nodes": p.replicas,
+                "isr_nodes": p.isr,
+                "offline_replicas": offline,
+            }
+        )
+    return {
+        **base,
+        "error_code": ErrorCode.none,
+        "topic_id": t.topic_id,
+        "is_internal": t.is_internal,
+        "partitions": parts,
+    }

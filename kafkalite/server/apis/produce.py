@@ -31,8 +31,10 @@ def handle_produce(broker: KafkaBroker, ctx: RequestContext, req: Any) -> Any:
             if acks not in VALID_ACKS:
                 results[tp] = ProduceResult(ErrorCode.invalid_required_acks)
             elif req.transactional_id is not None:
-                results[tp] = ProduceResult(ErrorCode.transactional_id_authorization_failed,
-                                            error_message="transactions are not supported yet")
+                results[tp] = ProduceResult(
+                    ErrorCode.transactional_id_authorization_failed,
+                    error_message="transactions are not supported yet",
+                )
             elif pd.records is None or len(pd.records) == 0:
                 results[tp] = ProduceResult(ErrorCode.corrupt_message, error_message="no records")
             elif name not in broker.metadata_cache.topics:
@@ -41,7 +43,9 @@ def handle_produce(broker: KafkaBroker, ctx: RequestContext, req: Any) -> Any:
                 entries[tp] = bytearray(pd.records)
 
     # act
-    appended: Any = broker.replica_manager.append_records(timeout_ms, acks, entries) if entries else {}
+    appended: Any = (
+        broker.replica_manager.append_records(timeout_ms, acks, entries) if entries else {}
+    )
 
     # respond
     def respond(done: dict[tuple[str, int], ProduceResult]) -> dict[str, Any] | None:
@@ -49,7 +53,9 @@ def handle_produce(broker: KafkaBroker, ctx: RequestContext, req: Any) -> Any:
         if acks == 0:
             if any(r.error for r in results.values()):
                 # the only way to tell an acks=0 producer something went wrong (as Kafka does)
-                raise CloseConnection("acks=0 produce failed; closing so the client refreshes metadata")
+                raise CloseConnection(
+                    "acks=0 produce failed; closing so the client refreshes metadata"
+                )
             return None
         return {
             "throttle_time": 0,

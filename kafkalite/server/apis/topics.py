@@ -19,17 +19,28 @@ def _ms(td: Any) -> int:
     return int(td.total_seconds() * 1000)
 
 
-async def handle_create_topics(broker: KafkaBroker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle_create_topics(
+    broker: KafkaBroker, ctx: RequestContext, req: Any
+) -> dict[str, Any]:
     if not broker.is_controller_reachable():
-        return {"throttle_time": 0, "topics": [
-            {"name": t.name, "error_code": ErrorCode.not_controller} for t in req.topics]}
-    results = await broker.admin.create_topics(req.topics, validate_only=req.validate_only,
-                                                timeout_ms=_ms(req.timeout))
+        return {
+            "throttle_time": 0,
+            "topics": [
+                {"name": t.name, "error_code": ErrorCode.not_controller} for t in req.topics
+            ],
+        }
+    results = await broker.admin.create_topics(
+        req.topics, validate_only=req.validate_only, timeout_ms=_ms(req.timeout)
+    )
     out = []
     for r in results:
         entry: dict[str, Any] = {
-            "name": r.name, "topic_id": r.topic_id, "error_code": r.error, "error_message": r.message,
-            "topic_config_error_code": 0, "num_partitions": r.num_partitions,
+            "name": r.name,
+            "topic_id": r.topic_id,
+            "error_code": r.error,
+            "error_message": r.message,
+            "topic_config_error_code": 0,
+            "num_partitions": r.num_partitions,
             "replication_factor": r.replication_factor,
         }
         if r.configs is not None and r.error == 0:
@@ -38,8 +49,13 @@ async def handle_create_topics(broker: KafkaBroker, ctx: RequestContext, req: An
                 if t.name == r.name:
                     overrides = {c.name for c in t.configs}
             entry["configs"] = [
-                {"name": k, "value": v, "read_only": False, "is_sensitive": False,
-                 "config_source": TOPIC_CONFIG if k in overrides else DEFAULT_CONFIG}
+                {
+                    "name": k,
+                    "value": v,
+                    "read_only": False,
+                    "is_sensitive": False,
+                    "config_source": TOPIC_CONFIG if k in overrides else DEFAULT_CONFIG,
+                }
                 for k, v in sorted(r.configs.items())
             ]
         else:
@@ -48,7 +64,9 @@ async def handle_create_topics(broker: KafkaBroker, ctx: RequestContext, req: An
     return {"throttle_time": 0, "topics": out}
 
 
-async def handle_delete_topics(broker: KafkaBroker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle_delete_topics(
+    broker: KafkaBroker, ctx: RequestContext, req: Any
+) -> dict[str, Any]:
     cache = broker.metadata_cache
     names: list[str] = []
     responses: list[dict[str, Any]] = []
@@ -69,17 +87,30 @@ async def handle_delete_topics(broker: KafkaBroker, ctx: RequestContext, req: An
     for name, tid, err in resolved:
         code = err or errors.get(name or "", 0)
         t = cache.get_topic(name) if name else None
-        responses.append({"name": name, "topic_id": tid or (t.topic_id if t else None), "error_code": code,
-                          "error_message": None})
+        responses.append(
+            {
+                "name": name,
+                "topic_id": tid or (t.topic_id if t else None),
+                "error_code": code,
+                "error_message": None,
+            }
+        )
     return {"throttle_time": 0, "responses": responses}
 
 
-async def handle_create_partitions(broker: KafkaBroker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle_create_partitions(
+    broker: KafkaBroker, ctx: RequestContext, req: Any
+) -> dict[str, Any]:
     results = []
     for t in req.topics:
         try:
-            await broker.admin.create_partitions(t.name, int(t.count), t.assignments,
-                                                 validate_only=req.validate_only, timeout_ms=_ms(req.timeout))
+            await broker.admin.create_partitions(
+                t.name,
+                int(t.count),
+                t.assignments,
+                validate_only=req.validate_only,
+                timeout_ms=_ms(req.timeout),
+            )
             results.append({"name": t.name, "error_code": 0, "error_message": None})
         except KafkaError as e:
             results.append({"name": t.name, "error_code": e.code, "error_message": e.message})
