@@ -23,6 +23,7 @@ from kafkalite.log.abstract_index import CorruptIndexError
 from kafkalite.log.checkpoint import CorruptCheckpointError
 from kafkalite.log.errors import (
     CorruptRecordBatch,
+    InvalidRecord,
     InvalidTimestamp,
     KafkaStorageError,
     OffsetOutOfRange,
@@ -52,12 +53,15 @@ from kafkalite.log.log_segment import (
     check_stored_batch,
 )
 from kafkalite.protocol.record_batch import (
+    ATTRIBUTES_OFFSET,
+    CONTROL_FLAG_MASK,
     LOG_OVERHEAD,
     NO_TIMESTAMP,
     BatchHeader,
     assign_offsets,
     validate_records,
 )
+from kafkalite.protocol.records import decode_batch
 
 __all__ = [
     "EARLIEST_LOCAL_TIMESTAMP",
@@ -95,6 +99,21 @@ def parse_topic_partition_name(name: str) -> tuple[str, int]:
     if not sep or not topic or not part.isdigit():
         raise ValueError(f"{name!r} is not a <topic>-<partition> directory name")
     return topic, int(part)
+
+
+def _validate_keys(
+    buf: bytearray | memoryview, batches: list[tuple[int, int]], name: str
+) -> None:
+    """Compacted topics need a key on every record (Kafka's LogValidator): INVALID_RECORD."""
+    for pos, _size in batches:
+        if buf[pos + ATTRIBUTES_OFFSET + 1] & CONTROL_FLAG_MASK:
+            continue
+        _h, records = decode_batch(buf, pos, check_crc=False)
+        for r in records:
+            if r.key is None:
+                raise InvalidRecord(
+                    f"Compacted topic cannot accept message without key in topic partition {name}."
+                )
 
 
 def _wall_clock_ms() -> int:
@@ -454,6 +473,8 @@ class Log:
             buf = bytearray(records)  # offsets are assigned in place
         v = validate_records(buf)
         cfg = self.config
+        if cfg.compact:
+            _validate_keys(buf, v.batches, self.name)
         max_bytes = cfg.max_message_bytes
         for _pos, size in v.batches:
             if size > max_bytes:
@@ -991,7 +1012,11 @@ class Log:
 
     @_guarded
     def replace_segments(
-        self, new_segments: list[LogSegment], old_segments: list[LogSegment]
+        self,
+        new_segments: list[LogSegment],
+        old_segments: list[LogSegment],
+        *,
+        after_step: Callable[[str], None] | None = None,
     ) -> None:
         """Swap cleaned segments in for old ones (Kafka's replaceSegments; for ``cleaner.py``).
 
@@ -999,15 +1024,20 @@ class Log:
         ``.cleaned`` suffix. They are renamed ``.swap`` first: from then on a
         crash is completed at load by :meth:`_complete_swap_operations`. Then
         the old segments leave the log (renamed ``.deleted``, removed after
-        file.delete.delay.ms) and the swap suffix is dropped.
+        file.delete.delay.ms) and the swap suffix is dropped. ``after_step`` is
+        told ``"swap"`` and ``"deleted"`` as those steps complete (crash tests).
         """
         new_sorted = sorted(new_segments, key=lambda s: s.base_offset)
         old_ids = {id(s) for s in old_segments}
         for seg in new_sorted:
             if seg.has_suffix(CLEANED_FILE_SUFFIX):
                 seg.change_file_suffixes(CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)
+        if after_step is not None:
+            after_step("swap")
         doomed = [s for s in self._segments if id(s) in old_ids]
         self._remove_segments(doomed, "replaced by cleaned segments")
+        if after_step is not None:
+            after_step("deleted")
         merged = self._segments + new_sorted
         merged.sort(key=lambda s: s.base_offset)
         self._segments = merged

@@ -33,6 +33,7 @@ from kafkalite.log.checkpoint import (
     OffsetCheckpointFile,
     fsync_dir,
 )
+from kafkalite.log.cleaner import CleanerConfig, LogCleaner
 from kafkalite.log.errors import KafkaStorageError, LogError
 from kafkalite.log.log import (
     Log,
@@ -73,6 +74,7 @@ class LogManager:
         recovery_point_checkpoint_interval_ms: int = 60_000,
         log_start_offset_checkpoint_interval_ms: int = 60_000,
         topic_configs: Mapping[str, LogConfig] | None = None,
+        cleaner_config: CleanerConfig | None = None,
     ) -> None:
         if not log_dirs:
             raise ValueError("at least one log dir is required")
@@ -101,6 +103,8 @@ class LogManager:
         self._started = False
         self._locks: dict[Path, int] = {}
         self._closed = False
+        #: compaction; its background loop runs inside :meth:`run` when log.cleaner.enable
+        self.cleaner = LogCleaner(cleaner_config or CleanerConfig(), self, clock_ms=clock_ms)
 
     # ------------------------------------------------------------ startup
 
@@ -262,6 +266,7 @@ class LogManager:
         if lg is None:
             return None
         d = self._dir_of.pop(tp)
+        self.cleaner.remove_partition(d, tp)
         target = d / log_delete_dir_name(topic, partition)
         try:
             os.rename(lg.dir, target)
@@ -380,6 +385,7 @@ class LogManager:
                 self._each(lg, lambda lg=lg: self._flush_if_due(lg, now, rolled=True))
         self._maybe_checkpoint(now)
         self._reap(now)
+        self.cleaner.tick(now)
 
     def _maybe_retention(self, now: int) -> None:
         if now >= self._next_retention:
@@ -427,6 +433,14 @@ class LogManager:
         """Maintenance loop for the broker's event loop; ends on :meth:`shutdown`."""
         self._stopping = asyncio.Event()
         loop = asyncio.get_running_loop()
+        cleaner_task = loop.create_task(self.cleaner.run(), name="log-cleaner")
+        try:
+            await self._maintain(loop, interval_ms)
+        finally:
+            cleaner_task.cancel()
+
+    async def _maintain(self, loop: asyncio.AbstractEventLoop, interval_ms: int) -> None:
+        assert self._stopping is not None
         while not self._stopping.is_set() and not self._closed:
             now = self._clock()
             self._maybe_retention(now)
@@ -516,6 +530,7 @@ class LogManager:
             return
         if self._stopping is not None:
             self._stopping.set()
+        self.cleaner.shutdown()
         for d in self.online_dirs:
             logs = self._logs_in(d)
             clean = True

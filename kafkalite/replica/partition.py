@@ -27,6 +27,7 @@ class ReplicaState:
     broker_id: int
     log_end_offset: int = -1
     last_caught_up_time_ms: int = 0
+    log_start_offset: int = -1
 
 
 @dataclass(slots=True)
@@ -180,6 +181,32 @@ class Partition:
 
     def reset_producer_state(self) -> None:
         self._producer_state = None
+
+    @property
+    def low_watermark(self) -> int:
+        """Smallest log start offset over the replicas (DeleteRecords completes at it)."""
+        if self.log is None:
+            return -1
+        low = self.log.log_start_offset
+        for r in self.replicas:
+            rs = self.remote_replicas.get(r)
+            if rs is not None and rs.log_start_offset >= 0:
+                low = min(low, rs.log_start_offset)
+        return low
+
+    def update_follower_fetch_state(self, replica_id: int, fetch_offset: int, log_start_offset: int) -> bool:
+        """A follower fetched from ``fetch_offset``: it has everything below it.
+
+        Returns True if the high watermark moved (waiting acks=all produces may complete).
+        """
+        rs = self.remote_replicas.get(replica_id)
+        if rs is None:
+            return False
+        rs.log_end_offset = fetch_offset
+        rs.log_start_offset = log_start_offset
+        if self.log is not None and fetch_offset >= self.log.high_watermark:
+            rs.last_caught_up_time_ms = int(time.time() * 1000)
+        return self.maybe_increment_high_watermark()
 
     def maybe_increment_high_watermark(self) -> bool:
         """HW = min LEO over the ISR; returns True if it moved."""

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from kafkalite.log.errors import LogError, OffsetOutOfRange
 from kafkalite.protocol.errors import ErrorCode, KafkaError
 from kafkalite.protocol.record_batch import InvalidRecordBatch
+from kafkalite.replica.delayed_delete_records import DelayedDeleteRecords, DeleteRecordsStatus
 from kafkalite.replica.delayed_fetch import DelayedFetch, FetchPartitionStatus
 from kafkalite.replica.delayed_produce import DelayedProduce, ProducePartitionStatus
 from kafkalite.replica.partition import LeaderAndIsrState, Partition
@@ -305,6 +306,17 @@ class ReplicaManager:
         list[tuple[TopicPartition, FetchPartitionResult]]
         | asyncio.Future[list[tuple[TopicPartition, FetchPartitionResult]]]
     ):
+        if params.is_from_follower:
+            # a follower's fetch offset is its log end offset: it may move the HW
+            for tp, info in infos:
+                p = self.partitions.get(tp)
+                if p is None or not p.is_leader:
+                    continue
+                if p.update_follower_fetch_state(params.replica_id, info.fetch_offset, info.log_start_offset):
+                    self.on_high_watermark_change(tp)
+                else:
+                    # the follower's log start offset may have moved the low watermark
+                    self.delete_records_purgatory.check_and_complete(tp)
         results = self.read_from_local_log(params, infos)
         total = sum(r.size for _, r in results)
         has_error = any(r.error for _, r in results)
@@ -353,18 +365,39 @@ class ReplicaManager:
             return -1, -1, epoch
         return found[0], found[1], epoch
 
-    def delete_records(self, tp: TopicPartition, offset: int) -> int:
-        """Advance the log start offset; returns the new low watermark."""
-        p = self.leader_partition_or_error(tp)
-        plog = p.log
-        assert plog is not None
-        if "delete" not in plog.config.cleanup_policy:
-            raise KafkaError(ErrorCode.policy_violation, "cleanup.policy has no 'delete'")
-        target = plog.high_watermark if offset == -1 else offset
-        if target < 0 or target > plog.high_watermark:
-            raise KafkaError(ErrorCode.offset_out_of_range)
-        plog.maybe_increment_log_start_offset(target)
-        return plog.log_start_offset
+    def delete_records(
+        self, timeout_ms: int, offsets: dict[TopicPartition, int]
+    ) -> dict[TopicPartition, tuple[int, int]] | asyncio.Future[dict[TopicPartition, tuple[int, int]]]:
+        """Advance each log start offset on the leader, then wait (DelayedDeleteRecords)
+        until every replica's log start offset — the low watermark — has followed.
+
+        Results are ``{tp: (error_code, low_watermark)}``.
+        """
+        statuses: dict[TopicPartition, DeleteRecordsStatus] = {}
+        for tp, offset in offsets.items():
+            try:
+                p = self.leader_partition_or_error(tp)
+                plog = p.log
+                assert plog is not None
+                if "delete" not in plog.config.cleanup_policy:
+                    raise KafkaError(ErrorCode.policy_violation, "cleanup.policy has no 'delete'")
+                target = plog.high_watermark if offset == -1 else offset
+                if target < 0 or target > plog.high_watermark:
+                    raise KafkaError(ErrorCode.offset_out_of_range)
+                plog.maybe_increment_log_start_offset(target)
+                statuses[tp] = DeleteRecordsStatus(target)
+            except KafkaError as e:
+                statuses[tp] = DeleteRecordsStatus(-1, -1, int(e.code), pending=False)
+            except LogError as e:
+                statuses[tp] = DeleteRecordsStatus(-1, -1, e.error_code, pending=False)
+        fut: asyncio.Future[dict[TopicPartition, tuple[int, int]]] = asyncio.get_running_loop().create_future()
+        op = DelayedDeleteRecords(timeout_ms, statuses, self, fut)
+        pending = [tp for tp, st in statuses.items() if st.pending]
+        if not pending:
+            return {tp: (st.error, st.low_watermark) for tp, st in statuses.items()}
+        if self.delete_records_purgatory.try_complete_else_watch(op, pending) or fut.done():
+            return fut.result()
+        return fut
 
     def shutdown(self) -> None:
         for purg in (self.produce_purgatory, self.fetch_purgatory, self.delete_records_purgatory):

@@ -18,10 +18,14 @@ async def test_first_find_coordinator_creates_internal_compacted_offsets_topic(b
     assert r.error_code == ErrorCode.none
     assert (r.node_id, r.host, r.port) == (0, "127.0.0.1", broker.port)
     t = kb.metadata_cache.get_topic(OFFSETS_TOPIC)
-    assert t is not None and t.is_internal and len(t.partitions) == 4  # offsets.topic.num.partitions
+    assert (
+        t is not None and t.is_internal and len(t.partitions) == 4
+    )  # offsets.topic.num.partitions
     cfg = kb.admin.log_config(OFFSETS_TOPIC)
     assert "compact" in cfg.cleanup_policy
-    md = await w.call(3, 1, {"topics": [{"name": OFFSETS_TOPIC}], "allow_auto_topic_creation": False})
+    md = await w.call(
+        3, 1, {"topics": [{"name": OFFSETS_TOPIC}], "allow_auto_topic_creation": False}
+    )
     assert md.topics[0].is_internal
     await w.close()
 

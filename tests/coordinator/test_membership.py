@@ -8,7 +8,14 @@ import pytest
 
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.testing.embedded import AsyncBroker
-from tests.coordinator.group_helpers import FIND, LEAVE, Member, assignment, find_coordinator, subscription
+from tests.coordinator.group_helpers import (
+    FIND,
+    LEAVE,
+    Member,
+    assignment,
+    find_coordinator,
+    subscription,
+)
 from tests.coordinator.wire import Wire
 
 
@@ -19,6 +26,23 @@ async def members(broker: AsyncBroker, group: str, n: int, **kw) -> list[Member]
         out.append(Member(w, group, **kw))
     await find_coordinator(out[0].wire, group)
     return out
+
+
+async def form_group(ms: list[Member]) -> None:
+    """First member alone, then the others join while it rejoins; each gets its own id as assignment."""
+    first = ms[0]
+    await first.join()
+    await first.sync({first.member_id: first.member_id.encode()})
+    if len(ms) == 1:
+        return
+    others = [asyncio.create_task(m.join()) for m in ms[1:]]
+    await asyncio.sleep(0.05)
+    await first.join()
+    await asyncio.gather(*others)
+    leader = next(m for m in ms if m.is_leader)
+    followers = [asyncio.create_task(m.sync()) for m in ms if m is not leader]
+    await leader.sync({m.member_id: m.member_id.encode() for m in ms})
+    await asyncio.gather(*followers)
 
 
 async def test_single_member_join_sync_is_leader_and_gets_everything(broker) -> None:
@@ -100,7 +124,9 @@ async def test_protocol_is_chosen_by_votes(broker) -> None:
     c.protocols = [("roundrobin", b"c"), ("range", b"c"), ("sticky", b"c")]
     await a.join()
     await a.sync({})
-    results = await asyncio.gather(a.join(), b.join(), c.join())
+    others = asyncio.gather(b.join(), c.join())
+    await asyncio.sleep(0.05)  # both are in the group, waiting for the leader to rejoin
+    results = [await a.join(), *await others]
     assert {r.protocol_name for r in results} == {"roundrobin"}
     leader = next(r for r in results if r.members)
     assert sorted(x.metadata for x in leader.members) == [b"a", b"b", b"c"]
@@ -117,16 +143,18 @@ async def test_heartbeat_and_sync_errors(broker) -> None:
     assert await m.heartbeat() == ErrorCode.unknown_member_id
     m.member_id = mid
     s = await m.sync({mid: b"x"}, version=5)
-    assert s.error_code == ErrorCode.none and s.protocol_name == "range" and s.protocol_type == "consumer"
+    assert (
+        s.error_code == ErrorCode.none
+        and s.protocol_name == "range"
+        and s.protocol_type == "consumer"
+    )
     m.group = "no-such-group"
     assert await m.heartbeat() == ErrorCode.unknown_member_id
 
 
 async def test_leaving_member_triggers_rebalance(broker) -> None:
     a, b = await members(broker, "g-leave", 2)
-    await a.join()
-    await asyncio.gather(a.join(), b.join())
-    await asyncio.gather(a.sync({a.member_id: b"1", b.member_id: b"2"}), b.sync())
+    await form_group([a, b])
     r = await b.leave()
     assert r.error_code == ErrorCode.none and [x.error_code for x in r.members] == [ErrorCode.none]
     assert await a.heartbeat() == ErrorCode.rebalance_in_progress
@@ -150,9 +178,7 @@ async def test_leave_group_v0_reports_the_member_error(broker) -> None:
 
 async def test_session_expiry_removes_the_silent_member(broker) -> None:
     a, b = await members(broker, "g-expire", 2, session_ms=300, rebalance_ms=5000)
-    await a.join()
-    await asyncio.gather(a.join(), b.join())
-    await asyncio.gather(a.sync({}), b.sync())
+    await form_group([a, b])
     # only a heartbeats; b's session runs out
     for _ in range(10):
         await asyncio.sleep(0.1)
@@ -165,9 +191,7 @@ async def test_session_expiry_removes_the_silent_member(broker) -> None:
 
 async def test_member_that_does_not_rejoin_is_dropped_after_rebalance_timeout(broker) -> None:
     a, b, c = await members(broker, "g-rebal", 3, rebalance_ms=300, session_ms=10000)
-    await a.join()
-    await asyncio.gather(a.join(), b.join())
-    await asyncio.gather(a.sync({}), b.sync())
+    await form_group([a, b])
     # c joins; a rejoins; b never does and is removed when the rebalance timeout passes
     ra, rc = await asyncio.gather(a.join(), c.join())
     assert ra.generation_id == rc.generation_id == 3
@@ -202,8 +226,8 @@ async def test_static_member_rejoin_keeps_assignment_without_rebalance(broker) -
     first = await a.join_once()
     assert first.error_code == ErrorCode.none  # static members skip MEMBER_ID_REQUIRED
     assert first.member_id.startswith("inst-a-")
-    await asyncio.gather(a.join(), b.join())
-    await asyncio.gather(a.sync({a.member_id: b"A", b.member_id: b"B"}), b.sync())
+    a.member_id = ""
+    await form_group([a, b])
     generation = b.generation
 
     # b restarts: a new process, same group.instance.id, no member id yet
@@ -213,7 +237,7 @@ async def test_static_member_rejoin_keeps_assignment_without_rebalance(broker) -
     assert r.error_code == ErrorCode.none and r.generation_id == generation
     assert r.member_id != b.member_id and r.members == ()
     s = await b2.sync()
-    assert s.error_code == ErrorCode.none and s.assignment == b"B"
+    assert s.error_code == ErrorCode.none and s.assignment == b.member_id.encode()
     assert await a.heartbeat() == ErrorCode.none  # no rebalance for the others
     # the replaced process is fenced
     assert await b.heartbeat() == ErrorCode.fenced_instance_id
@@ -237,8 +261,17 @@ async def test_administrative_leave_by_instance_id(broker) -> None:
     [a] = await members(broker, "g-admin-leave", 1)
     a.instance_id = "i-1"
     await a.join()
-    r = await a.wire.call(LEAVE, 4, {"group_id": "g-admin-leave", "members": [
-        {"member_id": "", "group_instance_id": "i-1"}, {"member_id": "", "group_instance_id": "i-2"}]})
+    r = await a.wire.call(
+        LEAVE,
+        4,
+        {
+            "group_id": "g-admin-leave",
+            "members": [
+                {"member_id": "", "group_instance_id": "i-1"},
+                {"member_id": "", "group_instance_id": "i-2"},
+            ],
+        },
+    )
     assert [m.error_code for m in r.members] == [ErrorCode.none, ErrorCode.unknown_member_id]
 
 

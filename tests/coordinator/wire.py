@@ -15,7 +15,9 @@ _I32 = struct.Struct(">i")
 
 
 class Wire:
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client_id: str) -> None:
+    def __init__(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client_id: str
+    ) -> None:
         self.reader = reader
         self.writer = writer
         self.client_id = client_id

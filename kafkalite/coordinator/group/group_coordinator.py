@@ -170,23 +170,18 @@ class GroupCoordinator:
             self.join_purgatory.check_and_complete(_join_key(group.group_id))
 
     # ---- the offsets topic ------------------------------------------------------------
-    def _offsets_topic_online(self) -> bool:
-        t = self.broker.metadata_cache.get_topic(OFFSETS_TOPIC)
-        return (
-            t is not None
-            and bool(t.partitions)
-            and all(p.leader >= 0 for p in t.partitions.values())
-        )
+    async def ensure_offsets_topic(self, timeout_s: float = 10.0) -> None:
+        """Create ``__consumer_offsets`` on first use and wait until it has leaders.
 
-    async def ensure_offsets_topic(self, timeout_s: float = 10.0) -> bool:
-        """Create ``__consumer_offsets`` on first use; True once every partition has a leader."""
-        if self._offsets_topic_online():
-            return True
+        Kafka answers COORDINATOR_NOT_AVAILABLE while the topic is created and lets the
+        client retry; waiting here saves every client that round trip. A topic that
+        already exists is never waited for: its leaders are whatever they are."""
+        if self.broker.metadata_cache.get_topic(OFFSETS_TOPIC) is not None:
+            return
         if self._creating_topic is None or self._creating_topic.done():
             self._creating_topic = self._spawn(self._create_offsets_topic())
         with contextlib.suppress(asyncio.TimeoutError, Exception):
             await asyncio.wait_for(asyncio.shield(self._creating_topic), timeout_s)
-        return self._offsets_topic_online()
 
     async def _create_offsets_topic(self) -> None:
         if self.broker.metadata_cache.get_topic(OFFSETS_TOPIC) is None:

@@ -1,44 +1,44 @@
-"""DeleteRecords (21): advance the log start offset (low watermark)."""
+"""DeleteRecords (21): advance log start offsets; answered once the low watermark follows."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
-
-from kafkalite.log.errors import LogError
-from kafkalite.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
     from kafkalite.server.broker import KafkaBroker
     from kafkalite.server.request_channel import RequestContext
 
 
-def handle_delete_records(broker: KafkaBroker, ctx: RequestContext, req: Any) -> dict[str, Any]:
-    topics = []
-    for t in req.topics:
-        parts = []
-        for p in t.partitions:
-            try:
-                low = broker.replica_manager.delete_records(
-                    (t.name, int(p.partition_index)), int(p.offset)
-                )
-                parts.append(
-                    {"partition_index": p.partition_index, "low_watermark": low, "error_code": 0}
-                )
-            except KafkaError as e:
-                parts.append(
-                    {
-                        "partition_index": p.partition_index,
-                        "low_watermark": -1,
-                        "error_code": e.code,
-                    }
-                )
-            except LogError as e:
-                parts.append(
-                    {
-                        "partition_index": p.partition_index,
-                        "low_watermark": -1,
-                        "error_code": ErrorCode(e.error_code),
-                    }
-                )
-        topics.append({"name": t.name, "partitions": parts})
-    return {"throttle_time": 0, "topics": topics}
+def handle_delete_records(broker: KafkaBroker, ctx: RequestContext, req: Any) -> Any:
+    # validate and act: per-partition errors come back from the replica manager
+    offsets = {(t.name, int(p.partition_index)): int(p.offset) for t in req.topics for p in t.partitions}
+    timeout_ms = int(req.timeout.total_seconds() * 1000)
+    result = broker.replica_manager.delete_records(timeout_ms, offsets)
+
+    # respond, in request order
+    def respond(done: dict[tuple[str, int], tuple[int, int]]) -> dict[str, Any]:
+        return {
+            "throttle_time": 0,
+            "topics": [
+                {
+                    "name": t.name,
+                    "partitions": [
+                        {
+                            "partition_index": p.partition_index,
+                            "error_code": done[(t.name, int(p.partition_index))][0],
+                            "low_watermark": done[(t.name, int(p.partition_index))][1],
+                        }
+                        for p in t.partitions
+                    ],
+                }
+                for t in req.topics
+            ],
+        }
+
+    if isinstance(result, dict):
+        return respond(result)
+    return _then(result, respond)
+
+
+async def _then(fut: Any, fn: Any) -> Any:
+    return fn(await fut)

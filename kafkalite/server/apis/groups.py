@@ -10,11 +10,11 @@ group semantics live in :mod:`kafkalite.coordinator.group`.
 from __future__ import annotations
 
 import datetime
-import enum
 from typing import TYPE_CHECKING, Any
 
 from kafkalite.coordinator.group.group_coordinator import CLASSIC_GROUP_TYPE
 from kafkalite.coordinator.group.group_metadata import OffsetAndMetadata, TopicPartition
+from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -23,13 +23,7 @@ if TYPE_CHECKING:
     from kafkalite.server.request_channel import RequestContext
 
 
-class _GroupApiKey(enum.IntEnum):
-    """API keys kafkalite.protocol.api_keys does not name yet."""
-
-    OFFSET_DELETE = 47
-
-
-OFFSET_DELETE = _GroupApiKey.OFFSET_DELETE
+OFFSET_DELETE = ApiKey.OFFSET_DELETE
 COORDINATOR_TYPE_GROUP = 0
 COORDINATOR_TYPE_TRANSACTION = 1
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
@@ -88,8 +82,7 @@ async def _find_coordinator(
     if key_type != COORDINATOR_TYPE_GROUP:
         return error(ErrorCode.invalid_request, f"unsupported coordinator key type {key_type}")
     coordinator = _coordinator(broker)
-    if not await coordinator.ensure_offsets_topic():
-        return error(ErrorCode.coordinator_not_available)
+    await coordinator.ensure_offsets_topic()
     leader = coordinator.coordinator_for(key)
     info = broker.metadata_cache.brokers.get(leader)
     endpoint = info.endpoints.get(ctx.listener) if info is not None else None
