@@ -243,6 +243,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=1_000_000, help="timers per measurement")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--parked",
+        action="store_true",
+        help="also measure produce latency with 10/1,000/10,000 parked fetches (bench/purgatory_bench.py)",
+    )
     args = parser.parse_args()
 
     rng = random.Random(args.seed)
@@ -266,6 +271,13 @@ def main() -> None:
         row = "".join(f"{args.n / results[p]:>14,.0f}" for p in phases)
         print(f"{name:<24}{row}", flush=True)
     print(f"(total {time.perf_counter() - wall:.1f} s)")
+    if args.parked:
+        import subprocess
+        import sys
+        from pathlib import Path
+
+        print("\nProduce latency with parked delayed fetches (embedded broker, over TCP):", flush=True)
+        subprocess.run([sys.executable, str(Path(__file__).with_name("purgatory_bench.py"))], check=True)
 
 
 if __name__ == "__main__":

@@ -312,6 +312,15 @@ class LogCleanerManager:
             entries[update[0]] = update[1]
         ckpt.write(entries)
 
+    def maybe_truncate_checkpoint(self, d: Path, tp: TopicPartition, offset: int) -> None:
+        """After a truncation the checkpoint may point past data written since: pull it back."""
+        try:
+            current = self._checkpoint(d).read().get(tp)
+        except CorruptCheckpointError:
+            return
+        if current is not None and current > offset:
+            self.update_checkpoints(d, update=(tp, offset))
+
     # -- choosing -----------------------------------------------------------
 
     def cleanable_offsets(
@@ -954,6 +963,15 @@ class LogCleaner:
         job = self._jobs.get(tp)
         if job is not None:
             job.abort.set()
+
+    def on_truncated(self, d: Path, lg: Log, end_offset: int) -> None:
+        """A truncation: stop a pass over the log, cap its checkpoint at the active segment."""
+        tp = lg.topic_partition
+        self.abort_cleaning(tp)
+        try:
+            self.manager.maybe_truncate_checkpoint(d, tp, lg.active_segment.base_offset)
+        except OSError as e:
+            log.warning("failed to update the cleaner checkpoint of %s: %s", d, e)
 
     def remove_partition(self, d: Path, tp: TopicPartition) -> None:
         """Forget a deleted log: abort its pass, drop its checkpoint and state."""

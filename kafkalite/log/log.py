@@ -167,6 +167,7 @@ class Log:
         clock_ms: Callable[[], int] = _wall_clock_ms,
         needs_recovery: bool = False,
         on_io_error: Callable[[Log, OSError], None] | None = None,
+        on_truncate: Callable[[Log, int], None] | None = None,
     ) -> None:
         self.dir = Path(dir)
         self.config = config
@@ -174,6 +175,8 @@ class Log:
         self.partition = partition
         self._clock = clock_ms
         self._on_io_error = on_io_error
+        #: told the new log end offset after a truncation (the cleaner resets its checkpoint)
+        self.on_truncate = on_truncate
         self._offline = False
         self._segments: list[LogSegment] = []
         self._bases: list[int] = []
@@ -928,6 +931,8 @@ class Log:
         self._log_start_offset = min(self._log_start_offset, self._leo)
         self.recovery_point = min(self.recovery_point, self._leo)
         self._hw = min(self._hw, self._leo)
+        if self.on_truncate is not None:
+            self.on_truncate(self, self._leo)
         return True
 
     @_guarded
@@ -955,6 +960,8 @@ class Log:
         self._log_start_offset = offset
         self.recovery_point = offset
         self._hw = offset
+        if self.on_truncate is not None:
+            self.on_truncate(self, offset)
 
     # ------------------------------------------------------------ flush / close
 

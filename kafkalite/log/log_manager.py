@@ -180,6 +180,7 @@ class LogManager:
                 clock_ms=self._clock,
                 needs_recovery=not clean,
                 on_io_error=self._on_log_io_error,
+                on_truncate=self._on_log_truncated,
             )
             if lg.recovery_truncated_bytes:
                 log.warning(
@@ -250,6 +251,7 @@ class LogManager:
                 partition=partition,
                 clock_ms=self._clock,
                 on_io_error=self._on_log_io_error,
+                on_truncate=self._on_log_truncated,
             )
         except OSError as e:
             self._mark_dir_offline(d)
@@ -572,6 +574,11 @@ class LogManager:
         except OSError as e:
             log.error("I/O error in log dir %s: %s", d, e)
             self._mark_dir_offline(d)
+
+    def _on_log_truncated(self, lg: Log, end_offset: int) -> None:
+        d = self._dir_of.get(lg.topic_partition)
+        if d is not None:
+            self.cleaner.on_truncated(d, lg, end_offset)
 
     def _on_log_io_error(self, lg: Log, err: OSError) -> None:
         d = self._dir_of.get(lg.topic_partition)

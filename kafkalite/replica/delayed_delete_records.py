@@ -58,4 +58,6 @@ class DelayedDeleteRecords(DelayedOperation):
 
     def on_complete(self) -> None:
         if not self.future.done():
-            self.future.set_result({tp: (st.error, st.low_watermark) for tp, st in self.statuses.items()})
+            self.future.set_result(
+                {tp: (st.error, st.low_watermark) for tp, st in self.statuses.items()}
+            )

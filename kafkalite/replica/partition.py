@@ -194,7 +194,9 @@ class Partition:
                 low = min(low, rs.log_start_offset)
         return low
 
-    def update_follower_fetch_state(self, replica_id: int, fetch_offset: int, log_start_offset: int) -> bool:
+    def update_follower_fetch_state(
+        self, replica_id: int, fetch_offset: int, log_start_offset: int
+    ) -> bool:
         """A follower fetched from ``fetch_offset``: it has everything below it.
 
         Returns True if the high watermark moved (waiting acks=all produces may complete).

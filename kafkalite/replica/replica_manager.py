@@ -312,7 +312,9 @@ class ReplicaManager:
                 p = self.partitions.get(tp)
                 if p is None or not p.is_leader:
                     continue
-                if p.update_follower_fetch_state(params.replica_id, info.fetch_offset, info.log_start_offset):
+                if p.update_follower_fetch_state(
+                    params.replica_id, info.fetch_offset, info.log_start_offset
+                ):
                     self.on_high_watermark_change(tp)
                 else:
                     # the follower's log start offset may have moved the low watermark
@@ -367,7 +369,10 @@ class ReplicaManager:
 
     def delete_records(
         self, timeout_ms: int, offsets: dict[TopicPartition, int]
-    ) -> dict[TopicPartition, tuple[int, int]] | asyncio.Future[dict[TopicPartition, tuple[int, int]]]:
+    ) -> (
+        dict[TopicPartition, tuple[int, int]]
+        | asyncio.Future[dict[TopicPartition, tuple[int, int]]]
+    ):
         """Advance each log start offset on the leader, then wait (DelayedDeleteRecords)
         until every replica's log start offset — the low watermark — has followed.
 
@@ -390,7 +395,9 @@ class ReplicaManager:
                 statuses[tp] = DeleteRecordsStatus(-1, -1, int(e.code), pending=False)
             except LogError as e:
                 statuses[tp] = DeleteRecordsStatus(-1, -1, e.error_code, pending=False)
-        fut: asyncio.Future[dict[TopicPartition, tuple[int, int]]] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[dict[TopicPartition, tuple[int, int]]] = (
+            asyncio.get_running_loop().create_future()
+        )
         op = DelayedDeleteRecords(timeout_ms, statuses, self, fut)
         pending = [tp for tp, st in statuses.items() if st.pending]
         if not pending:

@@ -43,6 +43,7 @@ from kafkalite.server.fetch_session import FetchSessionCache
 from kafkalite.server.metadata_cache import BrokerEndpointInfo, MetadataCache, PartitionMetadata
 from kafkalite.server.request_channel import RequestChannel
 from kafkalite.server.socket_server import SocketServer
+from kafkalite.server.tls import build_ssl_context
 from kafkalite.server.topic_names import INTERNAL_TOPICS
 
 log = logging.getLogger(__name__)
@@ -125,8 +126,16 @@ class KafkaBroker:
         self.channel = RequestChannel(
             build_api_table(self), max_request_size=int(config["socket.request.max.bytes"])
         )
+        tls = (
+            build_ssl_context(config)
+            if any(e.security_protocol == "SSL" for e in config.listeners)
+            else None
+        )
         self.socket_server = SocketServer(
-            config.listeners, self.channel, idle_ms=int(config["connections.max.idle.ms"])
+            config.listeners,
+            self.channel,
+            idle_ms=int(config["connections.max.idle.ms"]),
+            ssl_context=tls,
         )
         self.log_manager: LogManager = None  # type: ignore[assignment]
         self.replica_manager: ReplicaManager = None  # type: ignore[assignment]

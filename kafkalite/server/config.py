@@ -67,6 +67,31 @@ _DEFS: list[ConfigDef] = [
         "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
     ),
     ConfigDef("inter.broker.listener.name", "string", None),
+    # TLS (PEM keystores only; see docs/configuration.md)
+    ConfigDef(
+        "ssl.keystore.type",
+        "string",
+        "PEM",
+        "Only PEM is supported (Kafka's default is JKS).",
+        validator=one_of("PEM"),
+    ),
+    ConfigDef(
+        "ssl.keystore.location",
+        "string",
+        None,
+        "PEM file with the private key and certificate chain.",
+    ),
+    ConfigDef("ssl.keystore.certificate.chain", "password", None, "Inline PEM certificate chain."),
+    ConfigDef("ssl.keystore.key", "password", None, "Inline PEM private key."),
+    ConfigDef("ssl.key.password", "password", None, "Password of an encrypted private key."),
+    ConfigDef("ssl.truststore.type", "string", "PEM", validator=one_of("PEM")),
+    ConfigDef(
+        "ssl.truststore.location", "string", None, "PEM CA certificates to verify clients with."
+    ),
+    ConfigDef(
+        "ssl.client.auth", "string", "none", validator=one_of("none", "requested", "required")
+    ),
+    ConfigDef("ssl.enabled.protocols", "list", ["TLSv1.2", "TLSv1.3"]),
     # network
     ConfigDef("socket.request.max.bytes", "int", 104857600, validator=at_least(1)),
     ConfigDef("connections.max.idle.ms", "long", 600000, validator=at_least(-1)),
@@ -356,10 +381,21 @@ class BrokerConfig:
         if not self.listeners:
             raise ConfigError("listeners", "at least one listener is required")
         for ep in self.listeners:
-            if ep.security_protocol != "PLAINTEXT":
+            if ep.security_protocol not in ("PLAINTEXT", "SSL"):
                 raise ConfigError(
                     "listeners", f"security protocol {ep.security_protocol} is not supported yet"
                 )
+        if any(ep.security_protocol == "SSL" for ep in self.listeners):
+            v = self._values
+            if not v["ssl.keystore.location"] and not (
+                v["ssl.keystore.certificate.chain"] and v["ssl.keystore.key"]
+            ):
+                raise ConfigError("ssl.keystore.location", "an SSL listener needs a PEM keystore")
+            for proto in v["ssl.enabled.protocols"]:
+                if proto not in ("TLSv1.2", "TLSv1.3"):
+                    raise ConfigError(
+                        "ssl.enabled.protocols", f"{proto} is not supported (TLSv1.2, TLSv1.3)"
+                    )
         names = [ep.listener for ep in self.listeners]
         if len(set(names)) != len(names):
             raise ConfigError("listeners", "listener names must be unique")

@@ -19,6 +19,7 @@ import itertools
 import logging
 import os
 import socket
+import ssl
 import struct
 import time
 from collections.abc import Awaitable, Callable
@@ -134,9 +135,10 @@ class Connection:
         return self._closed
 
     # ---- reading ------------------------------------------------------------
+    async def _recv_into(self, mv: memoryview) -> int:
+        return await self.loop.sock_recv_into(self.sock, mv)
+
     async def _read_loop(self) -> None:
-        loop = self.loop
-        sock = self.sock
         max_bytes = self.channel.max_request_size
         buf = bytearray(_READ_CHUNK)
         view = memoryview(buf)
@@ -153,7 +155,7 @@ class Connection:
                         view.release()
                         buf.extend(bytes(len(buf)))
                         view = memoryview(buf)
-                n = await loop.sock_recv_into(sock, view[end:])
+                n = await self._recv_into(view[end:])
                 if n == 0:
                     return
                 end += n
@@ -332,6 +334,19 @@ class Connection:
             offset += n
             remaining -= n
 
+    async def _wait_readable(self) -> None:
+        fut: asyncio.Future[None] = self.loop.create_future()
+
+        def ready() -> None:
+            if not fut.done():
+                fut.set_result(None)
+
+        self.loop.add_reader(self.fd, ready)
+        try:
+            await fut
+        finally:
+            self.loop.remove_reader(self.fd)
+
     async def _wait_writable(self) -> None:
         fut: asyncio.Future[None] = self.loop.create_future()
 
@@ -344,6 +359,75 @@ class Connection:
             await fut
         finally:
             self.loop.remove_writer(self.fd)
+
+
+class TlsConnection(Connection):
+    """A connection on an SSL listener: TLS in user space, so file ranges are copied.
+
+    The kernel cannot encrypt, so there is no sendfile here: each file range is
+    read with ``pread`` and written through the TLS socket (Kafka does the same).
+    """
+
+    __slots__ = ()
+
+    def start(self) -> None:
+        self._reader_task = self.loop.create_task(self._handshake_then_read())
+        self._writer_task = self.loop.create_task(self._write_loop())
+
+    async def _handshake_then_read(self) -> None:
+        sock: ssl.SSLSocket = self.sock  # type: ignore[assignment]
+        try:
+            while True:
+                try:
+                    sock.do_handshake()
+                    break
+                except ssl.SSLWantReadError:
+                    await self._wait_readable()
+                except ssl.SSLWantWriteError:
+                    await self._wait_writable()
+        except (ssl.SSLError, OSError) as e:
+            log.warning("TLS handshake with %s failed: %s", self.peer, e)
+            self.close()
+            return
+        await self._read_loop()
+
+    async def _recv_into(self, mv: memoryview) -> int:
+        sock: ssl.SSLSocket = self.sock  # type: ignore[assignment]
+        while True:
+            try:
+                return sock.recv_into(mv)
+            except ssl.SSLWantReadError:
+                await self._wait_readable()
+            except ssl.SSLWantWriteError:
+                await self._wait_writable()
+            except ssl.SSLZeroReturnError:
+                return 0
+
+    async def _send_buffers(self, chunks: list[Any]) -> None:
+        data = memoryview(b"".join(bytes(c) if isinstance(c, memoryview) else c for c in chunks))
+        sock: ssl.SSLSocket = self.sock  # type: ignore[assignment]
+        off = 0
+        while off < len(data):
+            try:
+                off += sock.send(data[off : off + _TLS_WRITE_CHUNK])
+            except ssl.SSLWantWriteError:
+                await self._wait_writable()
+            except ssl.SSLWantReadError:
+                await self._wait_readable()
+
+    async def _sendfile(self, r: FileRange) -> None:
+        offset, remaining = r.offset, r.size
+        while remaining > 0:
+            n = min(remaining, 1 << 20)
+            data = os.pread(r.fd, n, offset)
+            if not data:
+                data = bytes(remaining)  # file shrank under us: pad to keep framing
+            await self._send_buffers([data])
+            offset += len(data)
+            remaining -= len(data)
+
+
+_TLS_WRITE_CHUNK = 256 * 1024
 
 
 def _CLOSE(_: Any) -> None:  # sentinel encoder: close after draining

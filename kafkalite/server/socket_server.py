@@ -9,18 +9,27 @@ import asyncio
 import contextlib
 import logging
 import socket
+import ssl
 import time
 
 from kafkalite.server.config import Endpoint
-from kafkalite.server.connection import Connection
+from kafkalite.server.connection import Connection, TlsConnection
 from kafkalite.server.request_channel import RequestChannel
 
 log = logging.getLogger(__name__)
 
 
 class SocketServer:
-    def __init__(self, endpoints: list[Endpoint], channel: RequestChannel, *, idle_ms: int) -> None:
+    def __init__(
+        self,
+        endpoints: list[Endpoint],
+        channel: RequestChannel,
+        *,
+        idle_ms: int,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
         self.endpoints = endpoints
+        self.ssl_context = ssl_context
         self.channel = channel
         self.idle_ms = idle_ms
         self.bound: dict[str, tuple[str, int]] = {}
@@ -42,12 +51,15 @@ class SocketServer:
             s.setblocking(False)
             self._socks.append(s)
             self.bound[ep.listener] = s.getsockname()[:2]
-            self._tasks.append(loop.create_task(self._accept_loop(s, ep.listener)))
+            tls = self.ssl_context if ep.security_protocol == "SSL" else None
+            self._tasks.append(loop.create_task(self._accept_loop(s, ep.listener, tls)))
             log.info("listening on %s://%s:%d", ep.listener, *self.bound[ep.listener])
         if self.idle_ms > 0:
             self._tasks.append(loop.create_task(self._idle_sweep()))
 
-    async def _accept_loop(self, lsock: socket.socket, listener: str) -> None:
+    async def _accept_loop(
+        self, lsock: socket.socket, listener: str, tls: ssl.SSLContext | None
+    ) -> None:
         loop = asyncio.get_running_loop()
         while True:
             try:
@@ -61,7 +73,11 @@ class SocketServer:
             try:
                 sock.setblocking(False)
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                conn = Connection(sock, listener, self.channel)
+                if tls is not None:
+                    sock = tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+                    conn: Connection = TlsConnection(sock, listener, self.channel)
+                else:
+                    conn = Connection(sock, listener, self.channel)
                 self.channel.connection_opened(conn)
                 conn.start()
             except Exception:

@@ -11,7 +11,9 @@ if TYPE_CHECKING:
 
 def handle_delete_records(broker: KafkaBroker, ctx: RequestContext, req: Any) -> Any:
     # validate and act: per-partition errors come back from the replica manager
-    offsets = {(t.name, int(p.partition_index)): int(p.offset) for t in req.topics for p in t.partitions}
+    offsets = {
+        (t.name, int(p.partition_index)): int(p.offset) for t in req.topics for p in t.partitions
+    }
     timeout_ms = int(req.timeout.total_seconds() * 1000)
     result = broker.replica_manager.delete_records(timeout_ms, offsets)
 
