@@ -86,6 +86,11 @@ def test_kcat_produce_consume_every_codec_and_query_offsets(kafka_broker_factory
     first_with_ts = min(o for o, _, ts in p0 if ts >= mid_ts)
     assert found == first_with_ts
 
+    # kcat -Q with the special timestamps: -2 earliest, -1 latest
+    for spec, want in ((-2, 0), (-1, len(p0))):
+        q = _kcat("-b", bs, "-Q", "-t", f"{topic}:0:{spec}").stdout.decode()
+        assert int(q.strip().split("offset")[-1].strip().split()[0]) == want
+
     # metadata listing sees 3 partitions with this broker as leader
     meta = json.loads(_kcat("-b", bs, "-L", "-J", "-t", topic).stdout)
     [t] = [t for t in meta["topics"] if t["topic"] == topic]

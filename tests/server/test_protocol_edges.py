@@ -310,3 +310,21 @@ def test_fetch_with_records_is_answered_for_flexible_and_legacy_versions(
 def kafka_broker_topic_id(client, topic):
     md = client.call(3, 12, metadata(topic))
     return md.topics[0].topic_id
+
+
+def test_idle_connection_is_closed_after_connections_max_idle_ms(kafka_broker_factory):
+    b = kafka_broker_factory(**{"connections.max.idle.ms": 300})
+    idle = RawClient.to(b.bootstrap_servers)
+    busy = RawClient.to(b.bootstrap_servers)
+    try:
+        import time
+
+        deadline = time.monotonic() + 1.5
+        while time.monotonic() < deadline:  # keep one connection active
+            assert busy.call(18, 3, api_versions()).error_code == ErrorCode.none
+            time.sleep(0.1)
+        assert idle.is_closed(timeout=0.5)
+        assert busy.call(18, 3, api_versions()).error_code == ErrorCode.none
+    finally:
+        idle.close()
+        busy.close()
