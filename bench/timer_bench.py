@@ -276,8 +276,12 @@ def main() -> None:
         import sys
         from pathlib import Path
 
-        print("\nProduce latency with parked delayed fetches (embedded broker, over TCP):", flush=True)
-        subprocess.run([sys.executable, str(Path(__file__).with_name("purgatory_bench.py"))], check=True)
+        print(
+            "\nProduce latency with parked delayed fetches (embedded broker, over TCP):", flush=True
+        )
+        subprocess.run(
+            [sys.executable, str(Path(__file__).with_name("purgatory_bench.py"))], check=True
+        )
 
 
 if __name__ == "__main__":

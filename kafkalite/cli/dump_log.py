@@ -113,7 +113,9 @@ def _dump_file(path: Path, args: argparse.Namespace, out: TextIO) -> int:
             name = name[: -len(suffix)]
     if name.endswith(".log"):
         deep = args.print_data_log or args.deep_iteration
-        return dump_log_file(path, deep=deep, print_contents=args.print_data_log, max_bytes=args.max_bytes, out=out)
+        return dump_log_file(
+            path, deep=deep, print_contents=args.print_data_log, max_bytes=args.max_bytes, out=out
+        )
     if name.endswith(".timeindex"):
         return dump_time_index(
             path, verify_only=args.verify_index_only, sanity_only=args.index_sanity_check, out=out
@@ -254,10 +256,12 @@ def dump_log_file(
 # --------------------------------------------------------------------- indexes
 
 
-def _read_entries(path: Path, entry: struct.Struct) -> list[tuple[int, int]]:
-    data = path.read_bytes()
-    n = len(data) // entry.size
-    return [entry.unpack_from(data, i * entry.size) for i in range(n)]
+def _read_entries(path: Path, entry: struct.Struct) -> Iterator[tuple[int, int]]:
+    """Entries in file order, read lazily: a preallocated index is mostly zeros."""
+    chunk = entry.size * 8192
+    with open(path, "rb") as f:
+        while data := f.read(chunk):
+            yield from entry.iter_unpack(data[: len(data) - len(data) % entry.size])
 
 
 def _batch_at(fd: int, size: int, position: int) -> BatchHeader | None:
@@ -318,11 +322,12 @@ def dump_time_index(
         return _sanity(TimeIndex(path, base), path, None, out)
     log_path = _log_file_for(path)
     index_path = log_path.with_name(log_path.name[: -len(".log")] + ".index")
-    offsets = (
-        [(base + rel, pos) for rel, pos in _read_entries(index_path, _INDEX_ENTRY)]
-        if index_path.exists()
-        else []
-    )
+    offsets: list[tuple[int, int]] = []
+    if index_path.exists():
+        for i, (rel, pos) in enumerate(_read_entries(index_path, _INDEX_ENTRY)):
+            if rel == 0 and i > 0:
+                break
+            offsets.append((base + rel, pos))
     not_found: list[tuple[int, int]] = []
     ts_mismatch: list[tuple[int, int]] = []
     out_of_order: list[tuple[int, int]] = []

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from kafkalite.controller.leader_selectors import offline_partition_leader
+from kafkalite.controller.request_batch import ControllerBrokerRequestBatch
 from kafkalite.metadata import paths
 from kafkalite.metadata.store import (
     BadVersionError,
@@ -62,13 +63,22 @@ class ControllerContext:
     epoch: int = 0
     epoch_zk_version: int = -1
     live_brokers: dict[int, dict[str, Any]] = field(default_factory=dict)
+    #: broker epoch (czxid of /brokers/ids/<id>) per live broker
+    live_broker_epochs: dict[int, int] = field(default_factory=dict)
     topics: dict[str, TopicAssignment] = field(default_factory=dict)
     states: dict[TopicPartition, PartitionState] = field(default_factory=dict)
     topics_being_deleted: set[str] = field(default_factory=set)
 
 
 class BrokerChannel(Protocol):
-    """How the controller talks to brokers (LeaderAndIsr / UpdateMetadata / StopReplica)."""
+    """How the controller talks to brokers (LeaderAndIsr / UpdateMetadata / StopReplica).
+
+    The TCP implementation is ``controller.channel_manager.ControllerChannelManager``.
+    """
+
+    def update_brokers(self, live: dict[int, dict[str, Any]], epochs: dict[int, int]) -> None: ...
+
+    async def shutdown(self) -> None: ...
 
     async def leader_and_isr(
         self,
@@ -110,7 +120,9 @@ class KafkaController:
     ) -> None:
         self.broker_id = broker_id
         self.store = store
-        self.channel = channel
+        self.channel_manager = channel
+        # requests made while an event runs are sent, merged per broker, when it ends
+        self.channel = ControllerBrokerRequestBatch(channel)
         self.unclean_election = unclean_election
         self.ctx = ControllerContext()
         self.active_controller_id = -1
@@ -133,14 +145,20 @@ class KafkaController:
     async def _run(self) -> None:
         while True:
             fn, fut = await self._queue.get()
+            error: Exception | None = None
             try:
                 result = await fn()
             except Exception as e:
                 log.exception("controller event failed")
-                if fut is not None and not fut.done():
-                    fut.set_exception(e)
-            else:
-                if fut is not None and not fut.done():
+                error = e
+            try:
+                await self.channel.send_requests_to_brokers()
+            except Exception:
+                log.exception("controller: sending the event's broker requests failed")
+            if fut is not None and not fut.done():
+                if error is not None:
+                    fut.set_exception(error)
+                else:
                     fut.set_result(result)
 
     @property
@@ -158,6 +176,8 @@ class KafkaController:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        self.channel.clear()
+        await self.channel_manager.shutdown()
         if self.active_controller_id == self.broker_id:
             with contextlib.suppress(Exception):
                 await self.store.delete(paths.CONTROLLER)
@@ -191,6 +211,8 @@ class KafkaController:
         elif was_active and current != self.broker_id:
             log.info("broker %d resigns as controller (now %d)", self.broker_id, current)
             self.ctx = ControllerContext()
+            self.channel.clear()
+            await self.channel_manager.shutdown()
 
     async def _bump_epoch(self) -> None:
         while True:
@@ -231,14 +253,18 @@ class KafkaController:
             paths.BROKER_IDS, watch=lambda _e: self._put_nowait(self._on_broker_change)
         )
         live: dict[int, dict[str, Any]] = {}
+        epochs: dict[int, int] = {}
         for i in ids:
             try:
-                raw, _ = await self.store.get(f"{paths.BROKER_IDS}/{i}")
+                raw, stat = await self.store.get(f"{paths.BROKER_IDS}/{i}")
                 live[int(i)] = json.loads(raw)
+                epochs[int(i)] = stat.czxid
             except (NoNodeError, ValueError):
                 continue
         old = set(self.ctx.live_brokers)
         self.ctx.live_brokers = live
+        self.ctx.live_broker_epochs = epochs
+        self.channel_manager.update_brokers(live, epochs)
         return old
 
     async def _on_broker_change(self) -> None:
@@ -449,6 +475,8 @@ class KafkaController:
     async def _delete_topic(self, name: str) -> None:
         a = self.ctx.topics.get(name)
         self.ctx.topics_being_deleted.add(name)
+        # first UpdateMetadata with leader -2 for its partitions, as Kafka's onTopicDeletion
+        await self._send_update_metadata(list(self.ctx.live_brokers), [name])
         if a is not None:
             by_broker: dict[int, list[TopicPartition]] = {}
             for p, replicas in a.partitions.items():

@@ -18,17 +18,22 @@ at least the last record of every key. One pass over the log chosen by
    tombstones whose delete horizon passed. Kept batches keep their base offset,
    lastOffsetDelta, producer fields and codec, so offsets never change and
    producer state can be rebuilt from the headers. A batch left empty is
-   dropped unless it is the group's last batch (the cleaned segment must still
-   reach the old segments' last offset, which is what the crash recovery of a
-   ``.swap`` relies on) or its producer's last batch.
-4. *Swap* (:meth:`Log.replace_segments`): ``.cleaned`` -> ``.swap``, old
-   segments out, ``.swap`` -> final. Log load completes or discards each step.
+   dropped unless it is its producer's last batch. When the group's last batch
+   goes, an empty *coverage* batch takes its offsets: the crash recovery of a
+   ``.swap`` deletes the old segments whose base offsets the swap file covers,
+   so it must reach the group's last offset. Once the swap is complete the
+   coverage batch is truncated away again (clients never see a fetch made of
+   nothing but an empty batch, which librdkafka reports as a too-large message).
+4. *Swap* each group as soon as it is written (so cleaning needs about one
+   segment of extra disk), through :meth:`Log.replace_segments`: ``.cleaned``
+   -> ``.swap``, old segments out, ``.swap`` -> final. Log load completes or
+   discards each step.
 5. *Checkpoint* the map's end in ``cleaner-offset-checkpoint``.
 
 Steps 2 and 3 read old segments through duplicated descriptors in a worker
 thread (throttled by ``log.cleaner.io.max.bytes.per.second``), so the event
-loop keeps serving; the swap happens on the loop after checking that the log
-still holds exactly the segments that were read.
+loop keeps serving; each swap happens on the loop after checking that the log
+still holds, unchanged, every segment the pass has yet to replace.
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kafkalite.log.checkpoint import (
     CLEANER_CHECKPOINT_FILE,
@@ -54,7 +59,7 @@ from kafkalite.log.checkpoint import (
 )
 from kafkalite.log.errors import KafkaStorageError
 from kafkalite.log.fetch_data import AbortedTxn
-from kafkalite.log.log_config import LogConfig
+from kafkalite.log.log_config import LONG_MAX, LogConfig
 from kafkalite.log.log_segment import (
     CLEANED_FILE_SUFFIX,
     INDEX_FILE_SUFFIX,
@@ -92,6 +97,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
+R = TypeVar("R")
 DOUBLE_MAX = 1.7976931348623157e308
 INT32_MAX = 2**31 - 1
 _I32 = struct.Struct(">i")
@@ -356,6 +362,8 @@ class LogCleanerManager:
     def max_compaction_delay(self, lg: Log, first_dirty: int, now_ms: int) -> int:
         """How long past max.compaction.lag.ms the oldest dirty record is (0 = not overdue)."""
         max_lag = lg.config.max_compaction_lag_ms
+        if max_lag >= LONG_MAX:
+            return 0  # the default: no log is ever overdue, and no segment need be read
         segs = lg.segments
         earliest = None
         for i, seg in enumerate(segs[:-1]):
@@ -394,8 +402,9 @@ class LogCleanerManager:
                 continue
             max_delay = max(max_delay, delay)
             clean_bytes = dirty_bytes = 0
-            for i, seg in enumerate(lg.segments[:-1]):
-                upper = lg.segments[i + 1].base_offset
+            segs = lg.segments
+            for i, seg in enumerate(segs[:-1]):
+                upper = segs[i + 1].base_offset
                 if upper > uncleanable:
                     break
                 if upper <= first_dirty:
@@ -425,7 +434,10 @@ class LogCleanerManager:
             if c.total_bytes > 0
             and (
                 (c.needs_compaction_now and c.cleanable_bytes > 0)
-                or (c.cleanable_bytes > 0 and c.cleanable_ratio > c.log.config.min_cleanable_dirty_ratio)
+                or (
+                    c.cleanable_bytes > 0
+                    and c.cleanable_ratio > c.log.config.min_cleanable_dirty_ratio
+                )
             )
         ]
         if not due:
@@ -496,6 +508,8 @@ class CleanJob:
     aborted_txns: list[AbortedTxn]
     now_ms: int
     abort: threading.Event = field(default_factory=threading.Event)
+    #: a cancelled waiter left the descriptors to the worker's completion callback
+    handed_off: bool = False
 
     def close_fds(self) -> None:
         for s in self.sources:
@@ -508,21 +522,32 @@ class CleanJob:
 
 
 @dataclass(slots=True)
-class CleanOutcome:
-    """Cleaned segments (``.cleaned`` files) and the old groups they replace."""
+class CleanPlan:
+    """The offset map of a pass and the groups of old segments it will rewrite."""
 
     end_offset: int
-    groups: list[tuple[LogSegment, list[_SegmentSource]]]
+    groups: list[list[_SegmentSource]]
+    ctx: _BatchContext
     stats: CleanerStats
     min_tombstone_horizon: int | None = None
 
+
+@dataclass(slots=True)
+class GroupResult:
+    """One cleaned segment (``.cleaned`` files) and the old segments it replaces."""
+
+    segment: LogSegment
+    group: list[_SegmentSource]
+    #: earliest delete horizon of a tombstone it keeps
+    tombstone_horizon: int | None
+    #: base offset of its trailing coverage batch (see the module docstring)
+    coverage_offset: int | None
+
     def discard(self) -> None:
-        for seg, _ in self.groups:
-            try:
-                seg.delete()
-            except OSError as e:
-                log.warning("failed to delete %s: %s", seg.log_path, e)
-        self.groups = []
+        try:
+            self.segment.delete()
+        except OSError as e:
+            log.warning("failed to delete %s: %s", self.segment.log_path, e)
 
 
 class _BatchContext:
@@ -562,9 +587,7 @@ class Cleaner:
 
     # -- reading ------------------------------------------------------------
 
-    def _batches(
-        self, src: _SegmentSource, job: CleanJob, counter: list[int]
-    ) -> Iterator[bytes]:
+    def _batches(self, src: _SegmentSource, job: CleanJob, counter: list[int]) -> Iterator[bytes]:
         """Whole batches of an old segment, read in io-buffer chunks via its fd."""
         fd, size = src.fd, src.size
         chunk_size = max(self.config.io_buffer_size, HEADER_SIZE)
@@ -605,40 +628,33 @@ class Cleaner:
 
     # -- the pass -----------------------------------------------------------
 
-    def clean(self, job: CleanJob) -> CleanOutcome:
-        """Build the offset map and write the cleaned segments; closes the job's fds."""
+    def build_plan(self, job: CleanJob) -> CleanPlan:
+        """Build the offset map over the dirty section and group the segments to rewrite."""
         stats = CleanerStats(job.topic_partition, job.first_dirty_offset)
-        outcome: CleanOutcome | None = None
-        try:
-            offset_map = OffsetMap(self._map_memory(), self.config.dedupe_buffer_load_factor)
-            ctx = _BatchContext(job, offset_map, stats)
-            end = self._build_offset_map(job, ctx)
-            stats.end_offset = end
-            stats.buffer_utilization = offset_map.utilization
-            stats.map_complete_s = time.monotonic()
-            to_clean = [s for s in job.sources if s.next_offset <= end]
-            self._scan_producers(job, ctx, [s for s in to_clean if s.next_offset <= job.first_dirty_offset])
-            outcome = CleanOutcome(end, [], stats)
-            for group in group_segments_by_size(
-                to_clean, job.config.segment_bytes, job.config.segment_index_bytes
-            ):
-                seg, horizon = self._clean_segments(job, group, ctx)
-                outcome.groups.append((seg, group))
-                if horizon is not None and (
-                    outcome.min_tombstone_horizon is None
-                    or horizon < outcome.min_tombstone_horizon
-                ):
-                    outcome.min_tombstone_horizon = horizon
-            if job.abort.is_set():
-                raise LogCleaningAbortedError(f"cleaning of {job.log.name} was aborted")
-            stats.end_s = time.monotonic()
-            return outcome
-        except BaseException:
-            if outcome is not None:
-                outcome.discard()
-            raise
-        finally:
-            job.close_fds()
+        offset_map = OffsetMap(self._map_memory(), self.config.dedupe_buffer_load_factor)
+        ctx = _BatchContext(job, offset_map, stats)
+        end = self._build_offset_map(job, ctx)
+        stats.end_offset = end
+        stats.buffer_utilization = offset_map.utilization
+        stats.map_complete_s = time.monotonic()
+        to_clean = [s for s in job.sources if s.next_offset <= end]
+        self._scan_producers(
+            job, ctx, [s for s in to_clean if s.next_offset <= job.first_dirty_offset]
+        )
+        groups = group_segments_by_size(
+            to_clean, job.config.segment_bytes, job.config.segment_index_bytes
+        )
+        return CleanPlan(end, groups, ctx, stats)
+
+    def clean_group(
+        self, job: CleanJob, plan: CleanPlan, group: list[_SegmentSource]
+    ) -> GroupResult:
+        """Recopy one group into a ``.cleaned`` segment (deleted again on any failure)."""
+        seg, horizon, coverage = self._clean_segments(job, group, plan.ctx)
+        if job.abort.is_set():
+            seg.delete()
+            raise LogCleaningAbortedError(f"cleaning of {job.log.name} was aborted")
+        return GroupResult(seg, group, horizon, coverage)
 
     def _build_offset_map(self, job: CleanJob, ctx: _BatchContext) -> int:
         """Fill the map from the dirty section; return the offset it is complete up to."""
@@ -693,12 +709,17 @@ class Cleaner:
 
     def _clean_segments(
         self, job: CleanJob, group: list[_SegmentSource], ctx: _BatchContext
-    ) -> tuple[LogSegment, int | None]:
-        """Recopy ``group`` into one ``.cleaned`` segment named by its first base offset."""
+    ) -> tuple[LogSegment, int | None, int | None]:
+        """Recopy ``group`` into one ``.cleaned`` segment named by its first base offset.
+
+        Returns the segment, the earliest delete horizon of a tombstone it
+        keeps, and the base offset of its trailing coverage batch, if any.
+        """
         base = group[0].base_offset
         delete_cleaned_files(job.log.dir, base)
         seg = LogSegment.open(job.log.dir, base, job.config, file_suffix=CLEANED_FILE_SUFFIX)
         min_horizon: int | None = None
+        coverage: int | None = None
         try:
             for src in group:
                 for txn in src.aborted_txns:
@@ -709,8 +730,13 @@ class Cleaner:
             limit = max(self.config.io_buffer_size, HEADER_SIZE)
 
             def emit(batch: bytes, h: BatchHeader, last_of_group: bool) -> None:
-                nonlocal min_horizon
-                out, horizon = self._filter_batch(batch, h, ctx, last_of_group)
+                nonlocal min_horizon, coverage
+                out, horizon = self._filter_batch(batch, h, ctx)
+                if out is None and last_of_group:
+                    out = build_batch(
+                        [], base_offset=h.base_offset, last_offset_delta=h.last_offset_delta
+                    )
+                    coverage = h.base_offset
                 if out is None:
                     return
                 if horizon is not None and (min_horizon is None or horizon < min_horizon):
@@ -725,7 +751,13 @@ class Cleaner:
                     return
                 last = pending_headers[-1]
                 max_h = max(pending_headers, key=lambda x: x.max_timestamp)
-                seg.append(last.last_offset, max_h.max_timestamp, max_h.last_offset, pending, pending_headers)
+                seg.append(
+                    last.last_offset,
+                    max_h.max_timestamp,
+                    max_h.last_offset,
+                    pending,
+                    pending_headers,
+                )
                 self.throttler.maybe_throttle(len(pending))
                 ctx.stats.bytes_written += len(pending)
                 pending.clear()
@@ -749,10 +781,10 @@ class Cleaner:
         except BaseException:
             seg.delete()
             raise
-        return seg, min_horizon
+        return seg, min_horizon, coverage
 
     def _filter_batch(
-        self, batch: bytes, h: BatchHeader, ctx: _BatchContext, last_of_group: bool
+        self, batch: bytes, h: BatchHeader, ctx: _BatchContext
     ) -> tuple[bytes | None, int | None]:
         """The batch to write (or None) and the delete horizon of tombstones it keeps."""
         stats = ctx.stats
@@ -801,11 +833,10 @@ class Cleaner:
             "last_offset_delta": h.last_offset_delta,
         }
         if not kept:
-            keep_empty = last_of_group or (
-                h.producer_id != NO_PRODUCER_ID
-                and ctx.producer_last.get(h.producer_id) == h.base_offset
-            )
-            if not keep_empty:
+            if (
+                h.producer_id == NO_PRODUCER_ID
+                or ctx.producer_last.get(h.producer_id) != h.base_offset
+            ):
                 return None, None
             stats.batches_emptied += 1
             return build_batch([], max_timestamp=h.max_timestamp, **common), None
@@ -845,9 +876,23 @@ def group_segments_by_size(
     return groups
 
 
+def _drop_coverage_batch(seg: LogSegment, offset: int) -> None:
+    """Truncate the swapped-in segment's trailing empty batch (no longer needed for recovery)."""
+    seg.truncate_to(offset)
+    seg.offset_index.trim_to_valid_size()
+    seg.time_index.trim_to_valid_size()
+    seg.offset_index.close_handler()
+    seg.time_index.close_handler()
+
+
 def delete_cleaned_files(d: Path, base_offset: int) -> None:
     """Leftover ``.cleaned`` files of an earlier, interrupted pass."""
-    for suffix in (LOG_FILE_SUFFIX, INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, TXN_INDEX_FILE_SUFFIX):
+    for suffix in (
+        LOG_FILE_SUFFIX,
+        INDEX_FILE_SUFFIX,
+        TIME_INDEX_FILE_SUFFIX,
+        TXN_INDEX_FILE_SUFFIX,
+    ):
         (d / f"{base_offset:020d}{suffix}{CLEANED_FILE_SUFFIX}").unlink(missing_ok=True)
 
 
@@ -987,7 +1032,7 @@ class LogCleaner:
     # -- entry points ------------------------------------------------------------
 
     async def clean_once(self, now_ms: int | None = None) -> CleanerStats | None:
-        """Clean the filthiest eligible log with the work on a worker thread."""
+        """Clean the filthiest eligible log; reading and writing happen on a worker thread."""
         now = self._clock() if now_ms is None else now_ms
         ltc = self.manager.grab_filthiest_compacted_log(now)
         if ltc is None:
@@ -998,19 +1043,12 @@ class LogCleaner:
         try:
             job = self._prepare(ltc, now)
             self._jobs[tp] = job
-            if self._executor is None:
-                self._executor = concurrent.futures.ThreadPoolExecutor(
-                    max_workers=max(self.config.num_threads, 1),
-                    thread_name_prefix="kafka-log-cleaner-thread",
-                )
-            fut = self._executor.submit(self.cleaner.clean, job)
-            try:
-                outcome = await asyncio.wrap_future(fut)
-            except asyncio.CancelledError:
-                job.abort.set()
-                fut.add_done_callback(_discard_late_outcome)
-                raise
-            return self._finish(job, outcome)
+            plan = await self._in_worker(job, self.cleaner.build_plan, job)
+            for group in plan.groups:
+                result = await self._in_worker(job, self.cleaner.clean_group, job, plan, group)
+                if not self._swap_group(job, plan, result):
+                    return None
+            return self._complete(job, plan)
         except LogCleaningAbortedError as e:
             log.info("%s", e)
             return None
@@ -1018,9 +1056,28 @@ class LogCleaner:
             self._failed(ltc, e)
             return None
         finally:
+            if job is not None and not job.handed_off:
+                job.close_fds()
             self._jobs.pop(tp, None)
             self.manager.done_cleaning(tp)
             self.last_run_ms = self._clock()
+
+    async def _in_worker(self, job: CleanJob, fn: Callable[..., R], *args: Any) -> R:
+        if self._executor is None:
+            self._executor = concurrent.futures.ThreadPoolExecutor(
+                max_workers=max(self.config.num_threads, 1),
+                thread_name_prefix="kafka-log-cleaner-thread",
+            )
+        fut = self._executor.submit(fn, *args)
+        try:
+            return await asyncio.wrap_future(fut)
+        except asyncio.CancelledError:
+            # The worker still runs: it stops at its next chunk; whatever it returns is
+            # dropped and the descriptors are closed once it is done with them.
+            job.abort.set()
+            job.handed_off = True
+            fut.add_done_callback(lambda f: _after_abandoned_work(f, job))
+            raise
 
     def clean_once_sync(self, now_ms: int | None = None) -> CleanerStats | None:
         """Same as :meth:`clean_once` with the work done on the calling thread."""
@@ -1029,11 +1086,15 @@ class LogCleaner:
         if ltc is None:
             return None
         tp = ltc.topic_partition
+        job: CleanJob | None = None
         try:
             job = self._prepare(ltc, now)
             self._jobs[tp] = job
-            outcome = self.cleaner.clean(job)
-            return self._finish(job, outcome)
+            plan = self.cleaner.build_plan(job)
+            for group in plan.groups:
+                if not self._swap_group(job, plan, self.cleaner.clean_group(job, plan, group)):
+                    return None
+            return self._complete(job, plan)
         except LogCleaningAbortedError as e:
             log.info("%s", e)
             return None
@@ -1041,6 +1102,8 @@ class LogCleaner:
             self._failed(ltc, e)
             return None
         finally:
+            if job is not None:
+                job.close_fds()
             self._jobs.pop(tp, None)
             self.manager.done_cleaning(tp)
             self.last_run_ms = self._clock()
@@ -1091,40 +1154,56 @@ class LogCleaner:
                 os.close(s.fd)
             raise
         aborted = lg.collect_aborted_transactions(lg.log_start_offset, ltc.first_uncleanable_offset)
-        return CleanJob(
-            tp, lg, d, lg.config, sources, ltc.first_dirty_offset, aborted, now_ms
-        )
+        return CleanJob(tp, lg, d, lg.config, sources, ltc.first_dirty_offset, aborted, now_ms)
 
     def _step(self, name: str) -> None:
         if self.crash_hook is not None:
             self.crash_hook(name)
 
-    def _finish(self, job: CleanJob, outcome: CleanOutcome) -> CleanerStats | None:
-        """On the loop: verify the log still holds what was read, swap, checkpoint."""
+    def _swap_group(self, job: CleanJob, plan: CleanPlan, result: GroupResult) -> bool:
+        """On the loop: check the log still holds what the pass read, then swap one group in.
+
+        Every not yet replaced source must be unchanged: they hold the rest of the
+        dirty section the offset map was built from.
+        """
+        lg = job.log
+        index = plan.groups.index(result.group)
+        pending = [src for group in plan.groups[index:] for src in group]
+        if not self._still_valid(job, pending):
+            log.info("%s changed while it was being cleaned; discarding the pass", lg.name)
+            result.discard()
+            return False
+        self._step("cleaned")
+        lg.replace_segments(
+            [result.segment], [s.segment for s in result.group], after_step=self._step
+        )
+        self._step("replaced")
+        if result.coverage_offset is not None:
+            _drop_coverage_batch(result.segment, result.coverage_offset)
+        h = result.tombstone_horizon
+        if h is not None and (plan.min_tombstone_horizon is None or h < plan.min_tombstone_horizon):
+            plan.min_tombstone_horizon = h
+        return True
+
+    def _complete(self, job: CleanJob, plan: CleanPlan) -> CleanerStats:
+        """Every group swapped in: checkpoint the end of the map, record the pass."""
         lg = job.log
         tp = job.topic_partition
-        if not self._still_valid(job, outcome):
-            log.info("%s changed while it was being cleaned; discarding the cleaned segments", lg.name)
-            outcome.discard()
-            return None
-        self._step("cleaned")
-        for seg, group in outcome.groups:
-            lg.replace_segments([seg], [s.segment for s in group], after_step=self._step)
-            self._step("replaced")
         fsync_dir(lg.dir)
-        self.manager.update_checkpoints(job.log_dir, update=(tp, outcome.end_offset))
+        self.manager.update_checkpoints(job.log_dir, update=(tp, plan.end_offset))
         self._step("checkpointed")
-        if outcome.min_tombstone_horizon is not None:
-            self.manager.tombstone_horizons[tp] = outcome.min_tombstone_horizon
+        if plan.min_tombstone_horizon is not None:
+            self.manager.tombstone_horizons[tp] = plan.min_tombstone_horizon
         else:
             self.manager.tombstone_horizons.pop(tp, None)
-        stats = outcome.stats
+        stats = plan.stats
+        stats.end_s = time.monotonic()
         self._record(stats)
         log.info(
             "cleaned %s: offsets [%d, %d) in %.3fs; %d -> %d bytes (%.1f%% recopied), %d -> %d messages",
             lg.name,
             job.first_dirty_offset,
-            outcome.end_offset,
+            plan.end_offset,
             stats.elapsed_s,
             stats.bytes_read,
             stats.bytes_written,
@@ -1134,19 +1213,14 @@ class LogCleaner:
         )
         return stats
 
-    def _still_valid(self, job: CleanJob, outcome: CleanOutcome) -> bool:
+    def _still_valid(self, job: CleanJob, sources: list[_SegmentSource]) -> bool:
         lg = job.log
         if self._stopped or lg.is_offline or self.manager.is_aborted(job.topic_partition):
             return False
         if self.log_manager.get_log(*job.topic_partition) is not lg:
             return False
-        current = lg.segments
-        ids = {id(s) for s in current[:-1]}
-        for _seg, group in outcome.groups:
-            for src in group:
-                if id(src.segment) not in ids or src.segment.size != src.size:
-                    return False
-        return True
+        ids = {id(s) for s in lg.segments[:-1]}
+        return all(id(src.segment) in ids and src.segment.size == src.size for src in sources)
 
     def _record(self, stats: CleanerStats) -> None:
         self.passes += 1
@@ -1168,8 +1242,12 @@ class LogCleaner:
             self.manager.mark_uncleanable(d, tp)
 
 
-def _discard_late_outcome(fut: concurrent.futures.Future[CleanOutcome]) -> None:
-    """A pass whose waiter was cancelled: drop its ``.cleaned`` files."""
-    if fut.cancelled() or fut.exception() is not None:
-        return
-    fut.result().discard()
+def _after_abandoned_work(fut: concurrent.futures.Future[Any], job: CleanJob) -> None:
+    """Worker call whose waiter was cancelled: drop its ``.cleaned`` files, close the fds."""
+    try:
+        if not fut.cancelled() and fut.exception() is None:
+            result = fut.result()
+            if isinstance(result, GroupResult):
+                result.discard()
+    finally:
+        job.close_fds()

@@ -101,9 +101,7 @@ def parse_topic_partition_name(name: str) -> tuple[str, int]:
     return topic, int(part)
 
 
-def _validate_keys(
-    buf: bytearray | memoryview, batches: list[tuple[int, int]], name: str
-) -> None:
+def _validate_keys(buf: bytearray | memoryview, batches: list[tuple[int, int]], name: str) -> None:
     """Compacted topics need a key on every record (Kafka's LogValidator): INVALID_RECORD."""
     for pos, _size in batches:
         if buf[pos + ATTRIBUTES_OFFSET + 1] & CONTROL_FLAG_MASK:

@@ -19,6 +19,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from kafkalite.controller.channel_manager import ControllerChannelManager
 from kafkalite.controller.kafka_controller import KafkaController
 from kafkalite.coordinator.group import GroupCoordinator
 from kafkalite.coordinator.transaction.producer_id_manager import ProducerIdManager
@@ -37,66 +38,16 @@ from kafkalite.protocol.kafka_uuid import uuid_to_kafka
 from kafkalite.replica.partition import LeaderAndIsrState
 from kafkalite.replica.replica_manager import ReplicaManager, ReplicaManagerConfig
 from kafkalite.server.admin_manager import AdminManager
-from kafkalite.server.apis import build_api_table
+from kafkalite.server.apis import build_api_table, build_controller_api_table
+from kafkalite.server.apis.controller_requests import ControllerRequestChannel
 from kafkalite.server.config import BrokerConfig, Endpoint
 from kafkalite.server.fetch_session import FetchSessionCache
 from kafkalite.server.metadata_cache import BrokerEndpointInfo, MetadataCache, PartitionMetadata
-from kafkalite.server.request_channel import RequestChannel
 from kafkalite.server.socket_server import SocketServer
 from kafkalite.server.tls import build_ssl_context
 from kafkalite.server.topic_names import INTERNAL_TOPICS
 
 log = logging.getLogger(__name__)
-
-
-class LocalBrokerChannel:
-    """Controller → broker requests for brokers living in this process.
-
-    Issue 5 replaces this with LeaderAndIsr/UpdateMetadata/StopReplica over TCP;
-    the controller only sees the BrokerChannel protocol either way.
-    """
-
-    def __init__(self, peers: dict[int, KafkaBroker]) -> None:
-        self.peers = peers
-
-    async def leader_and_isr(
-        self,
-        broker_id: int,
-        controller_id: int,
-        controller_epoch: int,
-        states: list[dict[str, Any]],
-        live_brokers: list[dict[str, Any]],
-    ) -> None:
-        b = self.peers.get(broker_id)
-        if b is not None:
-            await b.handle_leader_and_isr(controller_id, controller_epoch, states)
-
-    async def update_metadata(
-        self,
-        broker_id: int,
-        controller_id: int,
-        controller_epoch: int,
-        states: list[dict[str, Any]],
-        live_brokers: list[dict[str, Any]],
-        deleted_topics: list[str],
-    ) -> None:
-        b = self.peers.get(broker_id)
-        if b is not None:
-            b.handle_update_metadata(
-                controller_id, controller_epoch, states, live_brokers, deleted_topics
-            )
-
-    async def stop_replica(
-        self,
-        broker_id: int,
-        controller_id: int,
-        controller_epoch: int,
-        partitions: list[tuple[str, int]],
-        delete: bool,
-    ) -> None:
-        b = self.peers.get(broker_id)
-        if b is not None:
-            b.handle_stop_replica(controller_epoch, partitions, delete)
 
 
 class KafkaBroker:
@@ -113,6 +64,8 @@ class KafkaBroker:
         self.peers = peers if peers is not None else {}
         self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))
         self.broker_id = config.broker_id
+        #: czxid of our /brokers/ids/<id> registration (Kafka's broker epoch)
+        self.broker_epoch = -1
         self.cluster_id: str | None = None
         self.store: MetadataStore = None  # type: ignore[assignment]
         self.metadata_cache = MetadataCache(self.broker_id)
@@ -123,8 +76,9 @@ class KafkaBroker:
         )
         self.dynamic_broker_configs: dict[str, str] = {}
         self.default_log_config = self._broker_log_defaults()
-        self.channel = RequestChannel(
-            build_api_table(self), max_request_size=int(config["socket.request.max.bytes"])
+        self.channel = ControllerRequestChannel(
+            build_api_table(self) | build_controller_api_table(self),
+            max_request_size=int(config["socket.request.max.bytes"]),
         )
         tls = (
             build_ssl_context(config)
@@ -201,7 +155,16 @@ class KafkaBroker:
         self.controller = KafkaController(
             self.broker_id,
             self.store,
-            LocalBrokerChannel(self.peers),
+            ControllerChannelManager(
+                self.broker_id,
+                listener_name=cfg["inter.broker.listener.name"]
+                or next(
+                    (e.listener for e in self.advertised if e.security_protocol == "PLAINTEXT"),
+                    self.advertised[0].listener,
+                ),
+                request_timeout_ms=int(cfg["request.timeout.ms"]),
+                ssl_cafile=cfg["ssl.truststore.location"],
+            ),
             unclean_election=lambda t: self.admin.log_config(t).unclean_leader_election_enable,
         )
         await self.controller.startup()
@@ -313,6 +276,8 @@ class KafkaBroker:
             raise RuntimeError(
                 f"broker.id {self.broker_id} is already registered in the metadata store by a live broker"
             ) from None
+        stat = await self.store.exists(path)
+        self.broker_epoch = stat.czxid if stat is not None else -1
 
     async def _load_dynamic_broker_configs(self) -> None:
         try:
@@ -428,13 +393,14 @@ class KafkaBroker:
 
     def handle_stop_replica(
         self, controller_epoch: int, partitions: list[tuple[str, int]], delete: bool
-    ) -> None:
+    ) -> dict[tuple[str, int], int]:
         if controller_epoch < self.metadata_cache.controller_epoch:
-            return
-        self.replica_manager.stop_replicas(partitions, delete=delete)
+            return {tp: ErrorCode.stale_controller_epoch for tp in partitions}
+        errors = self.replica_manager.stop_replicas(partitions, delete=delete)
         if delete:
             for t in {tp[0] for tp in partitions}:
                 self.admin.topic_configs.pop(t, None)
+        return errors
 
     # ---- waiting for metadata ----------------------------------------------
     def _notify_metadata_waiters(self) -> None:

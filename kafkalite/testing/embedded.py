@@ -5,6 +5,9 @@ own loop in a background thread so synchronous clients (confluent-kafka,
 kafka-python, kcat) can talk to it. Either way clients connect over TCP to an
 ephemeral port: nothing is mocked. Test-friendly defaults (no fsync, small
 segments, no initial rebalance delay) apply unless overridden.
+
+Each broker has a :class:`~kafkalite.server.faults.FaultInjector` as ``b.faults``
+(rules survive restarts).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any
 
 from kafkalite.server.broker import KafkaBroker
 from kafkalite.server.config import BrokerConfig
+from kafkalite.server.faults import FaultInjector
 
 TEST_DEFAULTS: dict[str, Any] = {
     "listeners": "PLAINTEXT://127.0.0.1:0",
@@ -42,19 +46,33 @@ TEST_DEFAULTS: dict[str, Any] = {
 def _make_config(data_dir: Path, overrides: Mapping[str, Any]) -> BrokerConfig:
     values = dict(TEST_DEFAULTS)
     values["log.dirs"] = str(data_dir / "logs")
-    values.update({k.replace("_", ".") if "." not in k and "_" in k else k: v for k, v in overrides.items()})
+    values.update(
+        {k.replace("_", ".") if "." not in k and "_" in k else k: v for k, v in overrides.items()}
+    )
     return BrokerConfig(values)
 
 
 class AsyncBroker:
     """``async with AsyncBroker(**config) as b:`` — a broker on the running loop."""
 
-    def __init__(self, data_dir: str | Path | None = None, *, ensemble: Any = None, **config: Any) -> None:
+    def __init__(
+        self,
+        data_dir: str | Path | None = None,
+        *,
+        ensemble: Any = None,
+        peers: dict[int, KafkaBroker] | None = None,
+        **config: Any,
+    ) -> None:
         self._own_dir = data_dir is None
-        self.data_dir = Path(data_dir) if data_dir is not None else Path(tempfile.mkdtemp(prefix="kafkalite-"))
+        self.data_dir = (
+            Path(data_dir) if data_dir is not None else Path(tempfile.mkdtemp(prefix="kafkalite-"))
+        )
         self.overrides = config
         self.ensemble = ensemble
+        #: brokers of the same in-process cluster, by id (shared with them)
+        self.peers = peers
         self.broker: KafkaBroker | None = None
+        self.faults = FaultInjector()
 
     @property
     def bootstrap_servers(self) -> str:
@@ -69,7 +87,8 @@ class AsyncBroker:
 
     async def start(self) -> AsyncBroker:
         cfg = _make_config(self.data_dir, self.overrides)
-        self.broker = KafkaBroker(cfg, ensemble=self.ensemble)
+        self.broker = KafkaBroker(cfg, ensemble=self.ensemble, peers=self.peers)
+        self.faults.attach(self.broker)
         try:
             await self.broker.start()
         except BaseException:
@@ -94,10 +113,18 @@ class AsyncBroker:
         self.overrides = overrides
         await self.start()
 
-    async def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 1,
-                           config: Mapping[str, str] | None = None) -> None:
+    async def create_topic(
+        self,
+        name: str,
+        partitions: int = 1,
+        replication_factor: int = 1,
+        config: Mapping[str, str] | None = None,
+        *,
+        assignments: Mapping[int, list[int]] | None = None,
+    ) -> None:
+        """``assignments`` ({partition: [broker ids]}) places replicas by hand, overriding the counts."""
         assert self.broker is not None
-        t = _NewTopic(name, partitions, replication_factor, config or {})
+        t = _NewTopic(name, partitions, replication_factor, config or {}, assignments)
         [r] = await self.broker.admin.create_topics([t], validate_only=False, timeout_ms=10000)
         if r.error:
             raise RuntimeError(f"create_topic({name}) failed: error {r.error} {r.message or ''}")
@@ -135,12 +162,27 @@ class AsyncBroker:
 class _NewTopic:
     """The shape AdminManager.create_topics expects (as decoded from CreateTopics)."""
 
-    def __init__(self, name: str, partitions: int, rf: int, config: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        name: str,
+        partitions: int,
+        rf: int,
+        config: Mapping[str, str],
+        assignments: Mapping[int, list[int]] | None = None,
+    ) -> None:
         self.name = name
-        self.num_partitions = partitions
-        self.replication_factor = rf
-        self.assignments: tuple[Any, ...] = ()
+        self.num_partitions = -1 if assignments else partitions
+        self.replication_factor = -1 if assignments else rf
+        self.assignments: tuple[Any, ...] = tuple(
+            _Assignment(p, list(b)) for p, b in sorted((assignments or {}).items())
+        )
         self.configs = tuple(_Cfg(k, str(v)) for k, v in config.items())
+
+
+class _Assignment:
+    def __init__(self, partition_index: int, broker_ids: list[int]) -> None:
+        self.partition_index = partition_index
+        self.broker_ids = broker_ids
 
 
 class _Cfg:
@@ -149,20 +191,15 @@ class _Cfg:
         self.value = value
 
 
-class ThreadedBroker:
-    """A broker on its own event loop in a daemon thread, for synchronous tests."""
+class LoopThread:
+    """An event loop (uvloop when installed) running in a daemon thread."""
 
-    def __init__(self, data_dir: str | Path | None = None, **config: Any) -> None:
-        self._async = AsyncBroker(data_dir, **config)
-        self._loop: asyncio.AbstractEventLoop | None = None
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
 
-    def _run(self, coro: Any, timeout: float = 60) -> Any:
-        assert self._loop is not None
-        fut: Future[Any] = asyncio.run_coroutine_threadsafe(coro, self._loop)
-        return fut.result(timeout)
-
-    def start(self) -> ThreadedBroker:
+    def start(self) -> None:
         ready = threading.Event()
 
         def run() -> None:
@@ -172,49 +209,98 @@ class ThreadedBroker:
                 loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
             except ImportError:
                 loop = asyncio.new_event_loop()
-            self._loop = loop
+            self.loop = loop
             asyncio.set_event_loop(loop)
             ready.set()
             loop.run_forever()
             loop.close()
 
-        self._thread = threading.Thread(target=run, name="kafkalite-broker", daemon=True)
+        self._thread = threading.Thread(target=run, name=self.name, daemon=True)
         self._thread.start()
         ready.wait()
+
+    def run(self, coro: Any, timeout: float = 60) -> Any:
+        """Run a coroutine on the loop and wait for its result."""
+        assert self.loop is not None, "loop not running"
+        fut: Future[Any] = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        return fut.result(timeout)
+
+    def call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """Run ``fn(*args)`` on the loop (sync functions or coroutines)."""
+
+        async def go() -> Any:
+            r = fn(*args, **kwargs)
+            if asyncio.iscoroutine(r):
+                r = await r
+            return r
+
+        return self.run(go())
+
+    def stop(self) -> None:
+        if self.loop is not None:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+        if self._thread is not None:
+            self._thread.join(10)
+        self.loop = None
+
+
+class SyncFaults:
+    """``FaultInjector`` for synchronous tests: loop-bound operations block until done."""
+
+    def __init__(self, injector: FaultInjector, loop: LoopThread) -> None:
+        self._injector = injector
+        self._loop = loop
+
+    def __getattr__(self, name: str) -> Any:  # add, drop, delay, error, sever, remove, clear, rules
+        return getattr(self._injector, name)
+
+    def sever_connections(self, client_id: str | None = None) -> int:
+        return int(self._loop.call(self._injector.sever_connections, client_id))
+
+    def move_leader(self, topic: str, partition: int, to_broker: int) -> int:
+        return int(self._loop.run(self._injector.move_leader(topic, partition, to_broker)))
+
+    def bump_leader_epoch(self, topic: str, partition: int) -> int:
+        return int(self._loop.run(self._injector.bump_leader_epoch(topic, partition)))
+
+
+class ThreadedBroker:
+    """A broker on its own event loop in a daemon thread, for synchronous tests."""
+
+    def __init__(self, data_dir: str | Path | None = None, **config: Any) -> None:
+        self._async = AsyncBroker(data_dir, **config)
+        self._lt = LoopThread("kafkalite-broker")
+        self.faults = SyncFaults(self._async.faults, self._lt)
+
+    @property
+    def _loop(self) -> asyncio.AbstractEventLoop | None:
+        return self._lt.loop
+
+    def _run(self, coro: Any, timeout: float = 60) -> Any:
+        return self._lt.run(coro, timeout)
+
+    def start(self) -> ThreadedBroker:
+        self._lt.start()
         try:
             self._run(self._async.start())
         except BaseException:
-            self._shutdown_loop()
+            self._lt.stop()
             raise
         return self
 
-    def _shutdown_loop(self) -> None:
-        if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-        if self._thread is not None:
-            self._thread.join(10)
-
     def stop(self, *, cleanup: bool | None = None) -> None:
-        if self._loop is None:
+        if self._lt.loop is None:
             return
         with contextlib.suppress(Exception):
             self._run(self._async.stop(cleanup=cleanup))
-        self._shutdown_loop()
-        self._loop = None
+        self._lt.stop()
 
     def restart(self) -> None:
         self._run(self._async.restart())
 
     def call(self, fn: Any, *args: Any) -> Any:
         """Run ``fn(*args)`` on the broker's loop (sync functions or coroutines)."""
-
-        async def go() -> Any:
-            r = fn(*args)
-            if asyncio.iscoroutine(r):
-                r = await r
-            return r
-
-        return self._run(go())
+        return self._lt.call(fn, *args)
 
     @property
     def bootstrap_servers(self) -> str:
@@ -233,9 +319,20 @@ class ThreadedBroker:
         assert self._async.broker is not None
         return self._async.broker
 
-    def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 1,
-                     config: Mapping[str, str] | None = None) -> None:
-        self._run(self._async.create_topic(name, partitions, replication_factor, config))
+    def create_topic(
+        self,
+        name: str,
+        partitions: int = 1,
+        replication_factor: int = 1,
+        config: Mapping[str, str] | None = None,
+        *,
+        assignments: Mapping[int, list[int]] | None = None,
+    ) -> None:
+        self._run(
+            self._async.create_topic(
+                name, partitions, replication_factor, config, assignments=assignments
+            )
+        )
 
     def records(self, topic: str, partition: int | None = None) -> list[Any]:
         return self.call(self._async.records, topic, partition)

@@ -4,10 +4,15 @@ Fixtures:
 - ``kafka_broker``: a session-wide broker (embedded, or ``--kafka-bootstrap`` external);
 - ``kafka_bootstrap``: its ``bootstrap.servers`` string;
 - ``kafka_topic``: a fresh, uniquely named topic per test (3 partitions), deleted after;
-- ``kafka_broker_factory``: start brokers with custom configs, stopped at teardown.
+- ``kafka_broker_factory``: start brokers with custom configs, stopped at teardown;
+- ``kafka_cluster``: a fresh 3-broker in-process cluster per test (``crash``, ``pause``,
+  ``restart``, ``leader_of``, ...; see ``kafkalite.testing.cluster``);
+- ``kafka_faults``: the shared broker's fault injector, cleared after the test.
 
 ``--kafka-bootstrap HOST:PORT`` (or the ``kafka_bootstrap`` ini option) points the
 same fixtures at an existing cluster, so a suite can also run against Apache Kafka.
+``kafka_cluster`` and ``kafka_faults`` need brokers in the test process, so they
+skip the test in that mode.
 """
 
 from __future__ import annotations
@@ -21,15 +26,20 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from kafkalite.testing.embedded import ThreadedBroker
-
+    from kafkalite.testing.cluster import ThreadedCluster
+    from kafkalite.testing.embedded import SyncFaults, ThreadedBroker
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("kafkalite")
-    group.addoption("--kafka-bootstrap", default=None,
-                    help="use this external Kafka cluster instead of an embedded kafkalite broker")
-    parser.addini("kafka_bootstrap", "external Kafka bootstrap.servers for the kafka_* fixtures", default="")
+    group.addoption(
+        "--kafka-bootstrap",
+        default=None,
+        help="use this external Kafka cluster instead of an embedded kafkalite broker",
+    )
+    parser.addini(
+        "kafka_bootstrap", "external Kafka bootstrap.servers for the kafka_* fixtures", default=""
+    )
 
 
 class ExternalBroker:
@@ -38,12 +48,19 @@ class ExternalBroker:
     def __init__(self, bootstrap: str) -> None:
         self.bootstrap_servers = bootstrap
 
-    def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 1,
-                     config: dict[str, str] | None = None) -> None:
+    def create_topic(
+        self,
+        name: str,
+        partitions: int = 1,
+        replication_factor: int = 1,
+        config: dict[str, str] | None = None,
+    ) -> None:
         from confluent_kafka.admin import AdminClient, NewTopic
 
         admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
-        fs = admin.create_topics([NewTopic(name, partitions, replication_factor, config=config or {})])
+        fs = admin.create_topics(
+            [NewTopic(name, partitions, replication_factor, config=config or {})]
+        )
         fs[name].result(30)
 
     def delete_topic(self, name: str) -> None:
@@ -57,8 +74,12 @@ class ExternalBroker:
 
 
 def _external(config: pytest.Config) -> str | None:
-    return config.getoption("--kafka-bootstrap") or config.getini("kafka_bootstrap") or os.environ.get(
-        "KAFKALITE_TEST_BOOTSTRAP") or None
+    return (
+        config.getoption("--kafka-bootstrap")
+        or config.getini("kafka_bootstrap")
+        or os.environ.get("KAFKALITE_TEST_BOOTSTRAP")
+        or None
+    )
 
 
 @pytest.fixture(scope="session")
@@ -101,7 +122,9 @@ def kafka_topic(kafka_broker: Any, request: pytest.FixtureRequest) -> Iterator[s
 
 
 @pytest.fixture
-def kafka_broker_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., ThreadedBroker]]:
+def kafka_broker_factory(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Callable[..., ThreadedBroker]]:
     from kafkalite.testing.embedded import ThreadedBroker
 
     started: list[ThreadedBroker] = []
@@ -115,3 +138,27 @@ def kafka_broker_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[C
     yield factory
     for b in reversed(started):
         b.stop()
+
+
+@pytest.fixture
+def kafka_cluster(request: pytest.FixtureRequest) -> Iterator[ThreadedCluster]:
+    if _external(request.config):
+        pytest.skip("kafka_cluster needs in-process brokers (not with --kafka-bootstrap)")
+    from kafkalite.testing.cluster import ThreadedCluster
+
+    c = ThreadedCluster(3)
+    c.start()
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+@pytest.fixture
+def kafka_faults(kafka_broker: Any) -> Iterator[SyncFaults]:
+    if isinstance(kafka_broker, ExternalBroker):
+        pytest.skip("fault injection needs an in-process broker (not with --kafka-bootstrap)")
+    try:
+        yield kafka_broker.faults
+    finally:
+        kafka_broker.faults.clear()

@@ -105,7 +105,9 @@ def records(lg: Log, start: int | None = None) -> list[tuple[int, bytes | None, 
     return out
 
 
-def latest(recs: list[tuple[int, bytes | None, bytes | None]]) -> dict[bytes | None, tuple[int, bytes | None]]:
+def latest(
+    recs: list[tuple[int, bytes | None, bytes | None]],
+) -> dict[bytes | None, tuple[int, bytes | None]]:
     out: dict[bytes | None, tuple[int, bytes | None]] = {}
     for off, k, v in recs:
         out[k] = (off, v)

@@ -347,10 +347,12 @@ def test_a_log_changed_during_the_pass_is_not_swapped(tmp_path: Path) -> None:
     ltc = cleaner.manager.grab_filthiest_compacted_log(NOW)
     assert ltc is not None
     job = cleaner._prepare(ltc, NOW)
-    outcome = cleaner.cleaner.clean(job)
+    plan = cleaner.cleaner.build_plan(job)
+    result = cleaner.cleaner.clean_group(job, plan, plan.groups[0])
     assert list((tmp_path / "logs" / "t-0").glob("*.log.cleaned"))
     lg.truncate_to(5)  # a follower truncation removed what was read
-    assert cleaner._finish(job, outcome) is None
+    assert not cleaner._swap_group(job, plan, result)
+    job.close_fds()
     cleaner.manager.done_cleaning(ltc.topic_partition)
     assert not list((tmp_path / "logs" / "t-0").glob("*.cleaned"))
     assert [o for o, _k, _v in records(lg)] == [0, 1, 2, 3, 4]
@@ -473,4 +475,27 @@ def test_tick_runs_the_cleaner_after_the_backoff(tmp_path: Path) -> None:
     clock.now = NOW + 1000
     lm.tick(NOW + 1000)
     assert lm.cleaner.passes == 1
+    lm.shutdown()
+
+
+def test_extra_disk_during_a_pass_is_about_one_segment(tmp_path: Path) -> None:
+    """Groups are swapped in one at a time: at most one cleaned segment exists at once."""
+    lm = new_manager(tmp_path, compact_config(**{"segment.bytes": 2048}))
+    lg = lm.get_or_create_log("t", 0)
+    for i in range(400):
+        append(lg, [(b"k%03d" % (i % 150), b"x" * 20)])
+    lg.roll()
+    d = tmp_path / "logs" / "t-0"
+    seen: list[tuple[int, int]] = []
+
+    def hook(step: str) -> None:
+        if step == "cleaned":
+            cleaned = list(d.glob("*.log.cleaned"))
+            seen.append((len(cleaned), sum(p.stat().st_size for p in cleaned)))
+
+    lm.cleaner.crash_hook = hook
+    assert lm.cleaner.clean_once_sync() is not None
+    assert len(seen) > 3  # several groups
+    assert all(n == 1 and size <= 2048 for n, size in seen)
+    assert len(records(lg)) == 150
     lm.shutdown()

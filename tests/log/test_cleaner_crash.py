@@ -70,7 +70,9 @@ def _indexes_valid(tmp_path: Path) -> None:
         assert dump_time_index(idx, verify_only=True, out=out) == 0, out.getvalue()
 
 
-def _expected_after_clean(tmp_path: Path, delay: int) -> list[tuple[int, bytes | None, bytes | None]]:
+def _expected_after_clean(
+    tmp_path: Path, delay: int
+) -> list[tuple[int, bytes | None, bytes | None]]:
     ref = tmp_path / "reference"
     ref.mkdir()
     lm = new_manager(ref, _config(delay))

@@ -35,7 +35,9 @@ def _kio_dict(topics, **top):
                         "log_start_offset": p.log_start_offset,
                         "aborted_transactions": None
                         if p.aborted_transactions is None
-                        else [{"producer_id": a, "first_offset": b} for a, b in p.aborted_transactions],
+                        else [
+                            {"producer_id": a, "first_offset": b} for a, b in p.aborted_transactions
+                        ],
                         "preferred_read_replica": p.preferred_read_replica,
                         "records": p.records,
                     }
@@ -62,7 +64,9 @@ def test_fetch_writer_matches_kio_bytes_for_every_version(version):
         FetchTopicData("t2", uuid.UUID(int=5), []),
     ]
     ours = flatten(encode_fetch_response(version, topics, throttle_time_ms=3, session_id=9))
-    kio_bytes = messages.encode_response(1, version, _kio_dict(topics, throttle_time_ms=3, session_id=9))
+    kio_bytes = messages.encode_response(
+        1, version, _kio_dict(topics, throttle_time_ms=3, session_id=9)
+    )
     assert ours == kio_bytes
 
 
@@ -74,6 +78,8 @@ def test_fetch_writer_keeps_record_objects_out_of_the_byte_chunks():
             return b"r" * 1000
 
     rng = Rng()
-    parts = encode_fetch_response(12, [FetchTopicData("t", TOPIC_ID, [FetchPartitionData(0, records=rng)])])
+    parts = encode_fetch_response(
+        12, [FetchTopicData("t", TOPIC_ID, [FetchPartitionData(0, records=rng)])]
+    )
     assert rng in parts
     assert sum(len(p) for p in parts if isinstance(p, bytes)) < 100

@@ -18,6 +18,12 @@ from kafkalite.server.apis.configs import (
     handle_describe_configs,
     handle_incremental_alter_configs,
 )
+from kafkalite.server.apis.controller_requests import (
+    handle_controlled_shutdown,
+    handle_leader_and_isr,
+    handle_stop_replica,
+    handle_update_metadata,
+)
 from kafkalite.server.apis.delete_records import handle_delete_records
 from kafkalite.server.apis.fetch import handle_fetch
 from kafkalite.server.apis.groups import (
@@ -127,3 +133,45 @@ def build_api_table(broker: KafkaBroker | None) -> dict[int, ApiSpec]:
             advertised_min_version=0 if key == ApiKey.PRODUCE else None,
         )
     return table
+
+
+# Inter-broker controller APIs (Kafka 3.x ranges). kio has no schemas for them, so
+# they are decoded by ControllerRequestChannel (kafkalite.protocol.inter_broker) and
+# kept out of build_api_table, whose entries every kio-based tool can handle.
+_CONTROLLER_TABLE: list[tuple[Any, int, int, Any, bool, str]] = [
+    (ApiKey.LEADER_AND_ISR, 0, 7, handle_leader_and_isr, True, "inter-broker, from the controller"),
+    (ApiKey.STOP_REPLICA, 0, 4, handle_stop_replica, True, "inter-broker, from the controller"),
+    (
+        ApiKey.UPDATE_METADATA,
+        0,
+        8,
+        handle_update_metadata,
+        True,
+        "inter-broker, from the controller",
+    ),
+    (
+        ApiKey.CONTROLLED_SHUTDOWN,
+        0,
+        3,
+        handle_controlled_shutdown,
+        True,
+        "inter-broker, to the controller",
+    ),
+]
+
+
+def build_controller_api_table(broker: KafkaBroker | None) -> dict[int, ApiSpec]:
+    """LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown (advertised in
+    ApiVersions, as Kafka's ZooKeeper-mode brokers do)."""
+    return {
+        int(key): ApiSpec(
+            int(key),
+            key.name.title().replace("_", ""),
+            lo,
+            hi,
+            partial(handler, broker),
+            serial,
+            notes,
+        )
+        for key, lo, hi, handler, serial, notes in _CONTROLLER_TABLE
+    }

@@ -1,0 +1,75 @@
+"""CPU time and memory of a process from /proc, and which process owns a port.
+
+The harness reports client CPU next to broker CPU for every run, to show which
+side was the bottleneck; on a 2-core machine the two compete for the same cores.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of ``pid`` (all threads), in seconds."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat[stat.rindex(")") + 2 :].split()
+    # fields[0] is field 3 (state): utime and stime are fields 14 and 15
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def system_busy_seconds() -> float:
+    """CPU time all cores spent busy (not idle, not iowait) since boot, from /proc/stat.
+
+    The busy time of the run minus the broker's and the client's is what
+    other processes took: the noise of a shared machine, shown per run.
+    """
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    # guest time is already counted in user/nice
+    return (sum(fields[:8]) - idle) / _TICK
+
+
+def rss_bytes(pid: int) -> int:
+    """Resident set size of ``pid``."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def alive(pid: int) -> bool:
+    return Path(f"/proc/{pid}").exists()
+
+
+def pid_listening_on(port: int) -> int | None:
+    """The pid of the process listening on TCP ``port`` (same user), or None.
+
+    Lets ``--bootstrap`` runs still report broker CPU when the broker runs
+    on this machine.
+    """
+    inodes: set[str] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            parts = line.split()
+            if parts[3] == "0A" and int(parts[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add(parts[9])
+    if not inodes:
+        return None
+    wanted = {f"socket:[{i}]" for i in inodes}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            for fd in (proc / "fd").iterdir():
+                if os.readlink(fd) in wanted:
+                    return int(proc.name)
+        except OSError:
+            continue
+    return None

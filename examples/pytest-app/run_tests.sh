@@ -1,0 +1,21 @@
+#!/usr/bin/env sh
+# Run the example's tests the way a downstream project would: a fresh venv with
+# kafkalite (built from this repository) and the example's own dependencies only.
+#   examples/pytest-app/run_tests.sh [pytest args]
+# VENV=path reuses a venv; PYTHON picks the interpreter (default python3).
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+python=${PYTHON:-python3}
+venv=${VENV:-}
+if [ -z "$venv" ]; then
+    tmp=$(mktemp -d)
+    trap 'rm -rf "$tmp"' EXIT
+    venv="$tmp/venv"
+fi
+[ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$root"
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$here[test]"
+rm -rf "$here/build" "$here/shouter.egg-info"  # setuptools builds in the source tree
+cd "$here"
+"$venv/bin/python" -m pytest -q "$@"

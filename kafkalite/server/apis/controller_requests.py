@@ -1,0 +1,292 @@
+"""LeaderAndIsr (4), StopReplica (5), UpdateMetadata (6), ControlledShutdown (7).
+
+The broker side of the controller's requests. Kio has no schemas for them
+(Kafka 4 removed them), so :class:`ControllerRequestChannel` decodes them with
+:mod:`kafkalite.protocol.inter_broker` and every other API with kio as usual.
+
+Fencing, as in Kafka's ZooKeeper mode: a request from an older controller epoch
+than the broker has seen is rejected with STALE_CONTROLLER_EPOCH; one addressed
+to an earlier incarnation of this broker (broker epoch = czxid of its
+/brokers/ids/<id> znode) with STALE_BROKER_EPOCH; a LeaderAndIsr partition state
+whose leader epoch is not newer than the broker's is ignored with
+STALE_CONTROLLER_EPOCH, and a StopReplica with an older leader epoch gets
+FENCED_LEADER_EPOCH. The accepted parts are applied by the existing
+``KafkaBroker.handle_*`` methods.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from kafkalite.protocol import inter_broker as ib
+from kafkalite.protocol.errors import ErrorCode
+from kafkalite.protocol.headers import MalformedRequest, parse_request_header
+from kafkalite.protocol.kafka_uuid import ZERO_UUID
+from kafkalite.server.connection import CloseConnection, Connection
+from kafkalite.server.request_channel import RequestChannel, RequestContext
+
+if TYPE_CHECKING:
+    from kafkalite.server.broker import KafkaBroker
+
+TopicPartition = tuple[str, int]
+
+_KEY_VERSION = struct.Struct(">hh")
+_I32 = struct.Struct(">i")
+
+STALE_CONTROLLER_EPOCH = int(ErrorCode.stale_controller_epoch)
+STALE_BROKER_EPOCH = int(ErrorCode.stale_broker_epoch)
+
+
+class ControllerRequestChannel(RequestChannel):
+    """A RequestChannel that also understands the controller APIs kio lacks."""
+
+    def handle(
+        self, conn: Connection, frame: bytes
+    ) -> tuple[Any, Callable[[Any], Any], bool] | None:
+        if len(frame) >= 4:
+            api_key, version = _KEY_VERSION.unpack_from(frame, 0)
+            if api_key in ib.CONTROLLER_APIS and api_key in self.api_table:
+                return self._handle_controller_request(conn, frame, api_key, version)
+        return super().handle(conn, frame)
+
+    def _handle_controller_request(
+        self, conn: Connection, frame: bytes, api_key: int, version: int
+    ) -> tuple[Any, Callable[[Any], Any], bool]:
+        spec = self.api_table[api_key]
+        self.requests_total[api_key] = self.requests_total.get(api_key, 0) + 1
+        if not spec.min_version <= version <= spec.max_version:
+            raise CloseConnection(
+                f"unsupported version {version} of {spec.name} (supported {spec.min_version}-{spec.max_version})"
+            )
+        flexible = ib.is_flexible(api_key, version)
+        if ib.request_header_version(api_key, version) == 0:  # ControlledShutdown v0
+            if len(frame) < 8:
+                raise MalformedRequest("request shorter than its header")
+            correlation_id, client_id, pos = _I32.unpack_from(frame, 4)[0], None, 8
+        else:
+            hdr = parse_request_header(frame, flexible)
+            correlation_id, client_id, pos = hdr.correlation_id, hdr.client_id, hdr.size
+        try:
+            request = ib.decode_request(api_key, version, frame, pos)
+        except ib.InterBrokerCodecError as e:
+            raise MalformedRequest(f"cannot decode {spec.name} v{version}: {e}") from None
+        ctx = RequestContext(conn, api_key, version, correlation_id, client_id, flexible)
+        framer = self._framer(correlation_id, flexible, api_key, version)
+
+        def encode(result: Any) -> Any:
+            return None if result is None else framer(ib.encode_response(api_key, version, result))
+
+        return spec.handler(ctx, request), encode, spec.serial
+
+
+def _stale_broker_epoch(broker: KafkaBroker, request_epoch: int) -> bool:
+    """-1 means the controller did not say; a newer epoch than ours can precede our own
+    registration news, so only an older one is stale (Kafka's rule)."""
+    return request_epoch != -1 and request_epoch < broker.broker_epoch
+
+
+def _fence(broker: KafkaBroker, controller_epoch: int, broker_epoch: int) -> int:
+    if _stale_broker_epoch(broker, broker_epoch):
+        return STALE_BROKER_EPOCH
+    if controller_epoch < broker.metadata_cache.controller_epoch:
+        return STALE_CONTROLLER_EPOCH
+    return 0
+
+
+# ---- LeaderAndIsr ---------------------------------------------------------------
+
+
+def _leader_and_isr_response(
+    req: ib.LeaderAndIsrRequest, errors: dict[TopicPartition, int], version: int, error: int = 0
+) -> ib.LeaderAndIsrResponse:
+    resp = ib.LeaderAndIsrResponse(error)
+    for t in req.topic_states:
+        parts = [
+            ib.LeaderAndIsrPartitionError(
+                s.partition_index,
+                int(errors.get((t.topic_name, s.partition_index), error)),
+                t.topic_name,
+            )
+            for s in t.partition_states
+        ]
+        if version >= 5:
+            resp.topics.append(ib.LeaderAndIsrTopicError(t.topic_id, parts))
+        else:
+            resp.partition_errors.extend(parts)
+    return resp
+
+
+async def handle_leader_and_isr(
+    broker: KafkaBroker, ctx: RequestContext, req: ib.LeaderAndIsrRequest
+) -> ib.LeaderAndIsrResponse:
+    error = _fence(broker, req.controller_epoch, req.broker_epoch)
+    if error:
+        return _leader_and_isr_response(req, {}, ctx.api_version, error)
+    errors: dict[TopicPartition, int] = {}
+    states: list[dict[str, Any]] = []
+    for t in req.topic_states:
+        for s in t.partition_states:
+            tp = (t.topic_name, s.partition_index)
+            current = broker.replica_manager.get_partition(tp)
+            topic_id = t.topic_id
+            if topic_id == ZERO_UUID and current is not None:  # v0-4: no topic ids
+                topic_id = current.topic_id
+            if current is not None and current.topic_id == topic_id:
+                if s.leader_epoch <= current.leader_epoch:
+                    # Kafka answers a leader epoch that is not newer with this code
+                    errors[tp] = STALE_CONTROLLER_EPOCH
+                    continue
+            states.append(
+                {
+                    "topic": t.topic_name,
+                    "partition": s.partition_index,
+                    "topic_id": topic_id,
+                    "leader": s.leader,
+                    "leader_epoch": s.leader_epoch,
+                    "isr": s.isr,
+                    "replicas": s.replicas,
+                    "adding_replicas": s.adding_replicas,
+                    "removing_replicas": s.removing_replicas,
+                    "is_new": s.is_new,
+                    "controller_epoch": s.controller_epoch,
+                    "partition_epoch": s.partition_epoch,
+                }
+            )
+    if states:
+        errors.update(
+            await broker.handle_leader_and_isr(req.controller_id, req.controller_epoch, states)
+        )
+    return _leader_and_isr_response(req, errors, ctx.api_version)
+
+
+# ---- UpdateMetadata ---------------------------------------------------------------
+
+
+def _endpoint_text(e: ib.UpdateMetadataEndpoint) -> str:
+    listener = e.listener or ib.SECURITY_PROTOCOL_NAMES.get(e.security_protocol, "PLAINTEXT")
+    host = f"[{e.host}]" if ":" in e.host else e.host
+    return f"{listener}://{host}:{e.port}"
+
+
+def handle_update_metadata(
+    broker: KafkaBroker, ctx: RequestContext, req: ib.UpdateMetadataRequest
+) -> ib.UpdateMetadataResponse:
+    error = _fence(broker, req.controller_epoch, req.broker_epoch)
+    if error:
+        return ib.UpdateMetadataResponse(error)
+    cache = broker.metadata_cache
+    states: list[dict[str, Any]] = []
+    deleted: list[str] = []
+    for t in req.topic_states:
+        if any(s.leader == ib.LEADER_DURING_DELETE for s in t.partition_states):
+            deleted.append(t.topic_name)
+            continue
+        topic_id = t.topic_id
+        if topic_id == ZERO_UUID:  # v0-6: keep the id the cache already has
+            known = cache.get_topic(t.topic_name)
+            topic_id = known.topic_id if known is not None else ZERO_UUID
+        for s in t.partition_states:
+            states.append(
+                {
+                    "topic": t.topic_name,
+                    "partition": s.partition_index,
+                    "topic_id": topic_id,
+                    "leader": s.leader,
+                    "leader_epoch": s.leader_epoch,
+                    "isr": s.isr,
+                    "replicas": s.replicas,
+                    "offline_replicas": s.offline_replicas,
+                    "controller_epoch": s.controller_epoch,
+                    "partition_epoch": s.zk_version,
+                }
+            )
+    live = [
+        {"id": b.id, "endpoints": [_endpoint_text(e) for e in b.endpoints], "rack": b.rack}
+        for b in req.live_brokers
+    ]
+    broker.handle_update_metadata(req.controller_id, req.controller_epoch, states, live, deleted)
+    return ib.UpdateMetadataResponse(0)
+
+
+# ---- StopReplica ------------------------------------------------------------------
+
+
+def handle_stop_replica(
+    broker: KafkaBroker, ctx: RequestContext, req: ib.StopReplicaRequest
+) -> ib.StopReplicaResponse:
+    all_tps = [
+        (t.topic_name, p.partition_index) for t in req.topic_states for p in t.partition_states
+    ]
+    error = _fence(broker, req.controller_epoch, req.broker_epoch)
+    if error:
+        return ib.StopReplicaResponse(
+            error, [ib.StopReplicaPartitionError(t, p, error) for t, p in all_tps]
+        )
+    broker.metadata_cache.controller_epoch = req.controller_epoch
+    errors: dict[TopicPartition, int] = {}
+    by_delete: dict[bool, list[TopicPartition]] = {False: [], True: []}
+    for t in req.topic_states:
+        for p in t.partition_states:
+            tp = (t.topic_name, p.partition_index)
+            current = broker.replica_manager.get_partition(tp)
+            if (
+                current is not None
+                and p.leader_epoch not in (ib.NO_EPOCH, ib.EPOCH_DURING_DELETE)
+                and p.leader_epoch < current.leader_epoch
+            ):
+                errors[tp] = int(ErrorCode.fenced_leader_epoch)
+                continue
+            by_delete[p.delete_partition].append(tp)
+    for delete, tps in by_delete.items():
+        if tps:
+            errors.update(broker.handle_stop_replica(req.controller_epoch, tps, delete))
+    return ib.StopReplicaResponse(
+        0, [ib.StopReplicaPartitionError(t, p, int(errors.get((t, p), 0))) for t, p in all_tps]
+    )
+
+
+# ---- ControlledShutdown -------------------------------------------------------------
+
+
+async def handle_controlled_shutdown(
+    broker: KafkaBroker, ctx: RequestContext, req: ib.ControlledShutdownRequest
+) -> ib.ControlledShutdownResponse:
+    """Runs as an event on the controller's queue, like every controller action.
+
+    Moving leadership is the controller's ``controlled_shutdown(broker_id)`` when it
+    has one; until then the answer lists the partitions the broker still leads with
+    more than one replica, which makes a shutting-down broker retry and then give up,
+    as Kafka's does when leadership cannot move.
+    """
+    controller = broker.controller
+    if controller is None or not controller.is_active:
+        return ib.ControlledShutdownResponse(int(ErrorCode.not_controller))
+
+    async def event() -> ib.ControlledShutdownResponse:
+        if not controller.is_active:
+            return ib.ControlledShutdownResponse(int(ErrorCode.not_controller))
+        cctx = controller.ctx
+        if req.broker_id not in cctx.live_brokers:
+            return ib.ControlledShutdownResponse(int(ErrorCode.broker_not_available))
+        cached_epoch = cctx.live_broker_epochs.get(req.broker_id, -1)
+        if req.broker_epoch != -1 and req.broker_epoch < cached_epoch:
+            return ib.ControlledShutdownResponse(STALE_BROKER_EPOCH)
+        shutdown = getattr(controller, "controlled_shutdown", None)
+        if shutdown is not None:
+            remaining = await shutdown(req.broker_id)
+        else:
+            remaining = {
+                tp
+                for tp, st in cctx.states.items()
+                if st.leader == req.broker_id
+                and tp[0] in cctx.topics
+                and len(cctx.topics[tp[0]].partitions.get(tp[1], ())) > 1
+            }
+        return ib.ControlledShutdownResponse(
+            0, [ib.RemainingPartition(t, p) for t, p in sorted(remaining)]
+        )
+
+    result: ib.ControlledShutdownResponse = await controller.put(event)
+    return result

@@ -1,0 +1,140 @@
+"""ControllerChannelManager against real brokers: one ordered queue per broker,
+retries while a broker is unreachable, removal and re-registration."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import types
+from typing import Any
+
+from kafkalite.controller.channel_manager import ControllerChannelManager, _metadata_changes
+from kafkalite.metadata import paths
+from kafkalite.protocol import inter_broker as ib
+from kafkalite.protocol.errors import ErrorCode
+from kafkalite.testing import AsyncBroker
+from tests.controller.cluster import eventually
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _registration(port: int) -> dict[str, Any]:
+    return {"endpoints": [f"PLAINTEXT://127.0.0.1:{port}"], "host": "127.0.0.1", "port": port}
+
+
+def _stop(topic: str) -> ib.StopReplicaRequest:
+    # harmless on any broker: a partition it does not host, not deleted
+    return ib.StopReplicaRequest(
+        9, 0, [ib.StopReplicaTopicState(topic, [ib.StopReplicaPartitionState(0)])]
+    )
+
+
+async def test_requests_to_an_unreachable_broker_are_retried_in_order(tmp_path):
+    port = _free_port()
+    manager = ControllerChannelManager(9, retry_backoff_ms=50)
+    manager.update_brokers({0: _registration(port)}, {0: -1})
+    answered: list[tuple[int, str]] = []
+
+    def record(broker_id: int, resp: ib.StopReplicaResponse) -> None:
+        answered.extend((broker_id, e.topic_name) for e in resp.partition_errors)
+
+    try:
+        for name in ("first", "second", "third"):
+            assert manager.send_request(0, ib.STOP_REPLICA, 4, _stop(name), record)
+        await asyncio.sleep(0.3)  # several attempts at a closed port
+        assert answered == []
+        assert manager.queue_size(0) == 2  # "first" is being retried at the head
+        async with AsyncBroker(tmp_path, listeners=f"PLAINTEXT://127.0.0.1:{port}"):
+            await eventually(lambda: len(answered) == 3)
+            assert answered == [(0, "first"), (0, "second"), (0, "third")]
+    finally:
+        await manager.shutdown()
+
+
+async def test_a_dead_broker_is_removed_with_its_queue():
+    manager = ControllerChannelManager(9)
+    manager.update_brokers({3: _registration(_free_port())}, {3: 10})
+    assert manager.send_request(3, ib.STOP_REPLICA, 4, _stop("t"))
+    assert manager.broker_ids == [3] and manager.node(3).epoch == 10
+    manager.update_brokers({}, {})
+    assert manager.broker_ids == []
+    assert not manager.send_request(3, ib.STOP_REPLICA, 4, _stop("t"))
+    await asyncio.wait_for(manager.shutdown(), 5)
+
+
+async def test_requests_carry_the_broker_epoch_the_controller_knows(tmp_path):
+    async with AsyncBroker(tmp_path) as b:
+        k = b.broker
+        raw, _ = await k.store.get(f"{paths.BROKER_IDS}/{k.broker_id}")
+        registration = json.loads(raw)
+        epoch = k.metadata_cache.controller_epoch
+        extra = {"id": 42, "endpoints": ["PLAINTEXT://10.0.0.42:9092"]}
+        live = [{"id": k.broker_id, **registration}, extra]
+        manager = ControllerChannelManager(k.broker_id)
+        try:
+            # an earlier incarnation's epoch: the broker refuses, its cache is unchanged
+            manager.update_brokers({k.broker_id: registration}, {k.broker_id: k.broker_epoch - 1})
+            await manager.update_metadata(k.broker_id, k.broker_id, epoch, [], live, [])
+            await eventually(lambda: manager.queue_size(k.broker_id) == 0)
+            await asyncio.sleep(0.05)
+            assert 42 not in k.metadata_cache.brokers
+
+            # re-registration: a new sender with the current epoch is accepted
+            manager.update_brokers({k.broker_id: registration}, {k.broker_id: k.broker_epoch})
+            assert manager.node(k.broker_id).epoch == k.broker_epoch
+            await manager.update_metadata(k.broker_id, k.broker_id, epoch, [], live, [])
+            await eventually(lambda: 42 in k.metadata_cache.brokers)
+        finally:
+            await manager.shutdown()
+
+
+async def test_stale_broker_epoch_is_reported_to_a_callback(tmp_path):
+    async with AsyncBroker(tmp_path) as b:
+        k = b.broker
+        raw, _ = await k.store.get(f"{paths.BROKER_IDS}/{k.broker_id}")
+        manager = ControllerChannelManager(k.broker_id)
+        got: list[int] = []
+        try:
+            manager.update_brokers({k.broker_id: json.loads(raw)}, {k.broker_id: 1})
+            req = ib.UpdateMetadataRequest(k.broker_id, 1, [], [], broker_epoch=1)
+            manager.send_request(
+                k.broker_id, ib.UPDATE_METADATA, 8, req, lambda _b, r: got.append(r.error_code)
+            )
+            await eventually(lambda: got)
+            assert got == [ErrorCode.stale_broker_epoch]
+        finally:
+            await manager.shutdown()
+
+
+def _state(topic: str, p: int, leader: int, epoch: int = 0) -> dict[str, Any]:
+    return {
+        "topic": topic,
+        "partition": p,
+        "topic_id": None,
+        "leader": leader,
+        "leader_epoch": epoch,
+        "isr": [leader],
+        "replicas": [leader],
+        "controller_epoch": 1,
+        "partition_epoch": epoch,
+    }
+
+
+def test_update_metadata_carries_only_what_the_broker_incarnation_lacks():
+    sender = types.SimpleNamespace(metadata_sent={}, metadata_live=None)
+    live = [{"id": 1}, {"id": 2}]
+    states = [_state("a", 0, 1), _state("a", 1, 2)]
+    assert _metadata_changes(sender, states, live, []) == states  # first: everything
+    assert _metadata_changes(sender, states, live, []) == []
+    moved = [_state("a", 0, 2, epoch=1), _state("a", 1, 2)]
+    assert _metadata_changes(sender, moved, live, []) == [moved[0]]
+    # the live set changed: offline replicas may have, so everything again
+    assert _metadata_changes(sender, moved, live[:1], []) == moved
+    # partitions of deleted topics always go (as leader -2) and are forgotten
+    assert _metadata_changes(sender, moved, live[:1], ["a"]) == moved
+    assert sender.metadata_sent == {}
