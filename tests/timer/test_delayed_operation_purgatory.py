@@ -248,3 +248,95 @@ def test_a_timer_can_be_passed_in_and_is_not_shut_down_by_the_purgatory(
     assert timer.size == 0
     with pytest.raises(ValueError):
         DelayedOperationPurgatory("x", timer, clock=clock)
+
+
+# -- completion and expiry in the same bucket and tick ----------------------------------
+
+
+class Sibling(FlagOp):
+    """On completion force-completes ``sibling`` (e.g. one response satisfying another)."""
+
+    def __init__(self, delay_ms: int) -> None:
+        super().__init__(delay_ms)
+        self.sibling: FlagOp | None = None
+        self.completed_sibling: bool | None = None
+
+    def on_complete(self) -> None:
+        super().on_complete()
+        if self.sibling is not None:
+            self.completed_sibling = self.sibling.force_complete()
+
+
+def test_expiring_op_completing_a_later_sibling_of_its_bucket_runs_each_once(
+    purgatory: DelayedOperationPurgatory[FlagOp], clock: FakeClock
+) -> None:
+    first, second = Sibling(30), FlagOp(30)
+    first.sibling = second
+    purgatory.try_complete_else_watch(first, [TP0])
+    purgatory.try_complete_else_watch(second, [TP1])
+    assert first.timer_task_entry.list is second.timer_task_entry.list  # same bucket
+    drive(purgatory.timer, clock, 30)  # one tick expires both
+    assert first.completed_sibling is True
+    assert (first.completions, first.expirations) == (1, 1)
+    # completed by its sibling while the bucket was being flushed: not a timeout
+    assert (second.completions, second.expirations) == (1, 0)
+    assert purgatory.num_delayed == 0
+    drive(purgatory.timer, clock, 100)
+    assert (second.completions, second.expirations) == (1, 0)
+
+
+def test_expiring_op_completing_an_already_expired_sibling_changes_nothing(
+    purgatory: DelayedOperationPurgatory[FlagOp], clock: FakeClock
+) -> None:
+    first, second = FlagOp(30), Sibling(30)
+    second.sibling = first  # first expires before second runs
+    purgatory.try_complete_else_watch(first, [TP0])
+    purgatory.try_complete_else_watch(second, [TP0])
+    drive(purgatory.timer, clock, 30)
+    assert second.completed_sibling is False
+    assert (first.completions, first.expirations) == (1, 1)
+    assert (second.completions, second.expirations) == (1, 1)
+
+
+def test_expiry_that_checks_a_key_completes_a_due_op_through_its_watcher_once(
+    purgatory: DelayedOperationPurgatory[FlagOp], clock: FakeClock
+) -> None:
+    """An expiring op's hook checks a key (as a timed-out produce would after moving a
+    watermark); an op of the same tick that is now satisfied completes there, once,
+    and its own expiry is then skipped."""
+    waiting = FlagOp(30)
+
+    class Checker(FlagOp):
+        def on_expiration(self) -> None:
+            super().on_expiration()
+            waiting.ready = True
+            self.checked = purgatory.check_and_complete(TP1)
+
+    checker = Checker(30)
+    purgatory.try_complete_else_watch(checker, [TP0])
+    purgatory.try_complete_else_watch(waiting, [TP1])
+    drive(purgatory.timer, clock, 30)
+    assert checker.checked == 1
+    assert (checker.completions, checker.expirations) == (1, 1)
+    assert (waiting.completions, waiting.expirations) == (1, 0)
+    assert purgatory.num_delayed == 0 and purgatory.check_and_complete(TP1) == 0
+
+
+def test_op_completed_by_check_while_its_own_expiry_is_running_completes_once(
+    purgatory: DelayedOperationPurgatory[FlagOp], clock: FakeClock
+) -> None:
+    """on_complete of an expiring op re-checks the op's own key: it is already completed
+    there, so nothing runs twice."""
+
+    class SelfCheck(FlagOp):
+        def on_complete(self) -> None:
+            super().on_complete()
+            self.ready = True
+            self.checked = purgatory.check_and_complete(TP0)
+
+    op = SelfCheck(30)
+    purgatory.try_complete_else_watch(op, [TP0])
+    drive(purgatory.timer, clock, 30)
+    assert op.checked == 0
+    assert (op.completions, op.expirations) == (1, 1)
+    assert purgatory.watched == 0
