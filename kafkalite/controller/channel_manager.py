@@ -329,6 +329,7 @@ class ControllerChannelManager:
         controller_epoch: int,
         states: list[dict[str, Any]],
         live_brokers: list[dict[str, Any]],
+        callback: ResponseCallback | None = None,
     ) -> None:
         req = leader_and_isr_request(
             controller_id,
@@ -338,7 +339,7 @@ class ControllerChannelManager:
             live_brokers,
             self.listener_name,
         )
-        self.send_request(broker_id, ib.LEADER_AND_ISR, LEADER_AND_ISR_VERSION, req)
+        self.send_request(broker_id, ib.LEADER_AND_ISR, LEADER_AND_ISR_VERSION, req, callback)
 
     async def update_metadata(
         self,
@@ -409,6 +410,7 @@ def _metadata_changes(
             s["leader_epoch"],
             tuple(s["isr"]),
             tuple(s["replicas"]),
+            tuple(s.get("offline_replicas", ())),
             s["controller_epoch"],
             s.get("partition_epoch", 0),
         )
@@ -499,7 +501,9 @@ def update_metadata_request(
                 isr=list(s["isr"]),
                 zk_version=s.get("partition_epoch", 0),
                 replicas=replicas,
-                offline_replicas=[r for r in replicas if r not in live_ids],
+                offline_replicas=[
+                    r for r in replicas if r not in live_ids or r in s.get("offline_replicas", ())
+                ],
             )
         )
     missing = deleted - set(topics)

@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from kafkalite.controller.leader_selectors import offline_partition_leader
+from kafkalite.controller.leader_selectors import NO_LEADER, offline_partition_leader
 from kafkalite.controller.request_batch import ControllerBrokerRequestBatch
 from kafkalite.metadata import paths
 from kafkalite.metadata.store import (
@@ -36,11 +36,14 @@ from kafkalite.metadata.store import (
     NodeExistsError,
     NoNodeError,
 )
+from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.kafka_uuid import ZERO_UUID, uuid_from_kafka
 
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
+
+KAFKA_STORAGE_ERROR = int(ErrorCode.kafka_storage_error)
 
 
 @dataclass(slots=True)
@@ -68,6 +71,13 @@ class ControllerContext:
     topics: dict[str, TopicAssignment] = field(default_factory=dict)
     states: dict[TopicPartition, PartitionState] = field(default_factory=dict)
     topics_being_deleted: set[str] = field(default_factory=set)
+    #: replicas in a failed log dir, per broker (LeaderAndIsr answered KAFKA_STORAGE_ERROR)
+    replicas_on_offline_dirs: dict[int, set[TopicPartition]] = field(default_factory=dict)
+
+    def is_replica_online(self, broker_id: int, tp: TopicPartition) -> bool:
+        return broker_id in self.live_brokers and tp not in self.replicas_on_offline_dirs.get(
+            broker_id, ()
+        )
 
 
 class BrokerChannel(Protocol):
@@ -87,6 +97,7 @@ class BrokerChannel(Protocol):
         controller_epoch: int,
         states: list[dict[str, Any]],
         live_brokers: list[dict[str, Any]],
+        callback: Callable[[int, Any], None] | None = None,
     ) -> None: ...
 
     async def update_metadata(
@@ -246,6 +257,7 @@ class KafkaController:
         await self._send_leader_and_isr_for_brokers(set(self.ctx.live_brokers))
         await self._send_update_metadata(list(self.ctx.live_brokers))
         await self._resume_deletions()
+        await self._on_log_dir_event()
 
     # ---- brokers ------------------------------------------------------------
     async def _read_brokers(self) -> set[int]:
@@ -276,6 +288,8 @@ class KafkaController:
             log.info("controller: brokers started %s", sorted(new - old))
         if old - new:
             log.info("controller: brokers failed %s", sorted(old - new))
+        for b in new ^ old:  # a restarted broker's dirs are probed afresh
+            self.ctx.replicas_on_offline_dirs.pop(b, None)
         await self._online_all_partitions()
         if new - old:  # onBrokerStartup: the new brokers learn the partitions they host
             await self._send_leader_and_isr_for_brokers(new - old)
@@ -373,10 +387,11 @@ class KafkaController:
             for p, replicas in a.partitions.items():
                 tp = (name, p)
                 st = self.ctx.states.get(tp)
-                if st is not None and st.leader in live:
+                if st is not None and self.ctx.is_replica_online(st.leader, tp):
                     continue
+                online = {r for r in live if self.ctx.is_replica_online(r, tp)}
                 if st is None:
-                    isr = [r for r in replicas if r in live]
+                    isr = [r for r in replicas if r in online]
                     if not isr:
                         continue
                     new = PartitionState(isr[0], 0, isr, self.ctx.epoch)
@@ -384,7 +399,7 @@ class KafkaController:
                         continue
                 else:
                     leader, isr = offline_partition_leader(
-                        replicas, st.isr, live, self.unclean_election(name)
+                        replicas, st.isr, online, self.unclean_election(name)
                     )
                     if leader == -1 and st.leader == -1:
                         continue
@@ -448,6 +463,9 @@ class KafkaController:
             "leader_epoch": st.leader_epoch,
             "isr": st.isr,
             "replicas": a.partitions[tp[1]],
+            "offline_replicas": [
+                r for r in a.partitions[tp[1]] if tp in self.ctx.replicas_on_offline_dirs.get(r, ())
+            ],
             "controller_epoch": st.controller_epoch,
             "partition_epoch": st.version,
         }
@@ -463,6 +481,105 @@ class KafkaController:
             await self.channel.update_metadata(
                 b, self.broker_id, self.ctx.epoch, states, self._live_list(), deleted or []
             )
+
+    # ---- log dir failures (LogDirEventNotification) --------------------------
+    async def _on_log_dir_event(self) -> None:
+        """Brokers wrote /log_dir_event_notification/log_dir_event_<seq> after a log dir
+        failed. As Kafka's onBrokerLogDirFailure: send each a LeaderAndIsr for all its
+        replicas; the partitions it answers with KAFKA_STORAGE_ERROR are offline."""
+        if not self.is_active:
+            return
+        with contextlib.suppress(NodeExistsError):
+            await self.store.create(paths.LOG_DIR_EVENT_NOTIFICATION, b"", makepath=True)
+        names = await self.store.get_children(
+            paths.LOG_DIR_EVENT_NOTIFICATION,
+            watch=lambda _e: self._put_nowait(self._on_log_dir_event),
+        )
+        brokers: set[int] = set()
+        for name in names:
+            path = f"{paths.LOG_DIR_EVENT_NOTIFICATION}/{name}"
+            try:
+                raw, _ = await self.store.get(path)
+                brokers.add(paths.LogDirEventNotification.decode(raw).broker)
+            except NoNodeError:
+                continue
+            except paths.MetadataFormatError:
+                log.warning("controller: ignoring malformed %s", path)
+            with contextlib.suppress(NoNodeError):
+                await self.store.delete(path)
+        for b in sorted(brokers & set(self.ctx.live_brokers)):
+            log.info("controller: handling log dir failure on broker %d", b)
+            states = [
+                self._state_dict(tp)
+                for tp in self.ctx.states
+                if tp[0] not in self.ctx.topics_being_deleted
+                and b in self.ctx.topics[tp[0]].partitions.get(tp[1], ())
+            ]
+            await self.channel_manager.leader_and_isr(
+                b,
+                self.broker_id,
+                self.ctx.epoch,
+                states,
+                self._live_list(),
+                callback=lambda broker, resp: self._put_nowait(
+                    lambda: self._on_leader_and_isr_response(broker, resp)
+                ),
+            )
+
+    async def _on_leader_and_isr_response(self, broker: int, response: Any) -> None:
+        """LeaderAndIsrResponseReceived: track the broker's offline replicas; the new ones
+        go offline (onReplicasBecomeOffline)."""
+        if not self.is_active:
+            return
+        names = {a.topic_id: n for n, a in self.ctx.topics.items()}
+        errors = [(e.topic_name, e) for e in response.partition_errors]
+        errors += [
+            (names.get(t.topic_id, ""), e) for t in response.topics for e in t.partition_errors
+        ]
+        offline = {(n, e.partition_index) for n, e in errors if e.error_code == KAFKA_STORAGE_ERROR}
+        online = {(n, e.partition_index) for n, e in errors if e.error_code == 0}
+        previous = self.ctx.replicas_on_offline_dirs.get(broker, set())
+        current = (previous - online) | offline
+        if current:
+            self.ctx.replicas_on_offline_dirs[broker] = current
+        else:
+            self.ctx.replicas_on_offline_dirs.pop(broker, None)
+        if current - previous:
+            await self._on_replicas_offline(broker, current - previous)
+
+    async def _on_replicas_offline(self, broker: int, tps: set[TopicPartition]) -> None:
+        """Elect leaders elsewhere for the partitions it led and take it out of the ISRs
+        (the last ISR member stays, as Kafka); with no other live ISR replica the
+        partition has no leader. Then everyone learns the offline replicas."""
+        log.info("controller: replicas of broker %d offline: %s", broker, sorted(tps))
+        changed: dict[int, list[dict[str, Any]]] = {}
+        for tp in sorted(tps):
+            st = self.ctx.states.get(tp)
+            a = self.ctx.topics.get(tp[0])
+            if st is None or a is None or tp[0] in self.ctx.topics_being_deleted:
+                continue
+            replicas = a.partitions.get(tp[1], [])
+            isr = [r for r in st.isr if r != broker] or list(st.isr)
+            leader = st.leader
+            if leader == broker:
+                online = {r for r in replicas if self.ctx.is_replica_online(r, tp)}
+                leader, elected_isr = offline_partition_leader(
+                    replicas, isr, online, self.unclean_election(tp[0])
+                )
+                if leader != NO_LEADER:
+                    isr = elected_isr
+            new = PartitionState(leader, st.leader_epoch + 1, isr, self.ctx.epoch, st.version)
+            if not await self._write_state(tp, new, create=False):
+                continue
+            self.ctx.states[tp] = new
+            for r in replicas:
+                if self.ctx.is_replica_online(r, tp):
+                    changed.setdefault(r, []).append(self._state_dict(tp))
+        for b, states in changed.items():
+            await self.channel.leader_and_isr(
+                b, self.broker_id, self.ctx.epoch, states, self._live_list()
+            )
+        await self._send_update_metadata(list(self.ctx.live_brokers))
 
     # ---- topic deletion (TopicDeletionManager) -------------------------------
     async def _resume_deletions(self) -> None:

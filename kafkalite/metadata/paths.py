@@ -44,6 +44,7 @@ __all__ = [
     "ISR_CHANGE_PREFIX",
     "LATEST_PRODUCER_ID_BLOCK",
     "LOG_DIR_EVENT_NOTIFICATION",
+    "LOG_DIR_EVENT_PREFIX",
     "PERSISTENT_PATHS",
     "PREFERRED_REPLICA_ELECTION",
     "REASSIGN_PARTITIONS",
@@ -54,6 +55,7 @@ __all__ = [
     "EndPoint",
     "EntityConfig",
     "IsrChangeNotification",
+    "LogDirEventNotification",
     "MetadataFormatError",
     "PartitionReassignment",
     "PartitionState",
@@ -70,6 +72,7 @@ __all__ = [
     "encode_controller_epoch",
     "generate_cluster_id",
     "isr_change_notification_path",
+    "log_dir_event_notification_path",
     "partition_path",
     "partition_state_path",
     "sequence_number",
@@ -95,6 +98,7 @@ PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
 ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
 ISR_CHANGE_PREFIX = "isr_change_"
 LOG_DIR_EVENT_NOTIFICATION = "/log_dir_event_notification"
+LOG_DIR_EVENT_PREFIX = "log_dir_event_"
 CONFIG = "/config"
 CONFIG_TOPICS = "/config/topics"
 CONFIG_CLIENTS = "/config/clients"
@@ -168,6 +172,11 @@ def topic_config_path(topic: str) -> str:
 def isr_change_notification_path(sequence: str = "") -> str:
     """Without ``sequence``: the prefix to create sequentially under."""
     return f"{ISR_CHANGE_NOTIFICATION}/{ISR_CHANGE_PREFIX}{sequence}"
+
+
+def log_dir_event_notification_path(sequence: str = "") -> str:
+    """Without ``sequence``: the prefix to create sequentially under."""
+    return f"{LOG_DIR_EVENT_NOTIFICATION}/{LOG_DIR_EVENT_PREFIX}{sequence}"
 
 
 def config_change_path(sequence: str = "") -> str:
@@ -623,6 +632,27 @@ class IsrChangeNotification:
     def decode(cls, data: bytes | str) -> Self:
         what = "ISR change notification"
         return cls(tuple(_partition_list(_object(data, what), what)))
+
+
+@dataclass(frozen=True, slots=True)
+class LogDirEventNotification:
+    """``/log_dir_event_notification/log_dir_event_<seq>`` (persistent sequential).
+
+    A broker writes one when a log dir fails; the controller then asks it, with
+    LeaderAndIsr, which of its replicas are offline.
+    """
+
+    broker: int
+    event: int = 1  # LogDirFailure, the only event Kafka defines
+
+    def encode(self) -> bytes:
+        return _dumps({"version": 1, "broker": self.broker, "event": self.event})
+
+    @classmethod
+    def decode(cls, data: bytes | str) -> Self:
+        what = "log dir event notification"
+        obj = _object(data, what)
+        return cls(_int(_req(obj, "broker", what), what), _int(obj.get("event", 1), what))
 
 
 # --------------------------------------------------------------------------- /config

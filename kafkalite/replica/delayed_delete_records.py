@@ -2,7 +2,8 @@
 
 The request is answered when the partition's low watermark (the smallest log
 start offset over its replicas) reaches the requested offset, or with
-REQUEST_TIMED_OUT on expiry; NOT_LEADER_OR_FOLLOWER if leadership moved.
+REQUEST_TIMED_OUT on expiry; NOT_LEADER_OR_FOLLOWER if leadership moved,
+KAFKA_STORAGE_ERROR if the partition's log dir went offline.
 On a single replica the low watermark moves with the leader's own log start
 offset, so the operation completes at once.
 """
@@ -42,12 +43,13 @@ class DelayedDeleteRecords(DelayedOperation):
         self.future = future
 
     def try_complete(self) -> bool:
+        rm = self.replica_manager
         for tp, st in self.statuses.items():
             if not st.pending:
                 continue
-            p = self.replica_manager.get_partition(tp)
+            p = rm.get_partition(tp)
             if p is None or not p.is_leader:
-                st.pending, st.error = False, ErrorCode.not_leader_or_follower
+                st.pending, st.error = False, rm.missing_partition_error(tp)
                 continue
             low = p.low_watermark
             if low >= st.required_offset:

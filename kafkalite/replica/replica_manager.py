@@ -4,7 +4,13 @@ Handlers call :meth:`append_records` and :meth:`fetch_messages`; both return a
 result at once when they can, or a future completed by a delayed operation in
 the purgatory (acks=all waiting for the ISR, a long-poll fetch waiting for
 data). Leadership changes arrive through :meth:`become_leader_or_follower`
-(the LeaderAndIsr path) and :meth:`stop_replicas`.
+(the LeaderAndIsr path) and :meth:`stop_replicas`; a failed log dir through
+:meth:`handle_log_dir_failure`, which takes its partitions offline.
+
+Delayed fetches woken by an append are completed on a later loop iteration
+(:meth:`_wake_fetches_later`), after the producer's response has been written:
+like Kafka's action queue, which completes delayed requests only once the
+request that triggered them has been handled.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import logging
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kafkalite.log.errors import LogError, OffsetOutOfRange
@@ -88,8 +95,9 @@ class FetchPartitionResult:
 class ReplicaManagerConfig:
     broker_id: int
     request_timeout_ms: int = 30000
-    fetch_purge_interval: int = 1000
-    produce_purge_interval: int = 1000
+    fetch_purge_interval: int = 1000  # fetch.purgatory.purge.interval.requests
+    produce_purge_interval: int = 1000  # producer.purgatory.purge.interval.requests
+    delete_records_purge_interval: int = 1  # delete.records.purgatory.purge.interval.requests
     default_min_insync_replicas: int = 1
     topic_min_isr: Callable[[str], int] = field(default=lambda _t: 1)
 
@@ -100,13 +108,20 @@ class ReplicaManager:
         self.broker_id = config.broker_id
         self.log_manager = log_manager
         self.partitions: dict[TopicPartition, Partition] = {}
+        #: partitions whose log dir failed (Kafka's HostedPartition.Offline): every
+        #: request for them gets KAFKA_STORAGE_ERROR until the broker restarts
+        self.offline_partitions: set[TopicPartition] = set()
         self.produce_purgatory = DelayedOperationPurgatory(
             "Produce", purge_interval=config.produce_purge_interval
         )
         self.fetch_purgatory = DelayedOperationPurgatory(
             "Fetch", purge_interval=config.fetch_purge_interval
         )
-        self.delete_records_purgatory = DelayedOperationPurgatory("DeleteRecords", purge_interval=1)
+        self.delete_records_purgatory = DelayedOperationPurgatory(
+            "DeleteRecords", purge_interval=config.delete_records_purge_interval
+        )
+        # partitions whose parked fetches an append woke, completed on a later iteration
+        self._fetch_wakeups: dict[TopicPartition, None] = {}
         #: listeners called after a leader append (e.g. metrics, tests)
         self.append_listeners: list[Callable[[TopicPartition, Any], None]] = []
         #: called as (partition, is_leader) when LeaderAndIsr/StopReplica set a partition's role
@@ -117,11 +132,21 @@ class ReplicaManager:
     def get_partition(self, tp: TopicPartition) -> Partition | None:
         return self.partitions.get(tp)
 
+    def missing_partition_error(self, tp: TopicPartition) -> int:
+        """Error for a partition not (or no longer) led here: its log dir failed, or not leader."""
+        if tp in self.offline_partitions:
+            return ErrorCode.kafka_storage_error
+        return ErrorCode.not_leader_or_follower
+
     def leader_partition_or_error(
         self, tp: TopicPartition, current_leader_epoch: int = -1
     ) -> Partition:
         p = self.partitions.get(tp)
         if p is None:
+            if tp in self.offline_partitions:
+                raise KafkaError(
+                    ErrorCode.kafka_storage_error, f"{tp[0]}-{tp[1]} is in an offline log dir"
+                )
             raise KafkaError(ErrorCode.unknown_topic_or_partition)
         p.check_leader(current_leader_epoch)
         return p
@@ -134,6 +159,9 @@ class ReplicaManager:
         """Apply LeaderAndIsr: create logs as needed, switch roles. Returns errors."""
         errors: dict[TopicPartition, int] = {}
         for tp, (topic_id, state) in states.items():
+            if tp in self.offline_partitions:
+                errors[tp] = ErrorCode.kafka_storage_error  # the controller learns it is offline
+                continue
             try:
                 p = self.partitions.get(tp)
                 if p is None or p.topic_id != topic_id:
@@ -152,8 +180,7 @@ class ReplicaManager:
                 for cb in self.on_leadership_change:
                     cb(tp, state.leader == self.broker_id)
                 # wake anything parked on this partition (leadership may have changed)
-                self.fetch_purgatory.check_and_complete(tp)
-                self.produce_purgatory.check_and_complete(tp)
+                self._complete_delayed_requests(tp)
             except LogError as e:
                 errors[tp] = e.error_code
         return errors
@@ -168,8 +195,10 @@ class ReplicaManager:
                 p.leader_id = -1
                 for cb in self.on_leadership_change:
                     cb(tp, False)
-            self.fetch_purgatory.check_and_complete(tp)
-            self.produce_purgatory.check_and_complete(tp)
+            self._complete_delayed_requests(tp)
+            if tp in self.offline_partitions:
+                errors[tp] = ErrorCode.kafka_storage_error  # as Kafka: offline until restart
+                continue
             if delete:
                 try:
                     self.log_manager.delete_log(tp[0], tp[1])
@@ -179,13 +208,68 @@ class ReplicaManager:
             errors[tp] = 0
         return errors
 
+    def handle_log_dir_failure(self, log_dir: Path) -> list[TopicPartition]:
+        """Stop serving the replicas whose logs are in ``log_dir`` (Kafka's handleLogDirFailure).
+
+        They become offline partitions; requests parked on them complete now with
+        KAFKA_STORAGE_ERROR instead of sitting out their timeouts. Returns them; the
+        broker then tells the controller (/log_dir_event_notification).
+        """
+        failed = [
+            tp
+            for tp, p in self.partitions.items()
+            if p.log is not None and p.log.dir.parent == log_dir
+        ]
+        for tp in failed:
+            p = self.partitions.pop(tp)
+            self.offline_partitions.add(tp)
+            p.leader_id = -1
+            for cb in self.on_leadership_change:
+                cb(tp, False)
+        for tp in failed:
+            self._complete_delayed_requests(tp)
+        if failed:
+            log.warning(
+                "broker %d stopped serving %d replicas in failed log dir %s: %s",
+                self.broker_id,
+                len(failed),
+                log_dir,
+                ", ".join(f"{t}-{p}" for t, p in failed),
+            )
+        return failed
+
+    def _complete_delayed_requests(self, tp: TopicPartition) -> None:
+        self.fetch_purgatory.check_and_complete(tp)
+        self.produce_purgatory.check_and_complete(tp)
+        self.delete_records_purgatory.check_and_complete(tp)
+
+    def truncate_to(self, tp: TopicPartition, offset: int) -> bool:
+        """Truncate a replica's log (the follower's step after OffsetForLeaderEpoch).
+
+        Fetches parked past the new end complete at once (seed 000 §3, case C).
+        """
+        p = self.partitions.get(tp)
+        if p is None or p.log is None:
+            raise KafkaError(self.missing_partition_error(tp))
+        truncated = p.log.truncate_to(offset)
+        if truncated:
+            p.reset_producer_state()
+            self.fetch_purgatory.check_and_complete(tp)
+        return truncated
+
     # ---- produce ------------------------------------------------------------
     def append_records(
         self,
         timeout_ms: int,
         required_acks: int,
         entries: dict[TopicPartition, bytearray],
-    ) -> dict[TopicPartition, ProduceResult] | asyncio.Future[dict[TopicPartition, ProduceResult]]:
+        respond: Callable[[dict[TopicPartition, ProduceResult]], Any] | None = None,
+    ) -> Any:
+        """Append on the leaders; the results, or a future of them for acks=all.
+
+        With ``respond`` the return value (or the future's result) is
+        ``respond(results)``, built as soon as the results are final.
+        """
         results: dict[TopicPartition, ProduceResult] = {}
         appended: dict[TopicPartition, int] = {}
         for tp, records in entries.items():
@@ -197,7 +281,7 @@ class ReplicaManager:
                 )
                 appended[tp] = info.last_offset + 1
                 # followers parked at the log end wake on the append itself
-                self.fetch_purgatory.check_and_complete(tp)
+                self._wake_fetches_later(tp)
                 for cb in self.append_listeners:
                     cb(tp, info)
             except KafkaError as e:
@@ -208,7 +292,7 @@ class ReplicaManager:
                 log.exception("append to %s failed", tp)
                 results[tp] = ProduceResult(ErrorCode.unknown_server_error, error_message=repr(e))
         if required_acks != -1 or not appended:
-            return results
+            return results if respond is None else respond(results)
         statuses = {
             tp: ProducePartitionStatus(
                 required_offset=appended.get(tp, -1), result=r, pending=tp in appended
@@ -217,15 +301,36 @@ class ReplicaManager:
         }
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[dict[TopicPartition, ProduceResult]] = loop.create_future()
-        op = DelayedProduce(timeout_ms, statuses, self, fut)
-        if self.produce_purgatory.try_complete_else_watch(op, list(appended)):
-            pass
+        op = DelayedProduce(timeout_ms, statuses, self, fut, respond)
+        self.produce_purgatory.try_complete_else_watch(op, list(appended))
         return fut
+
+    def _wake_fetches_later(self, tp: TopicPartition) -> None:
+        """Check the fetches parked on ``tp`` once the current request is answered.
+
+        Completing thousands of parked fetches inside the produce handler would hold
+        its response back. Callbacks scheduled now run on the next loop iteration,
+        as does the connection writer this request's response just woke; one more
+        hop puts the wake-ups after it.
+        """
+        wakeups = self._fetch_wakeups
+        if not wakeups:
+            loop = asyncio.events._get_running_loop()
+            if loop is None:  # no loop (a synchronous caller): complete now
+                self.fetch_purgatory.check_and_complete(tp)
+                return
+            loop.call_soon(loop.call_soon, self._complete_woken_fetches)
+        wakeups[tp] = None
+
+    def _complete_woken_fetches(self) -> None:
+        wakeups, self._fetch_wakeups = self._fetch_wakeups, {}
+        for tp in wakeups:
+            self.fetch_purgatory.check_and_complete(tp)
 
     def on_high_watermark_change(self, tp: TopicPartition) -> None:
         self.produce_purgatory.check_and_complete(tp)
-        self.fetch_purgatory.check_and_complete(tp)
         self.delete_records_purgatory.check_and_complete(tp)
+        self._wake_fetches_later(tp)
 
     # ---- fetch --------------------------------------------------------------
     def read_partition(
@@ -237,12 +342,10 @@ class ReplicaManager:
         min_one_message: bool,
     ) -> FetchPartitionResult:
         try:
-            p = self.partitions.get(tp)
-            if p is None or p.log is None:
-                raise KafkaError(ErrorCode.unknown_topic_or_partition)
-            if not params.is_from_follower:
-                p.check_leader(info.current_leader_epoch)
+            # followers and consumers alike fetch from the leader only (no KIP-392 selector)
+            p = self.leader_partition_or_error(tp, info.current_leader_epoch)
             plog = p.log
+            assert plog is not None
             hw = plog.high_watermark
             lso = plog.last_stable_offset
             if params.is_from_follower:
@@ -301,11 +404,17 @@ class ReplicaManager:
         return out
 
     def fetch_messages(
-        self, params: FetchParams, infos: list[tuple[TopicPartition, PartitionFetchInfo]]
-    ) -> (
-        list[tuple[TopicPartition, FetchPartitionResult]]
-        | asyncio.Future[list[tuple[TopicPartition, FetchPartitionResult]]]
-    ):
+        self,
+        params: FetchParams,
+        infos: list[tuple[TopicPartition, PartitionFetchInfo]],
+        respond: Callable[[list[tuple[TopicPartition, FetchPartitionResult]]], Any] | None = None,
+    ) -> Any:
+        """Read now, or park a DelayedFetch; the results or a future of them.
+
+        With ``respond`` the return value (or the future's result) is
+        ``respond(results)``: a parked fetch builds its response when it completes,
+        with no task in between.
+        """
         if params.is_from_follower:
             # a follower's fetch offset is its log end offset: it may move the HW
             for tp, info in infos:
@@ -323,12 +432,10 @@ class ReplicaManager:
         total = sum(r.size for _, r in results)
         has_error = any(r.error for _, r in results)
         if params.max_wait_ms <= 0 or not infos or total >= params.min_bytes or has_error:
-            return results
+            return results if respond is None else respond(results)
         statuses = [(tp, FetchPartitionStatus(info.fetch_offset, info)) for tp, info in infos]
-        fut: asyncio.Future[list[tuple[TopicPartition, FetchPartitionResult]]] = (
-            asyncio.get_running_loop().create_future()
-        )
-        op = DelayedFetch(params.max_wait_ms, params, statuses, self, fut)
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        op = DelayedFetch(params.max_wait_ms, params, statuses, self, fut, respond)
         self.fetch_purgatory.try_complete_else_watch(op, [tp for tp, _ in infos])
         return fut
 

@@ -17,6 +17,7 @@ import os
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from kafkalite.controller.channel_manager import ControllerChannelManager
@@ -43,6 +44,7 @@ from kafkalite.server.apis.controller_requests import ControllerRequestChannel
 from kafkalite.server.config import BrokerConfig, Endpoint
 from kafkalite.server.fetch_session import FetchSessionCache
 from kafkalite.server.metadata_cache import BrokerEndpointInfo, MetadataCache, PartitionMetadata
+from kafkalite.server.metrics import BrokerMetrics
 from kafkalite.server.socket_server import SocketServer
 from kafkalite.server.tls import build_ssl_context
 from kafkalite.server.topic_names import INTERNAL_TOPICS
@@ -96,6 +98,8 @@ class KafkaBroker:
         self.controller: KafkaController = None  # type: ignore[assignment]
         self.producer_ids: ProducerIdManager = None  # type: ignore[assignment]
         self.group_coordinator = GroupCoordinator(self)
+        self.metrics = BrokerMetrics()
+        self.metrics.register_purgatories(self._purgatories)
         self._metadata_waiters: list[tuple[Callable[[], bool], asyncio.Future[None]]] = []
         self._tasks: list[asyncio.Task[Any]] = []
         self.started = False
@@ -143,10 +147,16 @@ class KafkaBroker:
             ReplicaManagerConfig(
                 broker_id=self.broker_id,
                 request_timeout_ms=int(cfg["request.timeout.ms"]),
+                fetch_purge_interval=int(cfg["fetch.purgatory.purge.interval.requests"]),
+                produce_purge_interval=int(cfg["producer.purgatory.purge.interval.requests"]),
+                delete_records_purge_interval=int(
+                    cfg["delete.records.purgatory.purge.interval.requests"]
+                ),
                 topic_min_isr=lambda t: self.admin.log_config(t).min_insync_replicas,
             ),
             self.log_manager,
         )
+        self.log_manager.on_dir_offline.append(self._on_log_dir_failure)
         self.group_coordinator.startup()
         await self.socket_server.start()
         self.advertised = [self._resolve_port(ep) for ep in cfg.advertised]
@@ -205,6 +215,37 @@ class KafkaBroker:
             with contextlib.suppress(OSError):
                 self.config.pid_file.unlink()
         log.info("kafkalite broker %d stopped", self.broker_id)
+
+    def _purgatories(self) -> list[Any]:
+        rm, gc = self.replica_manager, self.group_coordinator
+        out: list[Any] = []
+        if rm is not None:
+            out += [rm.produce_purgatory, rm.fetch_purgatory, rm.delete_records_purgatory]
+        out += [p for p in (gc.join_purgatory, gc.heartbeat_purgatory) if p is not None]
+        return out
+
+    def _on_log_dir_failure(self, log_dir: Path) -> None:
+        """Kafka's LogDirFailureHandler: stop serving the dir's replicas, tell the controller."""
+        self.replica_manager.handle_log_dir_failure(log_dir)
+        if self.started:  # not while starting (the controller reads every state) or stopping
+            self._tasks.append(
+                asyncio.get_running_loop().create_task(self._propagate_log_dir_event())
+            )
+
+    async def _propagate_log_dir_event(self) -> None:
+        """/log_dir_event_notification/log_dir_event_<seq>: the controller asks us which
+        replicas are offline (LeaderAndIsr answered with KAFKA_STORAGE_ERROR)."""
+        try:
+            await self.store.create(
+                paths.log_dir_event_notification_path(),
+                paths.LogDirEventNotification(self.broker_id).encode(),
+                sequential=True,
+                makepath=True,
+            )
+        except Exception:
+            log.exception(
+                "broker %d: could not notify the controller of a log dir failure", self.broker_id
+            )
 
     def bound_port(self, listener: str | None = None) -> int:
         name = listener or self.config.listeners[0].listener
@@ -386,6 +427,7 @@ class KafkaBroker:
                     s["leader_epoch"],
                     list(s["replicas"]),
                     list(s["isr"]),
+                    list(s.get("offline_replicas") or ()),
                 ),
                 internal=s["topic"] in INTERNAL_TOPICS,
             )

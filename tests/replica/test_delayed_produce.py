@@ -15,6 +15,8 @@ import pytest
 from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
 
 from kafkalite.protocol.errors import ErrorCode
+from tests.replica.wire import InFlight, set_replicas
+from tests.replica.wire import produce as wire_produce
 from tests.server.raw_client import RawClient
 from tests.server.test_protocol_edges import batch, produce
 
@@ -209,5 +211,84 @@ def test_delete_records_waits_for_the_followers_log_start_offset(replicated):
     th.join(5)
     p = out["r"].topics[0].partitions[0]
     assert p.error_code == ErrorCode.none and p.low_watermark == 3
+    c.close()
+    follower.close()
+
+
+def _corrupt(records: bytes) -> bytes:
+    """A batch whose CRC no longer matches (the last value byte flipped)."""
+    return records[:-1] + bytes([records[-1] ^ 0xFF])
+
+
+def test_acks_all_partial_failure_keeps_each_local_error_and_waits_for_the_rest(
+    kafka_broker_factory,
+):
+    b = kafka_broker_factory()
+    b.create_topic("partial", 2)
+    set_replicas(b, "partial", 0, isr=[0, FOLLOWER], replicas=[0, FOLLOWER])
+    producer = RawClient.to(b.bootstrap_servers)
+    follower = RawClient.to(b.bootstrap_servers)
+    req = wire_produce(
+        [("partial", 0, batch(3)), ("partial", 1, _corrupt(batch(2))), ("partial", 7, batch(1))],
+        acks=-1,
+    )
+    op = InFlight(lambda: producer.call(0, 9, req))
+    time.sleep(0.5)
+    assert op.pending, "the failed partitions made the response immediate"
+    follower.call(1, 12, follower_fetch("partial", 3))  # HW -> 3 on partition 0
+    r = op.wait()
+    errors = {p.index: p.error_code for p in r.responses[0].partition_responses}
+    assert errors == {
+        0: ErrorCode.none,
+        1: ErrorCode.corrupt_message,
+        7: ErrorCode.unknown_topic_or_partition,
+    }
+    assert b.records("partial", 1) == []  # nothing of the corrupt batch was appended
+    producer.close()
+    follower.close()
+
+
+def test_acks_all_is_answered_at_once_when_every_partition_fails_locally(kafka_broker_factory):
+    b = kafka_broker_factory()
+    b.create_topic("allfail", 2)
+    set_replicas(b, "allfail", 0, isr=[0, FOLLOWER], replicas=[0, FOLLOWER])
+    c = RawClient.to(b.bootstrap_servers)
+    req = wire_produce(
+        [("allfail", 0, _corrupt(batch(3))), ("allfail", 5, batch(1))], acks=-1, timeout_ms=10_000
+    )
+    t = time.monotonic()
+    r = c.call(0, 9, req)
+    assert time.monotonic() - t < 3, "waited although nothing was appended"
+    errors = {p.index: p.error_code for p in r.responses[0].partition_responses}
+    assert errors == {0: ErrorCode.corrupt_message, 5: ErrorCode.unknown_topic_or_partition}
+    c.close()
+
+
+def test_delete_records_waiting_for_followers_gets_not_leader_when_leadership_moves(replicated):
+    from kio.schema.delete_records.v2.request import (
+        DeleteRecordsPartition,
+        DeleteRecordsRequest,
+        DeleteRecordsTopic,
+    )
+
+    c = RawClient.to(replicated.bootstrap_servers)
+    follower = RawClient.to(replicated.bootstrap_servers)
+    c.call(0, 9, produce("rep", batch(5), acks=1))
+    follower.call(1, 12, follower_fetch("rep", 5))  # HW -> 5, follower's log start 0
+    req = DeleteRecordsRequest(
+        topics=(
+            DeleteRecordsTopic(
+                name="rep", partitions=(DeleteRecordsPartition(partition_index=0, offset=3),)
+            ),
+        ),
+        timeout=datetime.timedelta(seconds=10),
+    )
+    op = InFlight(lambda: c.call(21, 2, req))
+    time.sleep(0.4)
+    assert op.pending, "answered before the follower's log start offset moved"
+    add_follower(replicated, "rep", [0, FOLLOWER], epoch=2, leader=FOLLOWER)
+    p = op.wait().topics[0].partitions[0]
+    assert p.error_code == ErrorCode.not_leader_or_follower
+    assert op.took < 5
     c.close()
     follower.close()

@@ -129,6 +129,10 @@ async def handle_leader_and_isr(
     for t in req.topic_states:
         for s in t.partition_states:
             tp = (t.topic_name, s.partition_index)
+            if tp in broker.replica_manager.offline_partitions:
+                # its log dir failed: how the controller learns the replica is offline
+                errors[tp] = int(ErrorCode.kafka_storage_error)
+                continue
             current = broker.replica_manager.get_partition(tp)
             topic_id = t.topic_id
             if topic_id == ZERO_UUID and current is not None:  # v0-4: no topic ids

@@ -136,10 +136,7 @@ def handle_fetch(broker: KafkaBroker, ctx: RequestContext, req: Any) -> Any:
     else:
         to_fetch = requested
 
-    # act
-    result = broker.replica_manager.fetch_messages(params, to_fetch)
-
-    # respond
+    # act, then respond: now, or when the parked fetch completes (respond runs then)
     def respond(results: list[tuple[TopicPartition, FetchPartitionResult]]) -> list[Any]:
         by_topic: dict[str, FetchTopicData] = {}
         order: list[FetchTopicData] = []
@@ -180,13 +177,7 @@ def handle_fetch(broker: KafkaBroker, ctx: RequestContext, req: Any) -> Any:
             )
         return encode_fetch_response(version, order, session_id=new_session_id)
 
-    if isinstance(result, list):
-        return respond(result)
-    return _then(result, respond)
-
-
-async def _then(fut: Any, fn: Any) -> Any:
-    return fn(await fut)
+    return broker.replica_manager.fetch_messages(params, to_fetch, respond)
 
 
 def _has_news(session: FetchSession, tp: TopicPartition, r: FetchPartitionResult) -> bool:

@@ -108,7 +108,8 @@ def _topic_entry(broker: KafkaBroker, ctx: RequestContext, name: str | None) -> 
     parts = []
     for p in sorted(t.partitions.values(), key=lambda p: p.partition):
         leader = p.leader if p.leader in alive else -1
-        offline = [r for r in p.replicas if r not in alive]
+        # dead brokers' replicas, and live ones in a failed log dir (from the controller)
+        offline = [r for r in p.replicas if r not in alive or r in p.offline_replicas]
         err = ErrorCode.none if leader >= 0 else ErrorCode.leader_not_available
         parts.append(
             {

@@ -42,12 +42,7 @@ def handle_produce(broker: KafkaBroker, ctx: RequestContext, req: Any) -> Any:
             else:
                 entries[tp] = bytearray(pd.records)
 
-    # act
-    appended: Any = (
-        broker.replica_manager.append_records(timeout_ms, acks, entries) if entries else {}
-    )
-
-    # respond
+    # act, then respond: now, or when acks=all completes (respond runs then)
     def respond(done: dict[tuple[str, int], ProduceResult]) -> dict[str, Any] | None:
         results.update(done)
         if acks == 0:
@@ -68,13 +63,9 @@ def handle_produce(broker: KafkaBroker, ctx: RequestContext, req: Any) -> Any:
             ],
         }
 
-    if isinstance(appended, dict):
-        return respond(appended)
-    return _then(appended, respond)
-
-
-async def _then(fut: Any, fn: Any) -> Any:
-    return fn(await fut)
+    if not entries:
+        return respond({})
+    return broker.replica_manager.append_records(timeout_ms, acks, entries, respond)
 
 
 def _partition(index: int, r: ProduceResult) -> dict[str, Any]:
