@@ -1,23 +1,32 @@
 """How parked delayed fetches affect produce latency, on a real broker over TCP.
 
-    python bench/purgatory_bench.py [--bootstrap HOST:PORT] [--produces 300]
+    python bench/purgatory_bench.py [--parked 0,10,1000,10000] [--rounds 20]
 
-Parks 0 / 10 / 1,000 / 10,000 long-poll fetches (max_wait 30 s) on partition 1
-of a topic — pipelined, 100 per connection — then measures acks=1 produce
-latency to partition 0 (p50/p99). Finally it measures the fan-out: one produce
-to the partition the fetches wait on, and the time until every parked fetch
-has been answered. Without --bootstrap it starts an embedded kafkalite broker.
+For each count N, every round parks N long-poll consumer fetches (max_wait 30 s,
+pipelined 100 per connection) at the log end of one partition, waits until the
+broker holds all N in its fetch purgatory, then sends one acks=1 produce to
+*that* partition and measures
+
+* produce: the produce's round trip (request sent to response read), and
+* wake all: from the same start until the last parked fetch has been answered.
+
+The produce wakes every parked fetch, so the next round parks N new ones at the
+new log end. The broker runs in a child process (kafkalite.testing's embedded
+broker, uvloop) so the client's reads do not share its interpreter; the parent
+asks it over a pipe how many fetches are parked.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import multiprocessing as mp
 import socket
 import statistics
 import struct
 import sys
 import time
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -26,6 +35,7 @@ from kafkalite.protocol import messages  # noqa: E402
 from kafkalite.protocol.records import build_batch  # noqa: E402
 
 _I32 = struct.Struct(">i")
+PER_CONN = 100
 
 
 def frame(api_key: int, version: int, cid: int, body: object) -> bytes:
@@ -90,96 +100,112 @@ def produce_body(topic: str, partition: int, records: bytes) -> object:
     )
 
 
-def create_topic(host: str, port: int, topic: str) -> None:
-    s = socket.create_connection((host, port))
-    body = messages.build(
-        messages.request_type(19, 7),
-        {
-            "topics": [
-                {
-                    "name": topic,
-                    "num_partitions": 2,
-                    "replication_factor": 1,
-                    "assignments": [],
-                    "configs": [],
-                }
-            ],
-            "timeout": 10000,
-            "validate_only": False,
-        },
-    )
-    s.sendall(frame(19, 7, 1, body))
-    read_frame(s)
-    s.close()
+# ---- the broker process ------------------------------------------------------------
 
 
-def run(host: str, port: int, parked: int, produces: int, topic: str) -> tuple[float, float, float]:
+def serve(pipe: Connection) -> None:
+    """Child process: run a broker; answer "port", "topic <name>", "parked", "stop"."""
+    from kafkalite.testing import broker as start_broker
+
+    with start_broker() as b:
+        rm = b.kafka.replica_manager
+        while True:
+            cmd = pipe.recv()
+            if cmd == "port":
+                pipe.send(b.port)
+            elif cmd == "parked":
+                pipe.send(b.call(lambda: rm.fetch_purgatory.num_delayed))
+            elif cmd.startswith("topic "):
+                b.create_topic(cmd.split(" ", 1)[1], 1)
+                pipe.send(True)
+            elif cmd == "stop":
+                pipe.send(True)
+                return
+
+
+class BrokerProcess:
+    def __init__(self) -> None:
+        ctx = mp.get_context("spawn")
+        self.pipe, child = ctx.Pipe()
+        self.proc = ctx.Process(target=serve, args=(child,), daemon=True)
+        self.proc.start()
+        self.port = self.ask("port")
+
+    def ask(self, cmd: str) -> object:
+        self.pipe.send(cmd)
+        return self.pipe.recv()
+
+    def wait_parked(self, n: int, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while self.ask("parked") < n:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"fewer than {n} fetches parked after {timeout}s")
+            time.sleep(0.002)
+
+    def stop(self) -> None:
+        self.ask("stop")
+        self.proc.join(30)
+
+
+# ---- the measurement -----------------------------------------------------------------
+
+
+def run(broker: BrokerProcess, parked: int, rounds: int) -> tuple[list[float], list[float]]:
+    """Per round: produce round trip (ms) and time until every parked fetch answered (ms)."""
+    topic = f"purgatory-bench-{parked}-{time.time_ns()}"
+    broker.ask(f"topic {topic}")
+    host, port = "127.0.0.1", broker.port
     conns = []
-    per_conn = 100
-    # park on partition 1 at its log end (the topic is new: offset 0)
-    fb = fetch_body(topic, 1, 0, 30_000)
-    for i in range(0, parked, per_conn):
+    for i in range(0, parked, PER_CONN):
         s = socket.create_connection((host, port))
-        n = min(per_conn, parked - i)
-        s.sendall(b"".join(frame(1, 12, c, fb) for c in range(n)))
-        conns.append((s, n))
-    time.sleep(0.5 + parked / 20000)  # let the broker park them
+        conns.append((s, min(PER_CONN, parked - i)))
     p = socket.create_connection((host, port))
     p.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    rec = build_batch([(b"k", b"v" * 100)])
-    body = frame(0, 9, 1, produce_body(topic, 0, rec))
-    lat = []
-    for _ in range(produces):
-        t = time.perf_counter()
-        p.sendall(body)
+    produce = frame(0, 9, 1, produce_body(topic, 0, build_batch([(b"k", b"v" * 100)])))
+    produce_ms: list[float] = []
+    wake_ms: list[float] = []
+    for offset in range(rounds):
+        fetch = frame(1, 12, 1, fetch_body(topic, 0, offset, 30_000))
+        for s, n in conns:
+            s.sendall(fetch * n)
+        broker.wait_parked(parked)
+        t0 = time.perf_counter()
+        p.sendall(produce)
         read_frame(p)
-        lat.append((time.perf_counter() - t) * 1000)
-    # fan-out: one produce to the partition every parked fetch watches
-    fan = 0.0
-    if parked:
-        t = time.perf_counter()
-        p.sendall(frame(0, 9, 2, produce_body(topic, 1, rec)))
-        read_frame(p)
+        produce_ms.append((time.perf_counter() - t0) * 1000)
         for s, n in conns:
             for _ in range(n):
                 read_frame(s)
-        fan = (time.perf_counter() - t) * 1000
+        wake_ms.append((time.perf_counter() - t0) * 1000)
     for s, _ in conns:
         s.close()
     p.close()
-    lat.sort()
-    return statistics.median(lat), lat[int(len(lat) * 0.99) - 1], fan
+    return produce_ms, wake_ms
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--bootstrap")
-    ap.add_argument("--produces", type=int, default=300)
     ap.add_argument("--parked", default="0,10,1000,10000")
+    ap.add_argument("--rounds", type=int, default=20)
     args = ap.parse_args()
-    broker = None
-    if args.bootstrap:
-        host, port_s = args.bootstrap.rsplit(":", 1)
-        port = int(port_s)
-    else:
-        from kafkalite.testing import broker as start_broker
-
-        cm = start_broker()
-        broker = cm.__enter__()
-        host, port = "127.0.0.1", broker.port
+    broker = BrokerProcess()
     print(
-        f"{'parked fetches':>15} | {'produce p50 ms':>14} | {'produce p99 ms':>14} | {'wake all parked ms':>18}"
+        f"{'parked fetches':>14} | {'produce p50 ms':>14} | {'produce max ms':>14} |"
+        f" {'wake all p50 ms':>15} | {'per fetch us':>12}"
     )
-    print("-" * 72)
+    print("-" * 83)
     try:
-        for i, n in enumerate(int(x) for x in args.parked.split(",")):
-            topic = f"purgatory-bench-{i}-{int(time.time())}"
-            create_topic(host, port, topic)
-            p50, p99, fan = run(host, port, n, args.produces, topic)
-            print(f"{n:>15} | {p50:>14.3f} | {p99:>14.3f} | {fan:>18.1f}")
+        for n in (int(x) for x in args.parked.split(",")):
+            produce_ms, wake_ms = run(broker, n, args.rounds)
+            wake = statistics.median(wake_ms)
+            per = wake * 1000 / n if n else 0.0
+            print(
+                f"{n:>14,} | {statistics.median(produce_ms):>14.2f} | {max(produce_ms):>14.2f} |"
+                f" {wake:>15.1f} | {per:>12.1f}",
+                flush=True,
+            )
     finally:
-        if broker is not None:
-            cm.__exit__(None, None, None)
+        broker.stop()
     return 0
 
 
