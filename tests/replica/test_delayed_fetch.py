@@ -7,6 +7,7 @@ raw Fetch requests carrying a replica_id (see ``wire.py``).
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
@@ -207,3 +208,28 @@ def test_a_parked_fetch_expires_empty_and_leaves_the_purgatory(broker):
     assert p.error_code == ErrorCode.none and not p.records
     wait_until(lambda: num_parked(broker) == 0, what="the expired fetch to leave the timer")
     c.close()
+
+
+def test_fetches_woken_by_an_append_complete_after_the_append_returns(broker):
+    """The produce handler's response goes out before the parked fetches it wakes are
+    completed (their completion runs two loop iterations later), so the producer
+    never waits for thousands of fetch responses."""
+    from kafkalite.replica.replica_manager import FetchParams, PartitionFetchInfo
+
+    broker.create_topic("defer", 1)
+    rm = broker.kafka.replica_manager
+
+    async def scenario() -> tuple[bool, bool, bool, int]:
+        params = FetchParams(-1, 10_000, 1, 1 << 20, 0)
+        fut = rm.fetch_messages(params, [(("defer", 0), PartitionFetchInfo(0, 1 << 20))])
+        results = rm.append_records(1000, 1, {("defer", 0): bytearray(batch(2))})
+        done_at_return = fut.done()
+        await asyncio.sleep(0)
+        done_after_one = fut.done()
+        await asyncio.sleep(0)
+        [(_, r)] = fut.result()
+        return done_at_return, done_after_one, results[("defer", 0)].error == 0, r.size
+
+    done_at_return, done_after_one, appended, size = broker.call(scenario)
+    assert appended and not done_at_return and not done_after_one
+    assert size > 0  # completed with the appended records

@@ -12,7 +12,10 @@ nothing.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -136,3 +139,61 @@ def test_failed_log_dir_takes_its_partitions_offline_and_the_other_dir_keeps_ser
             got.append(m.value())
     consumer.close()
     assert got == before + after
+
+
+def test_leader_moves_to_another_replica_when_its_log_dir_fails(tmp_path):
+    """Two brokers, partition replicas [0, 1] led by 0, broker 0 with two log dirs. Its
+    dir holding the partition fails: the controller takes the replica offline and
+    elects broker 1 (the other ISR member); clients see offline_replicas [0]."""
+    from kafkalite.metadata.embedded import EmbeddedEnsemble
+    from kafkalite.testing.embedded import AsyncBroker, LoopThread
+
+    lt = LoopThread("log-dir-failover")
+    lt.start()
+    ensemble = EmbeddedEnsemble(fsync=False)
+    peers: dict = {}
+    common = {"log.flush.offset.checkpoint.interval.ms": 100}
+    nodes = [
+        AsyncBroker(
+            tmp_path / "b0",
+            ensemble=ensemble,
+            peers=peers,
+            **{**common, "broker.id": 0, "log.dirs": f"{tmp_path}/b0/d0,{tmp_path}/b0/d1"},
+        ),
+        AsyncBroker(tmp_path / "b1", ensemble=ensemble, peers=peers, **{**common, "broker.id": 1}),
+    ]
+    try:
+
+        async def start_all() -> None:  # together: the first to create /controller wins
+            await asyncio.gather(*(n.start() for n in nodes))
+
+        lt.run(start_all())
+        lt.run(nodes[0].create_topic("moved", assignments={0: [0, 1]}))
+
+        def state(i: int):
+            t = nodes[i].broker.metadata_cache.get_topic("moved")
+            return t.partitions[0] if t is not None and 0 in t.partitions else None
+
+        wait_until(lambda: all(state(i) and state(i).leader == 0 for i in (0, 1)), 10, "topic")
+        dirs = [Path(f"{tmp_path}/b0/d0"), Path(f"{tmp_path}/b0/d1")]
+        [failing] = [d for d in dirs if (d / "moved-0").is_dir()]
+        fail_log_dir(failing)
+        wait_until(lambda: state(1) is not None and state(1).leader == 1, 15, "a new leader")
+        c = RawClient.to(nodes[1].bootstrap_servers)
+        [t] = c.call(3, 12, metadata("moved")).topics
+        [p] = t.partitions
+        assert (p.error_code, p.leader_id) == (ErrorCode.none, 1)
+        assert list(p.isr_nodes) == [1] and list(p.offline_replicas) == [0]
+        r = c.call(0, PRODUCE_V, produce([("moved", 0, batch(2))]))
+        assert r.responses[0].partition_responses[0].error_code == ErrorCode.none
+        c.close()
+        c = RawClient.to(nodes[0].bootstrap_servers)
+        r = c.call(0, PRODUCE_V, produce([("moved", 0, batch(2))]))
+        assert r.responses[0].partition_responses[0].error_code == ErrorCode.kafka_storage_error
+        c.close()
+    finally:
+        for n in reversed(nodes):
+            with contextlib.suppress(Exception):
+                lt.run(n.stop(cleanup=False))
+        lt.call(ensemble.close)
+        lt.stop()
