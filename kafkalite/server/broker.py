@@ -225,7 +225,17 @@ class KafkaBroker:
         return out
 
     def _on_log_dir_failure(self, log_dir: Path) -> None:
-        """Kafka's LogDirFailureHandler: stop serving the dir's replicas, tell the controller."""
+        """Kafka's LogDirFailureHandler: stop serving the dir's replicas, tell the controller.
+
+        Runs on the next loop iteration, like Kafka's handler thread: the failing I/O
+        may sit inside a loop over the partitions (the dir's logs already refuse I/O
+        with KAFKA_STORAGE_ERROR meanwhile).
+        """
+        asyncio.get_running_loop().call_soon(self._handle_log_dir_failure, log_dir)
+
+    def _handle_log_dir_failure(self, log_dir: Path) -> None:
+        if self.replica_manager is None:
+            return
         self.replica_manager.handle_log_dir_failure(log_dir)
         if self.started:  # not while starting (the controller reads every state) or stopping
             self._tasks.append(
