@@ -39,7 +39,9 @@ class CreateTopicResult:
     topic_id: uuid.UUID | None = None
     num_partitions: int = -1
     replication_factor: int = -1
-    configs: dict[str, str] | None = None
+    #: the topic's effective config and its overrides, for the response's config list
+    log_config: LogConfig | None = None
+    overrides: dict[str, str] | None = None
 
 
 def assign_replicas_to_brokers(
@@ -140,8 +142,8 @@ class AdminManager:
                 assignment, configs = self._validate_new_topic(t, also_existing=to_wait)
                 r.num_partitions = len(assignment)
                 r.replication_factor = len(next(iter(assignment.values())))
-                log_cfg = self.validate_topic_configs(configs)
-                r.configs = log_cfg.to_properties()
+                r.log_config = self.validate_topic_configs(configs)
+                r.overrides = configs
                 if validate_only:
                     continue
                 topic_id = await self._write_topic(t.name, assignment, configs)
