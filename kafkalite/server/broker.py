@@ -38,7 +38,7 @@ from kafkalite.protocol.kafka_uuid import uuid_to_kafka
 from kafkalite.replica.partition import LeaderAndIsrState
 from kafkalite.replica.replica_manager import ReplicaManager, ReplicaManagerConfig
 from kafkalite.server.admin_manager import AdminManager
-from kafkalite.server.apis import build_api_table, build_controller_api_table
+from kafkalite.server.apis import build_broker_api_table
 from kafkalite.server.apis.controller_requests import ControllerRequestChannel
 from kafkalite.server.config import BrokerConfig, Endpoint
 from kafkalite.server.fetch_session import FetchSessionCache
@@ -80,7 +80,7 @@ class KafkaBroker:
         self.dynamic_default_configs: dict[str, str] = {}
         self.default_log_config = self._broker_log_defaults()
         self.channel = ControllerRequestChannel(
-            build_api_table(self) | build_controller_api_table(self),
+            build_broker_api_table(self),
             max_request_size=int(config["socket.request.max.bytes"]),
         )
         tls = (
