@@ -357,11 +357,7 @@ class ReplicaManager:
             return plog.log_start_offset, -1, epoch
         if timestamp == LATEST_TIERED_TIMESTAMP:
             return -1, -1, -1
-        if timestamp == MAX_TIMESTAMP:
-            found = plog.fetch_offset_by_timestamp(MAX_TIMESTAMP)
-            if found is None:
-                return -1, -1, epoch
-            return found[0], found[1], epoch
+        # every other lookup (max timestamp included) must land below the last fetchable offset
         found = plog.fetch_offset_by_timestamp(timestamp)
         if found is None or found[0] >= latest:
             return -1, -1, epoch
