@@ -254,7 +254,9 @@ class ReplicaManager:
             data = plog.read(
                 info.fetch_offset, max_bytes, max_offset=max_offset, min_one_message=min_one_message
             )
-            records = data.records
+            # Kafka (fetch v3+): an incomplete first batch is replaced by an empty set, so the
+            # request-level budget never hands a client a useless fragment
+            records = b"" if data.first_entry_incomplete else data.records
             size = (
                 len(records)
                 if isinstance(records, bytes | bytearray)
