@@ -86,7 +86,7 @@ def handle_describe_configs(broker: KafkaBroker, ctx: RequestContext, req: Any) 
                 if not name:
                     raise KafkaError(ErrorCode.invalid_request, "Broker id must not be empty")
                 _broker_resource(broker, name)
-                configs = []  # loggers are not exposed (see docs/compatibility.md)
+                configs = []  # loggers are not exposed (see docs/status.md)
             else:
                 raise KafkaError(ErrorCode.invalid_request, f"Unsupported resource type: {rtype}")
             results.append({**base, "error_code": 0, "error_message": None, "configs": configs})
