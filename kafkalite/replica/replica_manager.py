@@ -357,7 +357,9 @@ class ReplicaManager:
             data = plog.read(
                 info.fetch_offset, max_bytes, max_offset=max_offset, min_one_message=min_one_message
             )
-            records = data.records
+            # Kafka (fetch v3+): an incomplete first batch is replaced by an empty set, so the
+            # request-level budget never hands a client a useless fragment
+            records = b"" if data.first_entry_incomplete else data.records
             size = (
                 len(records)
                 if isinstance(records, bytes | bytearray)
@@ -464,11 +466,7 @@ class ReplicaManager:
             return plog.log_start_offset, -1, epoch
         if timestamp == LATEST_TIERED_TIMESTAMP:
             return -1, -1, -1
-        if timestamp == MAX_TIMESTAMP:
-            found = plog.fetch_offset_by_timestamp(MAX_TIMESTAMP)
-            if found is None:
-                return -1, -1, epoch
-            return found[0], found[1], epoch
+        # every other lookup (max timestamp included) must land below the last fetchable offset
         found = plog.fetch_offset_by_timestamp(timestamp)
         if found is None or found[0] >= latest:
             return -1, -1, epoch

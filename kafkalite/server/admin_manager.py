@@ -23,7 +23,7 @@ from kafkalite.metadata import paths
 from kafkalite.metadata.store import NodeExistsError, NoNodeError
 from kafkalite.protocol.errors import ErrorCode, KafkaError
 from kafkalite.protocol.kafka_uuid import random_uuid, uuid_to_kafka
-from kafkalite.server.topic_names import INTERNAL_TOPICS, validate_topic_name
+from kafkalite.server.topic_names import INTERNAL_TOPICS, colliding_topic, validate_topic_name
 
 if TYPE_CHECKING:
     from kafkalite.server.broker import KafkaBroker
@@ -39,7 +39,9 @@ class CreateTopicResult:
     topic_id: uuid.UUID | None = None
     num_partitions: int = -1
     replication_factor: int = -1
-    configs: dict[str, str] | None = None
+    #: the topic's effective config and its overrides, for the response's config list
+    log_config: LogConfig | None = None
+    overrides: dict[str, str] | None = None
 
 
 def assign_replicas_to_brokers(
@@ -137,11 +139,11 @@ class AdminManager:
                         ErrorCode.invalid_request, f"duplicate topic {t.name} in request"
                     )
                 seen.add(t.name)
-                assignment, configs = self._validate_new_topic(t)
+                assignment, configs = self._validate_new_topic(t, also_existing=to_wait)
                 r.num_partitions = len(assignment)
                 r.replication_factor = len(next(iter(assignment.values())))
-                log_cfg = self.validate_topic_configs(configs)
-                r.configs = log_cfg.to_properties()
+                r.log_config = self.validate_topic_configs(configs)
+                r.overrides = configs
                 if validate_only:
                     continue
                 topic_id = await self._write_topic(t.name, assignment, configs)
@@ -158,12 +160,25 @@ class AdminManager:
                         r.topic_id = t.topic_id
         return results
 
-    def _validate_new_topic(self, t: Any) -> tuple[dict[int, list[int]], dict[str, str]]:
-        cfg = self.broker.config
-        if (why := validate_topic_name(t.name)) is not None:
+    def check_new_topic_name(self, name: str, also_existing: Sequence[str] = ()) -> None:
+        """Kafka's order: a legal name, not already there, no '.'/'_' collision."""
+        if (why := validate_topic_name(name)) is not None:
             raise KafkaError(ErrorCode.invalid_topic_exception, why)
-        if t.name in self.broker.metadata_cache.topics or t.name in self.creating:
-            raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{t.name}' already exists.")
+        topics = self.broker.metadata_cache.topics
+        if name in topics or name in self.creating:
+            raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
+        other = colliding_topic(name, [*topics, *self.creating, *also_existing])
+        if other is not None:
+            raise KafkaError(
+                ErrorCode.invalid_topic_exception,
+                f"Topic '{name}' collides with existing topic: {other}",
+            )
+
+    def _validate_new_topic(
+        self, t: Any, also_existing: Sequence[str] = ()
+    ) -> tuple[dict[int, list[int]], dict[str, str]]:
+        cfg = self.broker.config
+        self.check_new_topic_name(t.name, also_existing)
         live = self.broker.metadata_cache.alive_broker_ids()
         manual = list(getattr(t, "assignments", ()) or ())
         num_partitions = int(t.num_partitions)
@@ -248,11 +263,13 @@ class AdminManager:
             self.creating.discard(name)
         return topic_id
 
-    async def auto_create_topics(self, names: Sequence[str]) -> None:
+    async def auto_create_topics(self, names: Sequence[str]) -> dict[str, int]:
+        """Create topics a Metadata request named; returns the errors of those that failed."""
         cfg = self.broker.config
         live = self.broker.metadata_cache.alive_broker_ids()
         rf = min(int(cfg["default.replication.factor"]), max(len(live), 1))
-        created = []
+        created: list[str] = []
+        errors: dict[str, int] = {}
         for name in names:
             if (
                 name in self.broker.metadata_cache.topics
@@ -261,14 +278,17 @@ class AdminManager:
             ):
                 continue
             try:
+                self.check_new_topic_name(name, created)
                 assignment = assign_replicas_to_brokers(live, int(cfg["num.partitions"]), rf)
                 await self._write_topic(name, assignment, {})
                 created.append(name)
             except KafkaError as e:
                 if e.code != ErrorCode.topic_already_exists:
-                    log.warning("auto-creating topic %s failed: %s", name, e)
+                    log.warning("auto-creating topic %s failed: %s", name, e.message)
+                    errors[name] = int(e.code)
         if created:
             await self.broker.wait_for_topics(created, 5.0)
+        return errors
 
     async def delete_topics(self, names: Sequence[str], timeout_ms: int) -> dict[str, int]:
         out: dict[str, int] = {}

@@ -39,7 +39,7 @@ from kafkalite.protocol.kafka_uuid import uuid_to_kafka
 from kafkalite.replica.partition import LeaderAndIsrState
 from kafkalite.replica.replica_manager import ReplicaManager, ReplicaManagerConfig
 from kafkalite.server.admin_manager import AdminManager
-from kafkalite.server.apis import build_api_table, build_controller_api_table
+from kafkalite.server.apis import build_broker_api_table
 from kafkalite.server.apis.controller_requests import ControllerRequestChannel
 from kafkalite.server.config import BrokerConfig, Endpoint
 from kafkalite.server.fetch_session import FetchSessionCache
@@ -76,10 +76,13 @@ class KafkaBroker:
             int(config["max.incremental.fetch.session.cache.slots"]),
             int(config["min.incremental.fetch.session.eviction.ms"]),
         )
+        #: AlterConfigs on this broker's id (/config/brokers/<id>) and on the cluster
+        #: default "" (/config/brokers/<default>), as stored (strings)
         self.dynamic_broker_configs: dict[str, str] = {}
+        self.dynamic_default_configs: dict[str, str] = {}
         self.default_log_config = self._broker_log_defaults()
         self.channel = ControllerRequestChannel(
-            build_api_table(self) | build_controller_api_table(self),
+            build_broker_api_table(self),
             max_request_size=int(config["socket.request.max.bytes"]),
         )
         tls = (
@@ -108,7 +111,7 @@ class KafkaBroker:
     def _broker_log_defaults(self) -> LogConfig:
         props: dict[str, Any] = {}
         for k, v in self.config.items():
-            if v is None or not (self.config.is_explicit(k) or k in self.dynamic_broker_configs):
+            if v is None or not self.config.is_explicit(k):
                 continue
             props[k] = (
                 ",".join(v)
@@ -330,33 +333,48 @@ class KafkaBroker:
         stat = await self.store.exists(path)
         self.broker_epoch = stat.czxid if stat is not None else -1
 
+    def _dynamic_config_path(self, per_broker: bool) -> str:
+        return f"{paths.CONFIG_BROKERS}/{self.broker_id if per_broker else '<default>'}"
+
     async def _load_dynamic_broker_configs(self) -> None:
-        try:
-            raw, _ = await self.store.get(f"{paths.CONFIG_BROKERS}/{self.broker_id}")
-            configs = json.loads(raw).get("config", {})
-        except NoNodeError:
-            return
-        for k, v in configs.items():
+        layers: list[dict[str, str]] = []
+        for per_broker in (True, False):
             try:
-                self.config.set_dynamic(k, v)
-                self.dynamic_broker_configs[k] = v
-            except ValueError as e:
-                log.warning("ignoring stored dynamic broker config %s: %s", k, e)
+                raw, _ = await self.store.get(self._dynamic_config_path(per_broker))
+                stored = {str(k): str(v) for k, v in json.loads(raw).get("config", {}).items()}
+            except NoNodeError:
+                stored = {}
+            layer = {}
+            for k, v in stored.items():
+                try:
+                    self.config.coerce_dynamic({k: v})
+                    layer[k] = v
+                except ValueError as e:
+                    log.warning("ignoring stored dynamic broker config %s: %s", k, e)
+            layers.append(layer)
+        self.dynamic_broker_configs, self.dynamic_default_configs = layers
+        self.config.apply_dynamic(*layers)
         self.default_log_config = self._broker_log_defaults()
 
-    async def set_dynamic_broker_configs(self, configs: dict[str, str]) -> None:
-        for k in list(self.dynamic_broker_configs):
-            if k not in configs:
-                self.config.set_dynamic(k, None)
-        for k, v in configs.items():
-            self.config.set_dynamic(k, v)
-        self.dynamic_broker_configs = dict(configs)
+    async def set_dynamic_broker_configs(
+        self, configs: dict[str, str], *, per_broker: bool = True
+    ) -> None:
+        """Replace this broker's (or the cluster-default) dynamic configs.
+
+        The caller validated them (BrokerConfig.with_dynamic); they are stored first,
+        then applied, so a failed write changes nothing.
+        """
+        broker_layer = dict(configs) if per_broker else self.dynamic_broker_configs
+        default_layer = self.dynamic_default_configs if per_broker else dict(configs)
+        self.config.with_dynamic(broker_layer, default_layer)  # raises before any change
         data = json.dumps({"version": 1, "config": configs}).encode()
-        path = f"{paths.CONFIG_BROKERS}/{self.broker_id}"
+        path = self._dynamic_config_path(per_broker)
         try:
             await self.store.set(path, data)
         except NoNodeError:
             await self.store.create(path, data, makepath=True)
+        self.dynamic_broker_configs, self.dynamic_default_configs = broker_layer, default_layer
+        self.config.apply_dynamic(broker_layer, default_layer)
         self.default_log_config = self._broker_log_defaults()
         for topic in list(self.metadata_cache.topics):
             self.on_topic_config_changed(topic)

@@ -9,13 +9,18 @@ socket buffers ...) are accepted and ignored, and listed as such in docs.
 
 from __future__ import annotations
 
+import copy
+import logging
 import re
+import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+log = logging.getLogger(__name__)
 
 LONG_MAX = 2**63 - 1
 INT_MAX = 2**31 - 1
@@ -211,7 +216,10 @@ _DEFS: list[ConfigDef] = [
     ),
 ]
 
-#: Kafka broker keys that tune the JVM implementation; accepted and ignored.
+#: Kafka broker keys that tune the JVM implementation, or drive KRaft (Kafka 4's
+#: own controller quorum, which kafkalite replaces with its metadata store), or
+#: features kafkalite does not have (share groups): accepted and ignored, so a
+#: stock Kafka ``server.properties`` loads. Each is logged once at start-up.
 IGNORED_KAFKA_KEYS = frozenset(
     {
         "num.network.threads",
@@ -226,13 +234,55 @@ IGNORED_KAFKA_KEYS = frozenset(
         "log.cleaner.io.buffer.load.factor",
         "zookeeper.set.acl",
         "transaction.max.timeout.ms",
-        "process.roles",
-        "controller.quorum.voters",
-        "controller.listener.names",
         "log.message.format.version",
         "inter.broker.protocol.version",
+        # KRaft
+        "process.roles",
+        "controller.listener.names",
+        "metadata.log.dir",
+        "metadata.log.segment.bytes",
+        "metadata.log.segment.ms",
+        "metadata.max.retention.bytes",
+        "metadata.max.retention.ms",
+        "metadata.max.idle.interval.ms",
+        "broker.heartbeat.interval.ms",
+        "broker.session.timeout.ms",
+        "initial.broker.registration.timeout.ms",
+        "unstable.api.versions.enable",
+        "unstable.feature.versions.enable",
+        "eligible.leader.replicas.enable",
+        "group.coordinator.rebalance.protocols",
+        "group.coordinator.threads",
     }
 )
+#: whole families of KRaft and share-group keys, ignored the same way
+IGNORED_KAFKA_PREFIXES = ("controller.quorum.", "share.coordinator.", "group.share.")
+
+
+def is_ignored_kafka_key(key: str) -> bool:
+    return key in IGNORED_KAFKA_KEYS or key.startswith(IGNORED_KAFKA_PREFIXES)
+
+
+#: Kafka's broker-config synonyms (DynamicBrokerConfig.brokerConfigSynonyms): the keys
+#: that set the same thing, highest precedence first.
+BROKER_SYNONYMS: dict[str, tuple[str, ...]] = {}
+for _group in (
+    ("log.roll.ms", "log.roll.hours"),
+    ("log.roll.jitter.ms", "log.roll.jitter.hours"),
+    ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+):
+    for _name in _group:
+        BROKER_SYNONYMS[_name] = _group
+# log.flush.scheduler.interval.ms is the default of log.flush.interval.ms, not its equal
+BROKER_SYNONYMS["log.flush.interval.ms"] = (
+    "log.flush.interval.ms",
+    "log.flush.scheduler.interval.ms",
+)
+
+
+def broker_synonyms(name: str) -> tuple[str, ...]:
+    return BROKER_SYNONYMS.get(name, (name,))
+
 
 CONFIG_DEFS: dict[str, ConfigDef] = {d.name: d for d in _DEFS}
 
@@ -251,6 +301,15 @@ class Endpoint:
 
     def __str__(self) -> str:
         return f"{self.listener}://{self.host}:{self.port}"
+
+
+def _listener_name(text: str) -> str:
+    return text.strip().split("://", 1)[0].upper()
+
+
+def canonical_hostname() -> str:
+    """What Kafka advertises for an empty listener host (getCanonicalHostName)."""
+    return socket.getfqdn()
 
 
 def parse_endpoint(key: str, text: str, protocol_map: Mapping[str, str]) -> Endpoint:
@@ -333,17 +392,25 @@ def parse_properties(text: str) -> dict[str, str]:
 
 
 class BrokerConfig:
-    """Validated broker configuration. ``cfg["log.dirs"]`` or the typed properties."""
+    """Validated broker configuration. ``cfg["log.dirs"]`` or the typed properties.
+
+    Values come in layers, highest first, as in Kafka: dynamic per-broker configs
+    (AlterConfigs on this broker's id), dynamic cluster defaults (AlterConfigs on
+    the broker resource ""), the static file, then Kafka's default.
+    """
 
     def __init__(
         self, values: Mapping[str, Any] | None = None, *, base_dir: Path | None = None
     ) -> None:
         raw = dict(values or {})
-        self._explicit = set()
         self._values: dict[str, Any] = {d.name: d.default for d in _DEFS}
+        #: what the file (or the caller) set, coerced
+        self._static: dict[str, Any] = {}
+        self._dynamic_broker: dict[str, Any] = {}
+        self._dynamic_default: dict[str, Any] = {}
         self.ignored: dict[str, Any] = {}
         for key, value in raw.items():
-            if key in IGNORED_KAFKA_KEYS:
+            if is_ignored_kafka_key(key):
                 self.ignored[key] = value
                 continue
             d = CONFIG_DEFS.get(key)
@@ -353,14 +420,13 @@ class BrokerConfig:
             if d.validator and (msg := d.validator(v)):
                 raise ConfigError(key, msg)
             self._values[key] = v
-            self._explicit.add(key)
+            self._static[key] = v
+        for key in sorted(self.ignored):
+            log.info("ignoring Kafka broker key %s (no effect in kafkalite)", key)
         if self._values["node.id"] is not None:
-            if (
-                "broker.id" in self._explicit
-                and self._values["broker.id"] != self._values["node.id"]
-            ):
+            if "broker.id" in self._static and self._values["broker.id"] != self._values["node.id"]:
                 raise ConfigError("node.id", "conflicts with broker.id")
-            self._values["broker.id"] = self._values["node.id"]
+            self._values["broker.id"] = self._static["broker.id"] = self._values["node.id"]
         if self._values["broker.id"] < -1:
             raise ConfigError("broker.id", "must be >= 0 (or -1 to generate)")
         base = base_dir or Path.cwd()
@@ -377,7 +443,22 @@ class BrokerConfig:
             k, v = entry.split(":", 1)
             pm[k.strip().upper()] = v.strip().upper()
         self.protocol_map = pm
-        self.listeners = [parse_endpoint("listeners", x, pm) for x in self._values["listeners"]]
+        # Kafka 4's KRaft controller listeners (controller.listener.names) serve the
+        # controller quorum, not clients: kafkalite has no such quorum, so they are
+        # neither bound nor advertised.
+        controller_names = {
+            n.strip().upper()
+            for n in str(self.ignored.get("controller.listener.names") or "").split(",")
+            if n.strip()
+        }
+        self.controller_listeners = [
+            x for x in self._values["listeners"] if _listener_name(x) in controller_names
+        ]
+        self.listeners = [
+            parse_endpoint("listeners", x, pm)
+            for x in self._values["listeners"]
+            if _listener_name(x) not in controller_names
+        ]
         if not self.listeners:
             raise ConfigError("listeners", "at least one listener is required")
         for ep in self.listeners:
@@ -401,7 +482,11 @@ class BrokerConfig:
             raise ConfigError("listeners", "listener names must be unique")
         adv = self._values["advertised.listeners"]
         self.advertised = (
-            [parse_endpoint("advertised.listeners", x, pm) for x in adv]
+            [
+                parse_endpoint("advertised.listeners", x, pm)
+                for x in adv
+                if _listener_name(x) not in controller_names
+            ]
             if adv
             else list(self.listeners)
         )
@@ -411,8 +496,19 @@ class BrokerConfig:
                     "advertised.listeners", f"listener {ep.listener} is not in listeners"
                 )
         for ep in self.advertised:
-            if ep.host in ("", "0.0.0.0", "::"):
-                raise ConfigError("advertised.listeners", "cannot advertise the wildcard address")
+            if ep.host in ("0.0.0.0", "::"):
+                raise ConfigError(
+                    "advertised.listeners",
+                    f"cannot advertise the non-routable meta-address {ep.host} ({ep})",
+                )
+        # an empty host (PLAINTEXT://:9092) binds every interface and, as in Kafka, is
+        # advertised as this machine's canonical host name
+        self.advertised = [
+            Endpoint(e.listener, canonical_hostname(), e.port, e.security_protocol)
+            if e.host == ""
+            else e
+            for e in self.advertised
+        ]
         pid = self._values["pid.file"]
         self.pid_file = (
             None if pid is None else (base / pid if not Path(pid).is_absolute() else Path(pid))
@@ -426,25 +522,84 @@ class BrokerConfig:
         return self._values.get(key, default)
 
     def is_explicit(self, key: str) -> bool:
-        return key in self._explicit
+        """Set by the file or dynamically (not Kafka's default)."""
+        return key in self._static or key in self._dynamic_broker or key in self._dynamic_default
+
+    def is_static(self, key: str) -> bool:
+        return key in self._static
+
+    def static_value(self, key: str) -> Any:
+        return self._static.get(key)
+
+    def dynamic_value(self, key: str, *, per_broker: bool) -> Any:
+        return (self._dynamic_broker if per_broker else self._dynamic_default).get(key)
+
+    def has_dynamic(self, key: str, *, per_broker: bool) -> bool:
+        return key in (self._dynamic_broker if per_broker else self._dynamic_default)
 
     def items(self) -> list[tuple[str, Any]]:
         return sorted(self._values.items())
 
+    # ---- dynamic configs ----------------------------------------------------
+    @staticmethod
+    def coerce_dynamic(configs: Mapping[str, Any]) -> dict[str, Any]:
+        """Check every key is a known dynamic config and every value valid; coerce them.
+
+        Raises ConfigError naming the first bad key; nothing is applied.
+        """
+        unknown = sorted(k for k in configs if k not in CONFIG_DEFS)
+        if unknown:
+            raise ConfigError(unknown[0], f"unknown broker configs: {', '.join(unknown)}")
+        static_only = sorted(k for k in configs if not CONFIG_DEFS[k].dynamic)
+        if static_only:
+            raise ConfigError(
+                static_only[0],
+                f"Cannot update these configs dynamically: {', '.join(static_only)}",
+            )
+        out: dict[str, Any] = {}
+        for k, value in configs.items():
+            d = CONFIG_DEFS[k]
+            if value is None:
+                raise ConfigError(k, "a null value is not allowed")
+            v = _coerce(d, value)
+            if d.validator and (msg := d.validator(v)):
+                raise ConfigError(k, f"Invalid value {value} for configuration {k}: {msg}")
+            out[k] = v
+        return out
+
+    def apply_dynamic(
+        self, per_broker: Mapping[str, Any], cluster_default: Mapping[str, Any]
+    ) -> None:
+        """Replace both dynamic layers at once (validated first: all or nothing).
+
+        A key dropped from both layers goes back to its static value, then Kafka's default.
+        """
+        b = self.coerce_dynamic(per_broker)
+        d = self.coerce_dynamic(cluster_default)
+        self._dynamic_broker, self._dynamic_default = b, d
+        for k, cd in CONFIG_DEFS.items():
+            if cd.dynamic:
+                self._values[k] = b.get(k, d.get(k, self._static.get(k, cd.default)))
+
+    def with_dynamic(
+        self, per_broker: Mapping[str, Any], cluster_default: Mapping[str, Any]
+    ) -> BrokerConfig:
+        """A copy with these dynamic layers: validates a change before it is made."""
+        c = copy.copy(self)
+        c._values = dict(self._values)
+        c.apply_dynamic(per_broker, cluster_default)
+        return c
+
     def set_dynamic(self, key: str, value: Any) -> None:
-        d = CONFIG_DEFS.get(key)
-        if d is None:
-            raise ConfigError(key, "unknown configuration key")
-        if not d.dynamic:
-            raise ConfigError(key, "cannot be updated dynamically")
-        v = _coerce(d, value) if value is not None else d.default
-        if d.validator and (msg := d.validator(v)):
-            raise ConfigError(key, msg)
-        self._values[key] = v
+        """Set (or with None remove) one per-broker dynamic config."""
+        layer = dict(self._dynamic_broker)
         if value is None:
-            self._explicit.discard(key)
+            layer.pop(key, None)
+            if key not in CONFIG_DEFS or not CONFIG_DEFS[key].dynamic:
+                self.coerce_dynamic({key: ""})  # raises the same error a set would
         else:
-            self._explicit.add(key)
+            layer[key] = value
+        self.apply_dynamic(layer, self._dynamic_default)
 
     @property
     def broker_id(self) -> int:

@@ -324,13 +324,15 @@ class Connection:
             except OSError as e:
                 if e.errno in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
                     data = os.pread(r.fd, remaining, offset)
+                    if len(data) < remaining:
+                        raise _truncated(r, offset + len(data), remaining - len(data)) from None
                     await self._send_buffers([data])
                     return
                 raise
             if n == 0:
-                # file shorter than promised (truncated under us): pad to keep framing
-                await self._send_buffers([bytes(remaining)])
-                return
+                # the file is shorter than the range we promised in the frame size (it was
+                # truncated under us): never fill in bytes that are not there, drop the client
+                raise _truncated(r, offset, remaining)
             offset += n
             remaining -= n
 
@@ -421,13 +423,23 @@ class TlsConnection(Connection):
             n = min(remaining, 1 << 20)
             data = os.pread(r.fd, n, offset)
             if not data:
-                data = bytes(remaining)  # file shrank under us: pad to keep framing
+                raise _truncated(r, offset, remaining)  # never send made-up bytes
             await self._send_buffers([data])
             offset += len(data)
             remaining -= len(data)
 
 
 _TLS_WRITE_CHUNK = 256 * 1024
+
+
+def _truncated(r: FileRange, offset: int, remaining: int) -> ConnectionAbortedError:
+    log.warning(
+        "closing connection: segment file shrank while sending it (%d bytes missing at %d);"
+        " the client will retry",
+        remaining,
+        offset,
+    )
+    return ConnectionAbortedError(f"file range of fd {r.fd} truncated at {offset}")
 
 
 def _CLOSE(_: Any) -> None:  # sentinel encoder: close after draining

@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
@@ -18,10 +19,19 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _start(cfg, cwd):
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _start(cfg, cwd, *args):
+    # run this checkout's kafkalite, whatever the working directory
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+    }
     proc = subprocess.Popen(
-        [sys.executable, "-m", "kafkalite.cli.server", str(cfg)],
+        [sys.executable, "-m", "kafkalite.cli.server", str(cfg), *args],
         cwd=cwd,
+        env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

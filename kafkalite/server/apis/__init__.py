@@ -172,6 +172,15 @@ def build_controller_api_table(broker: KafkaBroker | None) -> dict[int, ApiSpec]
             partial(handler, broker),
             serial,
             notes,
+            inter_broker=True,
         )
         for key, lo, hi, handler, serial, notes in _CONTROLLER_TABLE
     }
+
+
+def build_broker_api_table(broker: KafkaBroker | None) -> dict[int, ApiSpec]:
+    """Everything a broker handles and advertises: client APIs and controller APIs.
+
+    docs/compatibility.md is generated from this same table.
+    """
+    return build_api_table(broker) | build_controller_api_table(broker)

@@ -13,15 +13,30 @@ if TYPE_CHECKING:
 
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 BROKER_ENDPOINT_TYPE = 1
+CONTROLLER_ENDPOINT_TYPE = 2
 
 
 def handle_describe_cluster(broker: KafkaBroker, ctx: RequestContext, req: Any) -> dict[str, Any]:
     endpoint_type = int(getattr(req, "endpoint_type", BROKER_ENDPOINT_TYPE))
     if endpoint_type != BROKER_ENDPOINT_TYPE:
+        # Kafka: an unknown type is UNSUPPORTED_ENDPOINT_TYPE, a controller (2) request
+        # sent to a broker MISMATCHED_ENDPOINT_TYPE (INVALID_REQUEST on v0)
+        if ctx.api_version == 0:
+            code = ErrorCode.invalid_request
+        elif endpoint_type == CONTROLLER_ENDPOINT_TYPE:
+            code = ErrorCode.mismatched_endpoint_type
+        else:
+            code = ErrorCode.unsupported_endpoint_type
+        message = (
+            "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of "
+            "type CONTROLLER"
+            if endpoint_type == CONTROLLER_ENDPOINT_TYPE
+            else f"Unsupported endpoint type {endpoint_type}"
+        )
         return {
             "throttle_time": 0,
-            "error_code": ErrorCode.unsupported_endpoint_type,
-            "error_message": "only broker endpoints are served",
+            "error_code": code,
+            "error_message": message,
             "endpoint_type": endpoint_type,
             "cluster_id": broker.cluster_id,
             "controller_id": -1,

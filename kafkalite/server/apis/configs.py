@@ -1,29 +1,39 @@
 """DescribeConfigs (32), AlterConfigs (33), IncrementalAlterConfigs (44).
 
 Topic configs use Kafka's names, defaults and validation (the log layer's
-TOPIC_CONFIG_DEFS); the value a topic reports falls back from its override to
-the broker's ``log.*`` setting to Kafka's default, with the matching source.
+TOPIC_CONFIG_DEFS). Each reported value carries Kafka's config source, worked
+out as Kafka's ConfigHelper does: the synonyms of a config are listed from the
+highest layer down (topic override, dynamic per-broker, dynamic cluster
+default, static file, Kafka default), leading entries for other names are
+dropped, and the first one left is the source. Passwords are never returned.
+
+Changes are validated in full before anything is written: a bad value gets
+INVALID_CONFIG with a message and leaves every config as it was.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from kafkalite.log.log_config import TOPIC_CONFIG_DEFS
+from kafkalite.log.errors import ConfigError as LogConfigError
+from kafkalite.log.log_config import TOPIC_CONFIG_DEFS, LogConfig
 from kafkalite.protocol.errors import ErrorCode, KafkaError
-from kafkalite.server.config import CONFIG_DEFS, ConfigError
+from kafkalite.server.config import CONFIG_DEFS, ConfigError, broker_synonyms
 
 if TYPE_CHECKING:
     from kafkalite.server.broker import KafkaBroker
+    from kafkalite.server.config import BrokerConfig
     from kafkalite.server.request_channel import RequestContext
 
 TOPIC = 2
 BROKER = 4
 BROKER_LOGGER = 8
 
-# config sources
+# config sources (DescribeConfigsResponse.ConfigSource)
 SRC_TOPIC = 1
 SRC_DYNAMIC_BROKER = 2
+SRC_DYNAMIC_DEFAULT_BROKER = 3
 SRC_STATIC_BROKER = 4
 SRC_DEFAULT = 5
 
@@ -40,8 +50,13 @@ _BROKER_TYPE_CODES = {
     "password": 9,
 }
 
+Synonym = dict[str, Any]
 
+
+# ---- DescribeConfigs ---------------------------------------------------------
 def handle_describe_configs(broker: KafkaBroker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    include_synonyms = bool(getattr(req, "include_synonyms", False))
+    include_docs = bool(getattr(req, "include_documentation", False))
     results = []
     for res in req.resources:
         rtype, name = int(res.resource_type), res.resource_name
@@ -50,15 +65,30 @@ def handle_describe_configs(broker: KafkaBroker, ctx: RequestContext, req: Any) 
         base = {"resource_type": rtype, "resource_name": name}
         try:
             if rtype == TOPIC:
-                configs = _describe_topic(broker, name, keys, req)
+                if name not in broker.metadata_cache.topics:
+                    raise KafkaError(
+                        ErrorCode.unknown_topic_or_partition, f"Topic '{name}' does not exist."
+                    )
+                configs = topic_config_entries(
+                    broker.config,
+                    broker.admin.topic_configs.get(name, {}),
+                    broker.admin.log_config(name),
+                    include_synonyms=include_synonyms,
+                    include_docs=include_docs,
+                    keys=keys,
+                )
             elif rtype == BROKER:
-                _check_broker_name(broker, name)
-                configs = _describe_broker(broker, keys, req)
+                per_broker = _broker_resource(broker, name)
+                configs = _describe_broker(
+                    broker.config, per_broker, keys, include_synonyms, include_docs
+                )
             elif rtype == BROKER_LOGGER:
-                _check_broker_name(broker, name)
-                configs = []
+                if not name:
+                    raise KafkaError(ErrorCode.invalid_request, "Broker id must not be empty")
+                _broker_resource(broker, name)
+                configs = []  # loggers are not exposed (see docs/status.md)
             else:
-                raise KafkaError(ErrorCode.invalid_request, f"unsupported resource type {rtype}")
+                raise KafkaError(ErrorCode.invalid_request, f"Unsupported resource type: {rtype}")
             results.append({**base, "error_code": 0, "error_message": None, "configs": configs})
         except KafkaError as e:
             results.append(
@@ -67,94 +97,146 @@ def handle_describe_configs(broker: KafkaBroker, ctx: RequestContext, req: Any) 
     return {"throttle_time": 0, "results": results}
 
 
-def _check_broker_name(broker: KafkaBroker, name: str) -> None:
-    if name not in ("", str(broker.broker_id)):
+def _broker_resource(broker: KafkaBroker, name: str) -> bool:
+    """True for this broker's id, False for "" (the cluster-wide dynamic defaults)."""
+    if not name:
+        return False
+    try:
+        broker_id = int(name)
+    except ValueError:
         raise KafkaError(
-            ErrorCode.invalid_request, f"broker {name} is not this broker ({broker.broker_id})"
+            ErrorCode.invalid_request, f"Broker id must be an integer, but it is: {name}"
+        ) from None
+    if broker_id != broker.broker_id:
+        raise KafkaError(
+            ErrorCode.invalid_request,
+            f"Unexpected broker id, expected {broker.broker_id} or empty string, "
+            f"but received {name}",
+        )
+    return True
+
+
+def render_broker_value(v: Any) -> str | None:
+    """Kafka's ConfigDef.convertToString."""
+    if v is None:
+        return None
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, list):
+        return ",".join(v)
+    if isinstance(v, float):
+        return repr(v).replace("e+", "E").replace("e-", "E-")
+    return str(v)
+
+
+def _config_synonyms(
+    cfg: BrokerConfig, name: str, names: tuple[str, ...], sensitive: bool
+) -> list[Synonym]:
+    """Kafka's ConfigHelper.configSynonyms: every layer that sets one of ``names``."""
+    out: list[Synonym] = []
+
+    def add(n: str, value: Any, source: int) -> None:
+        out.append(
+            {
+                "name": n,
+                "value": None if sensitive else render_broker_value(value),
+                "source": source,
+            }
         )
 
+    for n in names:
+        if cfg.has_dynamic(n, per_broker=True):
+            add(n, cfg.dynamic_value(n, per_broker=True), SRC_DYNAMIC_BROKER)
+    for n in names:
+        if cfg.has_dynamic(n, per_broker=False):
+            add(n, cfg.dynamic_value(n, per_broker=False), SRC_DYNAMIC_DEFAULT_BROKER)
+    for n in names:
+        if cfg.is_static(n):
+            add(n, cfg.static_value(n), SRC_STATIC_BROKER)
+    for n in names:
+        d = CONFIG_DEFS.get(n)
+        if d is not None and d.default is not None:
+            add(n, d.default, SRC_DEFAULT)
+    # drop leading entries for other names (Kafka: "drop listener overrides ...")
+    while out and out[0]["name"] != name:
+        out.pop(0)
+    return out
 
-def _describe_topic(
-    broker: KafkaBroker, name: str, keys: set[str] | None, req: Any
+
+def topic_config_entries(
+    cfg: BrokerConfig,
+    overrides: Mapping[str, str],
+    effective: LogConfig,
+    *,
+    include_synonyms: bool = False,
+    include_docs: bool = False,
+    keys: set[str] | None = None,
 ) -> list[dict[str, Any]]:
-    if name not in broker.metadata_cache.topics:
-        raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic '{name}' does not exist.")
-    overrides = broker.admin.topic_configs.get(name, {})
-    effective = broker.admin.log_config(name)
+    """Every topic config with value and source (DescribeConfigs and CreateTopics)."""
     out = []
     for d in TOPIC_CONFIG_DEFS.values():
         if keys is not None and d.name not in keys:
             continue
         value = d.render(getattr(effective, d.field))
-        synonyms = []
+        synonyms: list[Synonym] = []
         if d.name in overrides:
-            source = SRC_TOPIC
             synonyms.append({"name": d.name, "value": value, "source": SRC_TOPIC})
-        else:
-            source = SRC_DEFAULT
-        for syn in d.synonyms:
-            if broker.config.is_explicit(syn.name):
-                if source == SRC_DEFAULT:
-                    source = SRC_STATIC_BROKER
-                synonyms.append(
-                    {
-                        "name": syn.name,
-                        "value": _render_broker(broker.config[syn.name]),
-                        "source": SRC_STATIC_BROKER,
-                    }
-                )
-        if not getattr(req, "include_synonyms", False):
-            synonyms = []
+        if d.synonyms:
+            primary = d.synonyms[0].name
+            synonyms += _config_synonyms(cfg, primary, broker_synonyms(primary), False)
         out.append(
             {
                 "name": d.name,
                 "value": value,
                 "read_only": False,
-                "config_source": source,
+                "config_source": synonyms[0]["source"] if synonyms else SRC_DEFAULT,
                 "is_sensitive": False,
-                "synonyms": synonyms,
+                "synonyms": synonyms if include_synonyms else [],
                 "config_type": int(d.type),
-                "documentation": d.doc if getattr(req, "include_documentation", False) else None,
+                "documentation": d.doc if include_docs else None,
             }
         )
     return out
 
 
-def _render_broker(v: Any) -> str | None:
-    if v is None:
-        return None
-    if isinstance(v, bool):
-        return str(v).lower()
-    if isinstance(v, list):
-        return ",".join(v)
-    return str(v)
-
-
-def _describe_broker(broker: KafkaBroker, keys: set[str] | None, req: Any) -> list[dict[str, Any]]:
+def _describe_broker(
+    cfg: BrokerConfig,
+    per_broker: bool,
+    keys: set[str] | None,
+    include_synonyms: bool,
+    include_docs: bool,
+) -> list[dict[str, Any]]:
     out = []
-    cfg = broker.config
     for d in CONFIG_DEFS.values():
         if keys is not None and d.name not in keys:
             continue
-        if d.name in broker.dynamic_broker_configs:
-            source = SRC_DYNAMIC_BROKER
-        elif cfg.is_explicit(d.name):
-            source = SRC_STATIC_BROKER
+        if per_broker:
+            value = cfg[d.name]
+        elif cfg.has_dynamic(d.name, per_broker=False):
+            value = cfg.dynamic_value(d.name, per_broker=False)
         else:
-            source = SRC_DEFAULT
+            continue  # "" describes only the cluster-wide dynamic defaults
+        sensitive = d.type == "password"
+        synonyms = _config_synonyms(cfg, d.name, broker_synonyms(d.name), sensitive)
+        if not per_broker:
+            synonyms = [s for s in synonyms if s["source"] == SRC_DYNAMIC_DEFAULT_BROKER]
         out.append(
             {
                 "name": d.name,
-                "value": _render_broker(cfg[d.name]),
+                "value": None if sensitive else render_broker_value(value),
                 "read_only": not d.dynamic,
-                "config_source": source,
-                "is_sensitive": d.type == "password",
-                "synonyms": [],
+                "config_source": synonyms[0]["source"] if synonyms else SRC_DEFAULT,
+                "is_sensitive": sensitive,
+                "synonyms": synonyms if include_synonyms else [],
                 "config_type": _BROKER_TYPE_CODES.get(d.type, 0),
-                "documentation": d.doc if getattr(req, "include_documentation", False) else None,
+                "documentation": d.doc if include_docs else None,
             }
         )
     return out
+
+
+# ---- AlterConfigs / IncrementalAlterConfigs -------------------------------------
+Change = Callable[[dict[str, str]], dict[str, Any]]
 
 
 async def handle_alter_configs(
@@ -166,23 +248,9 @@ async def handle_alter_configs(
         try:
             new = {c.name: c.value for c in res.configs}
             await _apply(broker, rtype, name, lambda _old, new=new: dict(new), req.validate_only)
-            responses.append(
-                {
-                    "error_code": 0,
-                    "error_message": None,
-                    "resource_type": rtype,
-                    "resource_name": name,
-                }
-            )
+            responses.append(_alter_result(rtype, name))
         except KafkaError as e:
-            responses.append(
-                {
-                    "error_code": e.code,
-                    "error_message": e.message,
-                    "resource_type": rtype,
-                    "resource_name": name,
-                }
-            )
+            responses.append(_alter_result(rtype, name, e))
     return {"throttle_time": 0, "responses": responses}
 
 
@@ -195,7 +263,10 @@ async def handle_incremental_alter_configs(
         try:
             ops = [(c.name, int(c.config_operation), c.value) for c in res.configs]
             if len({n for n, _, _ in ops}) != len(ops):
-                raise KafkaError(ErrorCode.invalid_request, "a config name appears twice")
+                raise KafkaError(
+                    ErrorCode.invalid_request,
+                    "Error due to duplicate config keys",
+                )
             await _apply(
                 broker,
                 rtype,
@@ -203,24 +274,19 @@ async def handle_incremental_alter_configs(
                 lambda old, ops=ops, rtype=rtype: _incremental(rtype, old, ops),
                 req.validate_only,
             )
-            responses.append(
-                {
-                    "error_code": 0,
-                    "error_message": None,
-                    "resource_type": rtype,
-                    "resource_name": name,
-                }
-            )
+            responses.append(_alter_result(rtype, name))
         except KafkaError as e:
-            responses.append(
-                {
-                    "error_code": e.code,
-                    "error_message": e.message,
-                    "resource_type": rtype,
-                    "resource_name": name,
-                }
-            )
+            responses.append(_alter_result(rtype, name, e))
     return {"throttle_time": 0, "responses": responses}
+
+
+def _alter_result(rtype: int, name: str, e: KafkaError | None = None) -> dict[str, Any]:
+    return {
+        "error_code": 0 if e is None else e.code,
+        "error_message": None if e is None else e.message,
+        "resource_type": rtype,
+        "resource_name": name,
+    }
 
 
 def _incremental(
@@ -253,13 +319,14 @@ def _incremental(
                 items = [x for x in items if x not in change]
             out[name] = ",".join(items)
         else:
-            raise KafkaError(ErrorCode.invalid_request, f"unknown config operation {op}")
+            raise KafkaError(ErrorCode.invalid_request, f"Unknown alter configs operation {op}")
     return out
 
 
 async def _apply(
-    broker: KafkaBroker, rtype: int, name: str, change: Any, validate_only: bool
+    broker: KafkaBroker, rtype: int, name: str, change: Change, validate_only: bool
 ) -> None:
+    """Validate the whole new config set, then (unless validate_only) write it."""
     if rtype == TOPIC:
         if name not in broker.metadata_cache.topics:
             raise KafkaError(
@@ -275,20 +342,34 @@ async def _apply(
         if not validate_only:
             await broker.admin.write_topic_config(name, {k: str(v) for k, v in new.items()})
     elif rtype == BROKER:
-        _check_broker_name(broker, name)
-        new = change(dict(broker.dynamic_broker_configs))
-        try:
-            for k in new:
-                d = CONFIG_DEFS.get(k)
-                if d is None:
-                    raise ConfigError(k, "unknown configuration key")
-                if not d.dynamic:
-                    raise ConfigError(k, "cannot be updated dynamically")
-        except ConfigError as e:
-            raise KafkaError(ErrorCode.invalid_config, str(e)) from None
+        per_broker = _broker_resource(broker, name)
+        layer = broker.dynamic_broker_configs if per_broker else broker.dynamic_default_configs
+        new = change(dict(layer))
+        _validate_broker_configs(broker, new, per_broker)
         if not validate_only:
-            await broker.set_dynamic_broker_configs(new)
+            await broker.set_dynamic_broker_configs(
+                {k: str(v) for k, v in new.items()}, per_broker=per_broker
+            )
     elif rtype == BROKER_LOGGER:
         raise KafkaError(ErrorCode.invalid_request, "broker logger configs are not supported")
     else:
-        raise KafkaError(ErrorCode.invalid_request, f"unsupported resource type {rtype}")
+        raise KafkaError(ErrorCode.invalid_request, f"Unsupported resource type: {rtype}")
+
+
+def _validate_broker_configs(broker: KafkaBroker, new: dict[str, Any], per_broker: bool) -> None:
+    """Every key dynamic, every value valid, and the topic defaults they imply consistent."""
+    try:
+        candidate = broker.config.with_dynamic(
+            new if per_broker else broker.dynamic_broker_configs,
+            broker.dynamic_default_configs if per_broker else new,
+        )
+        props = {
+            k: render_broker_value(v)
+            for k, v in candidate.items()
+            if v is not None and candidate.is_explicit(k)
+        }
+        LogConfig.from_broker_properties(props)
+    except ConfigError as e:
+        raise KafkaError(ErrorCode.invalid_config, str(e)) from None
+    except LogConfigError as e:
+        raise KafkaError(ErrorCode.invalid_config, str(e)) from None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from kafkalite.protocol.errors import ErrorCode, KafkaError
+from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.fetch_response import (
     FetchPartitionData,
     FetchTopicData,
@@ -15,10 +15,9 @@ from kafkalite.replica.replica_manager import FetchParams, FetchPartitionResult,
 from kafkalite.server.connection import FileRange
 from kafkalite.server.fetch_session import (
     FINAL_EPOCH,
-    INITIAL_EPOCH,
-    INVALID_SESSION_ID,
     CachedPartition,
     FetchSession,
+    new_context,
 )
 
 if TYPE_CHECKING:
@@ -78,48 +77,33 @@ def handle_fetch(broker: KafkaBroker, ctx: RequestContext, req: Any) -> Any:
         if name is not None:
             forgotten.extend((name, int(p)) for p in f.partitions)
 
-    session: FetchSession | None = None
-    incremental = False
-    new_session_id = INVALID_SESSION_ID
-    try:
-        if session_id == INVALID_SESSION_ID:
-            if epoch == INITIAL_EPOCH:
-                session = sessions.create()
-            elif epoch != FINAL_EPOCH:
-                raise KafkaError(ErrorCode.invalid_fetch_session_epoch)
-        elif epoch == FINAL_EPOCH:
-            sessions.remove(session_id)
-        elif epoch == INITIAL_EPOCH:
-            sessions.remove(session_id)
-            session = sessions.create()
-        else:
-            session = sessions.get(session_id, epoch)
-            incremental = True
-    except KafkaError as e:
-        return encode_fetch_response(version, [], error_code=int(e.code), session_id=0)
-
-    if session is not None:
-        new_session_id = session.id
-        if incremental:
-            session.epoch += 1
-            for tp in forgotten:
-                session.partitions.pop(tp, None)
-        else:
-            session.partitions.clear()
-        for tp, info in requested:
-            cp = session.partitions.get(tp)
-            if cp is None:
-                session.partitions[tp] = CachedPartition(
+    context = new_context(
+        sessions,
+        session_id,
+        epoch,
+        is_follower=replica_id >= 0,
+        uses_topic_ids=version >= 13,
+        requested=[
+            (
+                tp,
+                CachedPartition(
                     info.fetch_offset,
                     info.max_bytes,
                     info.log_start_offset,
                     info.current_leader_epoch,
-                )
-            else:
-                cp.fetch_offset = info.fetch_offset
-                cp.max_bytes = info.max_bytes
-                cp.log_start_offset = info.log_start_offset
-                cp.current_leader_epoch = info.current_leader_epoch
+                ),
+            )
+            for tp, info in requested
+        ],
+        forgotten=forgotten,
+        now_ms=broker.clock_ms(),
+    )
+    if context.kind == "error":
+        return encode_fetch_response(version, [], error_code=context.error, session_id=0)
+    session = context.session
+    incremental = context.kind == "incremental"
+    new_session_id = context.response_session_id
+    if incremental and session is not None:
         to_fetch = [
             (
                 tp,

@@ -25,6 +25,9 @@ def handle_list_offsets(broker: KafkaBroker, ctx: RequestContext, req: Any) -> d
                 offset, ts, epoch = rm.fetch_offset_for_timestamp(
                     tp, int(p.timestamp), isolation, int(getattr(p, "current_leader_epoch", -1))
                 )
+                if offset < 0:
+                    # nothing found: Kafka answers NONE with offset/timestamp/epoch all -1
+                    ts = epoch = -1
                 entry.update(
                     error_code=ErrorCode.none, offset=offset, timestamp=ts, leader_epoch=epoch
                 )

@@ -46,8 +46,8 @@ def handle_metadata(broker: KafkaBroker, ctx: RequestContext, req: Any) -> Any:
             if n is not None and n not in cache.topics and validate_topic_name(n) is None:
                 to_create.append(n)
 
-    def respond(_created: Any = None) -> dict[str, Any]:
-        topics = [_topic_entry(broker, ctx, n) for n in names]
+    def respond(create_errors: dict[str, int] | None = None) -> dict[str, Any]:
+        topics = [_topic_entry(broker, ctx, n, create_errors) for n in names]
         topics += [
             {
                 "error_code": ErrorCode.unknown_topic_id,
@@ -72,8 +72,7 @@ def handle_metadata(broker: KafkaBroker, ctx: RequestContext, req: Any) -> Any:
 
 
 async def _after(coro: Any, fn: Any) -> Any:
-    await coro
-    return fn()
+    return fn(await coro)
 
 
 def _brokers(broker: KafkaBroker, ctx: RequestContext) -> list[dict[str, Any]]:
@@ -86,7 +85,12 @@ def _brokers(broker: KafkaBroker, ctx: RequestContext) -> list[dict[str, Any]]:
     return out
 
 
-def _topic_entry(broker: KafkaBroker, ctx: RequestContext, name: str | None) -> dict[str, Any]:
+def _topic_entry(
+    broker: KafkaBroker,
+    ctx: RequestContext,
+    name: str | None,
+    create_errors: dict[str, int] | None = None,
+) -> dict[str, Any]:
     cache = broker.metadata_cache
     base = {
         "name": name,
@@ -101,6 +105,9 @@ def _topic_entry(broker: KafkaBroker, ctx: RequestContext, name: str | None) -> 
     if t is None:
         if validate_topic_name(name) is not None:
             return {**base, "error_code": ErrorCode.invalid_topic_exception}
+        if create_errors and name in create_errors:
+            # e.g. a '.'/'_' collision found while auto-creating (Kafka: INVALID_TOPIC_EXCEPTION)
+            return {**base, "error_code": create_errors[name]}
         if name in broker.admin.creating:
             return {**base, "error_code": ErrorCode.leader_not_available}
         return {**base, "error_code": ErrorCode.unknown_topic_or_partition}

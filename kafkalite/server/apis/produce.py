@@ -5,6 +5,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kafkalite.protocol.errors import ErrorCode
+from kafkalite.protocol.record_batch import InvalidRecordBatch
+from kafkalite.protocol.record_validator import (
+    InvalidTimestamp,
+    TopicLimits,
+    check_client_batch,
+    check_request_records,
+)
 from kafkalite.replica.replica_manager import ProduceResult
 from kafkalite.server.connection import CloseConnection
 
@@ -20,7 +27,9 @@ def handle_produce(broker: KafkaBroker, ctx: RequestContext, req: Any) -> Any:
     timeout_ms = int(req.timeout.total_seconds() * 1000)
     entries: dict[tuple[str, int], bytearray] = {}
     results: dict[tuple[str, int], ProduceResult] = {}
+    record_errors: dict[tuple[str, int], list[tuple[int, str]]] = {}
     order: list[tuple[str, list[int]]] = []
+    now = broker.clock_ms()
 
     # validate
     for td in req.topic_data:
@@ -35,12 +44,20 @@ def handle_produce(broker: KafkaBroker, ctx: RequestContext, req: Any) -> Any:
                     ErrorCode.transactional_id_authorization_failed,
                     error_message="transactions are not supported yet",
                 )
-            elif pd.records is None or len(pd.records) == 0:
-                results[tp] = ProduceResult(ErrorCode.corrupt_message, error_message="no records")
             elif name not in broker.metadata_cache.topics:
                 results[tp] = ProduceResult(ErrorCode.unknown_topic_or_partition)
             else:
-                entries[tp] = bytearray(pd.records)
+                try:
+                    records = pd.records or b""
+                    size = check_request_records(records, ctx.api_version)
+                    _check_batch(broker, tp, records, size, now)
+                    # a trailing partial batch is dropped, as Kafka's log trims it
+                    entries[tp] = bytearray(memoryview(records)[:size])
+                except InvalidTimestamp as e:
+                    results[tp] = ProduceResult(e.error_code, error_message=str(e))
+                    record_errors[tp] = e.record_errors
+                except InvalidRecordBatch as e:
+                    results[tp] = ProduceResult(e.error_code, error_message=str(e) or None)
 
     # act, then respond: now, or when acks=all completes (respond runs then)
     def respond(done: dict[tuple[str, int], ProduceResult]) -> dict[str, Any] | None:
@@ -57,7 +74,10 @@ def handle_produce(broker: KafkaBroker, ctx: RequestContext, req: Any) -> Any:
             "responses": [
                 {
                     "name": name,
-                    "partition_responses": [_partition(i, results[(name, i)]) for i in parts],
+                    "partition_responses": [
+                        _partition(i, results[(name, i)], record_errors.get((name, i)))
+                        for i in parts
+                    ],
                 }
                 for name, parts in order
             ],
@@ -68,13 +88,38 @@ def handle_produce(broker: KafkaBroker, ctx: RequestContext, req: Any) -> Any:
     return broker.replica_manager.append_records(timeout_ms, acks, entries, respond)
 
 
-def _partition(index: int, r: ProduceResult) -> dict[str, Any]:
+def _check_batch(
+    broker: KafkaBroker, tp: tuple[str, int], records: Any, size: int, now: int
+) -> None:
+    """The log-level checks Kafka makes on a client batch (LogValidator), on the leader."""
+    p = broker.replica_manager.get_partition(tp)
+    if p is None or p.log is None or not p.is_leader:
+        return  # the append answers UNKNOWN_TOPIC_OR_PARTITION / NOT_LEADER_OR_FOLLOWER
+    cfg = p.log.config
+    check_client_batch(
+        records,
+        size,
+        TopicLimits(
+            cfg.max_message_bytes,
+            cfg.log_append_time,
+            cfg.message_timestamp_before_max_ms,
+            cfg.message_timestamp_after_max_ms,
+        ),
+        now,
+    )
+
+
+def _partition(
+    index: int, r: ProduceResult, record_errors: list[tuple[int, str]] | None = None
+) -> dict[str, Any]:
     return {
         "index": index,
         "error_code": r.error,
         "base_offset": r.base_offset,
         "log_append_time": r.log_append_time,
         "log_start_offset": r.log_start_offset,
-        "record_errors": [],
+        "record_errors": [
+            {"batch_index": i, "batch_index_error_message": m} for i, m in record_errors or ()
+        ],
         "error_message": r.error_message,
     }

@@ -5,14 +5,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kafkalite.protocol.errors import ErrorCode, KafkaError
+from kafkalite.server.apis.configs import topic_config_entries
 
 if TYPE_CHECKING:
     from kafkalite.server.broker import KafkaBroker
     from kafkalite.server.request_channel import RequestContext
-
-# DescribeConfigs/CreateTopics config_source values
-TOPIC_CONFIG = 1
-DEFAULT_CONFIG = 5
 
 
 def _ms(td: Any) -> int:
@@ -43,20 +40,16 @@ async def handle_create_topics(
             "num_partitions": r.num_partitions,
             "replication_factor": r.replication_factor,
         }
-        if r.configs is not None and r.error == 0:
-            overrides = set()
-            for t in req.topics:
-                if t.name == r.name:
-                    overrides = {c.name for c in t.configs}
+        if r.log_config is not None and r.error == 0:
             entry["configs"] = [
                 {
-                    "name": k,
-                    "value": v,
-                    "read_only": False,
-                    "is_sensitive": False,
-                    "config_source": TOPIC_CONFIG if k in overrides else DEFAULT_CONFIG,
+                    "name": c["name"],
+                    "value": c["value"],
+                    "read_only": c["read_only"],
+                    "is_sensitive": c["is_sensitive"],
+                    "config_source": c["config_source"],
                 }
-                for k, v in sorted(r.configs.items())
+                for c in topic_config_entries(broker.config, r.overrides or {}, r.log_config)
             ]
         else:
             entry["configs"] = None if r.error else []
