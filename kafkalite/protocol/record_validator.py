@@ -31,6 +31,7 @@ from kafkalite.protocol.record_batch import (
     InvalidRecord,
     InvalidRecordBatch,
     UnsupportedCompression,
+    UnsupportedMagic,
 )
 
 _I32 = struct.Struct(">i")
@@ -87,7 +88,9 @@ def check_request_records(buf: bytes | bytearray | memoryview, api_version: int)
             "batch per partition"
         )
     if buf[rb.MAGIC_OFFSET] != rb.CURRENT_MAGIC:
-        raise InvalidRecord(
+        # Kafka 4 answers INVALID_RECORD here; kafkalite keeps UNSUPPORTED_VERSION, which
+        # the broker-core spec asks for (docs/status.md, "Deviations from Kafka").
+        raise UnsupportedMagic(
             f"Produce requests with version {api_version} are only allowed to contain record "
             "batches with magic version 2"
         )
