@@ -253,40 +253,15 @@ def handle_stop_replica(
 async def handle_controlled_shutdown(
     broker: KafkaBroker, ctx: RequestContext, req: ib.ControlledShutdownRequest
 ) -> ib.ControlledShutdownResponse:
-    """Runs as an event on the controller's queue, like every controller action.
+    """Validate, then run ``shutdownBroker`` as an event on the controller's queue.
 
-    Moving leadership is the controller's ``controlled_shutdown(broker_id)`` when it
-    has one; until then the answer lists the partitions the broker still leads with
-    more than one replica, which makes a shutting-down broker retry and then give up,
-    as Kafka's does when leadership cannot move.
+    NOT_CONTROLLER if this broker is not the active controller, BROKER_NOT_AVAILABLE
+    for an unregistered broker, STALE_BROKER_EPOCH for an earlier incarnation;
+    otherwise error 0 and the partitions the broker still leads (with another live
+    replica), which makes it retry.
     """
     controller = broker.controller
-    if controller is None or not controller.is_active:
+    if controller is None:
         return ib.ControlledShutdownResponse(int(ErrorCode.not_controller))
-
-    async def event() -> ib.ControlledShutdownResponse:
-        if not controller.is_active:
-            return ib.ControlledShutdownResponse(int(ErrorCode.not_controller))
-        cctx = controller.ctx
-        if req.broker_id not in cctx.live_brokers:
-            return ib.ControlledShutdownResponse(int(ErrorCode.broker_not_available))
-        cached_epoch = cctx.live_broker_epochs.get(req.broker_id, -1)
-        if req.broker_epoch != -1 and req.broker_epoch < cached_epoch:
-            return ib.ControlledShutdownResponse(STALE_BROKER_EPOCH)
-        shutdown = getattr(controller, "controlled_shutdown", None)
-        if shutdown is not None:
-            remaining = await shutdown(req.broker_id)
-        else:
-            remaining = {
-                tp
-                for tp, st in cctx.states.items()
-                if st.leader == req.broker_id
-                and tp[0] in cctx.topics
-                and len(cctx.topics[tp[0]].partitions.get(tp[1], ())) > 1
-            }
-        return ib.ControlledShutdownResponse(
-            0, [ib.RemainingPartition(t, p) for t, p in sorted(remaining)]
-        )
-
-    result: ib.ControlledShutdownResponse = await controller.put(event)
-    return result
+    error, remaining = await controller.controlled_shutdown(req.broker_id, req.broker_epoch)
+    return ib.ControlledShutdownResponse(error, [ib.RemainingPartition(t, p) for t, p in remaining])
