@@ -286,6 +286,9 @@ class PartitionStateMachine:
         remaining = partitions
         while remaining:
             current = await self.zk.get_partition_states(remaining)
+            for tp, (st, version) in current.items():
+                if st.controller_epoch <= ctx.epoch:  # the store is fresher than the cache
+                    ctx.partition_leadership_info[tp] = leader_and_isr_of(st, version)
             await selector.prepare(remaining)
             updates: list[tuple[TopicPartition, paths.PartitionState, int]] = []
             planned: dict[TopicPartition, tuple[LeaderAndIsr, list[int]]] = {}
