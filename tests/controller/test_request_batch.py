@@ -140,3 +140,34 @@ async def test_update_metadata_skips_partitions_without_a_leader_yet():
     batch.add_update_metadata_request_for_brokers([1], [("fresh", 0), ("t", 0)])
     await batch.send_requests_to_brokers(5)
     assert [(s["topic"], s["partition"]) for s in sink.calls[0][3]] == [("t", 0)]
+
+
+async def test_a_broker_receives_leader_and_isr_then_update_metadata_then_stop_replica(tmp_path):
+    """seed 002 #44, on the wire: one batch, the three kinds, in Kafka's order."""
+    from tests.controller.cluster import Cluster, eventually
+
+    async with Cluster(tmp_path, 2) as cluster:
+        await cluster.create_topic_znode("t", {0: [1, 0], 1: [0, 1]})
+        await cluster.wait_state("t", 1, lambda s: s.leader == 0)
+        await eventually(lambda: cluster.all_see("t", 1, lambda m: m.leader == 0))
+        ctrl = cluster.controller().controller
+        cluster.received[1].clear()
+
+        async def event() -> None:
+            batch, ctx = ctrl.batch, ctrl.ctx
+            batch.new_batch()
+            # recorded in the "wrong" order on purpose
+            batch.add_stop_replica_request_for_brokers([1], ("t", 1), delete_partition=False)
+            batch.add_update_metadata_request_for_brokers([1], [("t", 1)])
+            lic = ctx.partition_leadership_info[("t", 0)]
+            lic = type(lic)(lic.leader_and_isr.new_epoch(), lic.controller_epoch)
+            batch.add_leader_and_isr_request_for_brokers([1], ("t", 0), lic, [1, 0])
+            await batch.send_requests_to_brokers(ctx.epoch)
+
+        await ctrl.put(event)
+        await eventually(lambda: len(cluster.received[1]) >= 3)
+        assert [r.api for r in cluster.received[1]] == [
+            "LeaderAndIsr",
+            "UpdateMetadata",
+            "StopReplica",
+        ]
