@@ -39,6 +39,8 @@ class ControllerEventManager:
         self._closed = False
         #: event name -> how many were processed (observability and tests)
         self.processed: dict[str, int] = {}
+        #: event name -> seconds spent processing them (Kafka's event-queue time metrics)
+        self.busy_s: dict[str, float] = {}
         self.current: ControllerEvent | None = None
 
     def start(self) -> None:
@@ -80,6 +82,7 @@ class ControllerEventManager:
         while True:
             ev = await self._queue.get()
             self.current = ev
+            started = time.monotonic()
             try:
                 result = await ev.process()
             except asyncio.CancelledError:
@@ -102,3 +105,4 @@ class ControllerEventManager:
             finally:
                 self.current = None
                 self.processed[ev.name] = self.processed.get(ev.name, 0) + 1
+                self.busy_s[ev.name] = self.busy_s.get(ev.name, 0.0) + time.monotonic() - started

@@ -53,7 +53,11 @@ from kafkalite.controller.partition_state_machine import (
     state_znode,
 )
 from kafkalite.controller.replica_state_machine import ReplicaState, ReplicaStateMachine
-from kafkalite.controller.request_batch import BrokerChannel, ControllerBrokerRequestBatch
+from kafkalite.controller.request_batch import (
+    BrokerChannel,
+    ControllerBrokerRequestBatch,
+    IllegalBatchStateError,
+)
 from kafkalite.controller.topic_deletion_manager import TopicDeletionManager
 from kafkalite.metadata import paths
 from kafkalite.metadata.kafka_zk_client import BrokerInfo, ControllerMovedException, KafkaZkClient
@@ -196,6 +200,12 @@ class KafkaController:
                 ev.name,
                 e,
             )
+            await self._resign()
+        elif isinstance(e, IllegalBatchStateError):
+            # a step left requests behind: the controller's view can no longer be
+            # trusted; like Kafka, give the role to a fresh election
+            log.error("controller %d: %s; resigning", self.broker_id, e)
+            self.batch.clear()
             await self._resign()
         else:
             log.error("controller %d: event %s failed", self.broker_id, ev.name, exc_info=e)
@@ -535,8 +545,14 @@ class KafkaController:
         )
         new = sorted(topics - ctx.all_topics)
         deleted = ctx.all_topics - topics
-        for t in deleted:
-            ctx.remove_topic(t)
+        if deleted:  # removed behind the deletion manager's back: forget them entirely
+            for t in deleted:
+                ctx.remove_topic(t)
+            psm, rsm = self.partition_state_machine, self.replica_state_machine
+            for tp in [tp for tp in psm.partition_state if tp[0] in deleted]:
+                del psm.partition_state[tp]
+            for r in [r for r in rsm.replica_state if r.topic in deleted]:
+                del rsm.replica_state[r]
         if not new:
             return
         loaded = await self._load_topics(new)

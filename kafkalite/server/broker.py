@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import time
@@ -327,9 +326,9 @@ class KafkaBroker:
 
     async def _load_dynamic_broker_configs(self) -> None:
         try:
-            raw, _ = await self.store.get(f"{paths.CONFIG_BROKERS}/{self.broker_id}")
-            configs = json.loads(raw).get("config", {})
-        except NoNodeError:
+            raw, _ = await self.store.get(paths.config_entity_path("brokers", str(self.broker_id)))
+            configs = dict(paths.EntityConfig.decode(raw).config)
+        except (NoNodeError, paths.MetadataFormatError):
             return
         for k, v in configs.items():
             try:
@@ -346,8 +345,8 @@ class KafkaBroker:
         for k, v in configs.items():
             self.config.set_dynamic(k, v)
         self.dynamic_broker_configs = dict(configs)
-        data = json.dumps({"version": 1, "config": configs}).encode()
-        path = f"{paths.CONFIG_BROKERS}/{self.broker_id}"
+        data = paths.EntityConfig(configs).encode()
+        path = paths.config_entity_path("brokers", str(self.broker_id))
         try:
             await self.store.set(path, data)
         except NoNodeError:
@@ -379,9 +378,9 @@ class KafkaBroker:
             if s["topic"] not in self.admin.topic_configs:
                 with contextlib.suppress(NoNodeError, ValueError):
                     raw, _ = await self.store.get(paths.topic_config_path(s["topic"]))
-                    self.admin.topic_configs[s["topic"]] = {
-                        k: str(v) for k, v in json.loads(raw).get("config", {}).items()
-                    }
+                    self.admin.topic_configs[s["topic"]] = dict(
+                        paths.EntityConfig.decode(raw).config
+                    )
         parsed = {
             (s["topic"], s["partition"]): (
                 s["topic_id"],

@@ -102,3 +102,16 @@ async def test_partitions_added_to_a_topic_being_deleted_are_ignored(tmp_path, b
         assert await cluster.state("t", 1) is None
         assert ctrl.ctx.partition_replica_assignment(("t", 1)) == []
         assert await cluster.admin.exists(paths.topic_path("t")) is not None  # still stalled
+
+
+async def test_a_topic_removed_behind_the_controllers_back_can_be_created_again(tmp_path):
+    async with Cluster(tmp_path, 2) as cluster:
+        await cluster.create_topic_znode("t", {0: [0, 1]})
+        await cluster.wait_state("t", 0, lambda s: s.leader == 0)
+        ctrl = cluster.controller().controller
+        await cluster.admin.delete(paths.topic_path("t"), recursive=True)
+        await eventually(lambda: "t" not in ctrl.ctx.all_topics)
+        await cluster.admin.delete(paths.topic_config_path("t"))
+        await cluster.create_topic_znode("t", {0: [1, 0]})
+        st, _ = await cluster.wait_state("t", 0, lambda s: True)
+        assert (st.leader, st.leader_epoch, st.isr) == (1, 0, [1, 0])
