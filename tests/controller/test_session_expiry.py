@@ -27,7 +27,10 @@ async def test_a_broker_whose_session_expired_registers_again(tmp_path, backend)
         assert stat is not None and stat.czxid == b2.broker_epoch > old_epoch
         ctrl = cluster.controller().controller
         # the controller saw a new incarnation of broker 2 and talks to it
-        await eventually(lambda: ctrl.ctx.live_brokers[2].epoch == b2.broker_epoch)
+        await eventually(
+            lambda: (info := ctrl.ctx.live_brokers.get(2)) is not None
+            and info.epoch == b2.broker_epoch
+        )
         await eventually(lambda: all(2 in b.metadata_cache.brokers for b in cluster.live))
         await eventually(lambda: cluster.all_see("t", 0, lambda m: m.leader in (1, 2)))
 
