@@ -299,3 +299,19 @@ async def test_broker_ids_are_generated_from_the_shared_seqid(tmp_path, backend)
         finally:
             await b.stop(cleanup=False)
             await a.stop(cleanup=False)
+
+
+async def test_a_controller_with_an_inconsistent_request_batch_gives_up_the_role(tmp_path):
+    """Kafka's handleIllegalState: requests left behind by a step → controller move."""
+    async with Cluster(tmp_path, 2) as cluster:
+        ctrl = cluster.broker(0).controller
+
+        async def broken_step() -> None:
+            ctrl.batch.add_update_metadata_request_for_brokers([1], [])
+            ctrl.batch.new_batch()  # raises: the batch is not empty
+
+        with pytest.raises(Exception, match="not empty"):
+            await ctrl.put(broken_step)
+        assert ctrl.batch.empty
+        await eventually(lambda: cluster.active_controllers() and ctrl.epoch != 1)
+        await _assert_one_controller(cluster, epoch=2)
