@@ -28,8 +28,9 @@ async def test_a_broker_whose_session_expired_registers_again(tmp_path, backend)
         ctrl = cluster.controller().controller
         # the controller saw a new incarnation of broker 2 and talks to it
         await eventually(
-            lambda: (info := ctrl.ctx.live_brokers.get(2)) is not None
-            and info.epoch == b2.broker_epoch
+            lambda: (
+                (info := ctrl.ctx.live_brokers.get(2)) is not None and info.epoch == b2.broker_epoch
+            )
         )
         await eventually(lambda: all(2 in b.metadata_cache.brokers for b in cluster.live))
         await eventually(lambda: cluster.all_see("t", 0, lambda m: m.leader in (1, 2)))
