@@ -370,11 +370,12 @@ class ControllerChannelManager:
         controller_epoch: int,
         partitions: list[tuple[str, int]],
         delete: bool,
+        callback: ResponseCallback | None = None,
     ) -> None:
         req = stop_replica_request(
             controller_id, controller_epoch, self._broker_epoch(broker_id), partitions, delete
         )
-        self.send_request(broker_id, ib.STOP_REPLICA, STOP_REPLICA_VERSION, req)
+        self.send_request(broker_id, ib.STOP_REPLICA, STOP_REPLICA_VERSION, req, callback)
 
 
 def _metadata_changes(

@@ -1,123 +1,99 @@
-"""KafkaController: election through /controller, one FIFO event queue, topic lifecycle.
+"""KafkaController: election, failover, and the controller's event handlers (seed 002).
 
-Every broker runs one. The broker that creates the ephemeral /controller node
-is the active controller: it bumps /controller_epoch, loads the cluster state
-from the store, brings partitions online (first live replica of the assignment
-that is in the ISR becomes leader) and pushes LeaderAndIsr and UpdateMetadata
-to the brokers. All of its work runs as events on one asyncio queue, strictly
-FIFO, so no locks are needed; handlers re-read the store instead of trusting
-watch deltas.
+Every broker runs one. They all watch /controller; the broker that creates the
+ephemeral /controller bumps /controller_epoch by CAS and becomes the active
+controller (``onControllerFailover``): it loads the cluster from the store
+into a :class:`ControllerContext`, starts the replica and partition state
+machines, and from then on reacts to watches on the store. Everything runs as
+events on one FIFO queue (:class:`ControllerEventManager`), so no handler runs
+concurrently with another; handlers re-read the store rather than trust watch
+deltas.
 
-This first cut covers what a single broker needs (and what several brokers in
-one store need for topic metadata): election, epochs, broker registration,
-topic creation, partition addition, topic deletion, and offline leader
-election on broker failure. Reassignment, preferred election, controlled
-shutdown and ISR-change propagation are issue 5's remaining work.
+Fencing: /controller_epoch is bumped at every failover; every state-znode
+write checks its version (a replaced controller cannot write) and the
+partition's controller epoch (a znode written by a newer controller is left
+alone); every request to brokers carries the epoch, and brokers reject older
+ones. A controller that loses its session, sees another controller in
+/controller, or hits :class:`ControllerMovedException` resigns at once: it
+forgets its listeners (their events are ignored), its state and its broker
+connections, so nothing more is sent with the old epoch.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
-import uuid
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
 
-from kafkalite.controller.leader_selectors import NO_LEADER, offline_partition_leader
-from kafkalite.controller.request_batch import ControllerBrokerRequestBatch
+from kafkalite.controller.controller_context import (
+    NO_LEADER,
+    ControllerContext,
+    LeaderAndIsr,
+    LeaderIsrAndControllerEpoch,
+    PartitionAndReplica,
+    ReassignedPartitionsContext,
+)
+from kafkalite.controller.controller_event_manager import ControllerEvent, ControllerEventManager
+from kafkalite.controller.leader_selectors import (
+    ControlledShutdownLeaderSelector,
+    LeaderElectionNotNeededException,
+    NoOpLeaderSelector,
+    OfflinePartitionLeaderSelector,
+    PreferredReplicaPartitionLeaderSelector,
+    ReassignedPartitionLeaderSelector,
+)
+from kafkalite.controller.partition_state_machine import (
+    PartitionState,
+    PartitionStateMachine,
+    leader_and_isr_of,
+    state_znode,
+)
+from kafkalite.controller.replica_state_machine import ReplicaState, ReplicaStateMachine
+from kafkalite.controller.request_batch import (
+    BrokerChannel,
+    ControllerBrokerRequestBatch,
+    IllegalBatchStateError,
+)
+from kafkalite.controller.topic_deletion_manager import TopicDeletionManager
 from kafkalite.metadata import paths
+from kafkalite.metadata.kafka_zk_client import BrokerInfo, ControllerMovedException, KafkaZkClient
 from kafkalite.metadata.store import (
     BadVersionError,
     MetadataStore,
-    NodeExistsError,
-    NoNodeError,
+    SessionState,
+    WatchCallback,
+    WatchedEvent,
 )
 from kafkalite.protocol.errors import ErrorCode
-from kafkalite.protocol.kafka_uuid import ZERO_UUID, uuid_from_kafka
+from kafkalite.protocol.kafka_uuid import ZERO_UUID
 
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 
-KAFKA_STORAGE_ERROR = int(ErrorCode.kafka_storage_error)
+UNCLEAN_LEADER_ELECTION_ENABLE = "unclean.leader.election.enable"
+
+#: ElectLeaders election types (KIP-460)
+PREFERRED_ELECTION = 0
+UNCLEAN_ELECTION = 1
 
 
 @dataclass(slots=True)
-class PartitionState:
-    leader: int
-    leader_epoch: int
-    isr: list[int]
-    controller_epoch: int
-    version: int = -1  # znode version, for conditional writes
+class ControllerConfig:
+    """The broker configs the controller follows (seed 002 §11)."""
 
-
-@dataclass(slots=True)
-class TopicAssignment:
-    topic_id: uuid.UUID
-    partitions: dict[int, list[int]]
-
-
-@dataclass(slots=True)
-class ControllerContext:
-    epoch: int = 0
-    epoch_zk_version: int = -1
-    live_brokers: dict[int, dict[str, Any]] = field(default_factory=dict)
-    #: broker epoch (czxid of /brokers/ids/<id>) per live broker
-    live_broker_epochs: dict[int, int] = field(default_factory=dict)
-    topics: dict[str, TopicAssignment] = field(default_factory=dict)
-    states: dict[TopicPartition, PartitionState] = field(default_factory=dict)
-    topics_being_deleted: set[str] = field(default_factory=set)
-    #: replicas in a failed log dir, per broker (LeaderAndIsr answered KAFKA_STORAGE_ERROR)
-    replicas_on_offline_dirs: dict[int, set[TopicPartition]] = field(default_factory=dict)
-
-    def is_replica_online(self, broker_id: int, tp: TopicPartition) -> bool:
-        return broker_id in self.live_brokers and tp not in self.replicas_on_offline_dirs.get(
-            broker_id, ()
-        )
-
-
-class BrokerChannel(Protocol):
-    """How the controller talks to brokers (LeaderAndIsr / UpdateMetadata / StopReplica).
-
-    The TCP implementation is ``controller.channel_manager.ControllerChannelManager``.
-    """
-
-    def update_brokers(self, live: dict[int, dict[str, Any]], epochs: dict[int, int]) -> None: ...
-
-    async def shutdown(self) -> None: ...
-
-    async def leader_and_isr(
-        self,
-        broker_id: int,
-        controller_id: int,
-        controller_epoch: int,
-        states: list[dict[str, Any]],
-        live_brokers: list[dict[str, Any]],
-        callback: Callable[[int, Any], None] | None = None,
-    ) -> None: ...
-
-    async def update_metadata(
-        self,
-        broker_id: int,
-        controller_id: int,
-        controller_epoch: int,
-        states: list[dict[str, Any]],
-        live_brokers: list[dict[str, Any]],
-        deleted_topics: list[str],
-    ) -> None: ...
-
-    async def stop_replica(
-        self,
-        broker_id: int,
-        controller_id: int,
-        controller_epoch: int,
-        partitions: list[TopicPartition],
-        delete: bool,
-    ) -> None: ...
+    #: the broker-level default (dynamic, hence a callable); topics override it
+    unclean_leader_election_enable: Callable[[], bool] = lambda: False
+    delete_topic_enable: bool = True
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_per_broker_percentage: int = 10
+    leader_imbalance_check_interval_seconds: float = 300.0
+    #: Kafka waits 5 s after failover before the first imbalance check
+    auto_leader_rebalance_initial_delay_seconds: float = 5.0
 
 
 class KafkaController:
@@ -127,487 +103,1150 @@ class KafkaController:
         store: MetadataStore,
         channel: BrokerChannel,
         *,
-        unclean_election: Callable[[str], bool] = lambda _t: False,
+        config: ControllerConfig | None = None,
+        register_broker: Callable[[], Awaitable[Any]] | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.store = store
+        self.zk = KafkaZkClient(store)
         self.channel_manager = channel
-        # requests made while an event runs are sent, merged per broker, when it ends
-        self.channel = ControllerBrokerRequestBatch(channel)
-        self.unclean_election = unclean_election
+        self.config = config or ControllerConfig()
+        self._register_broker = register_broker
         self.ctx = ControllerContext()
         self.active_controller_id = -1
-        self._queue: asyncio.Queue[
-            tuple[Callable[[], Awaitable[Any]], asyncio.Future[Any] | None]
-        ] = asyncio.Queue()
-        self._task: asyncio.Task[None] | None = None
-        self._closed = False
+        self.event_manager = ControllerEventManager(on_error=self._on_event_error)
+        self.batch = ControllerBrokerRequestBatch(
+            broker_id,
+            lambda: self.ctx,
+            channel,
+            is_topic_queued_for_deletion=self._is_topic_queued_for_deletion,
+        )
+        self.offline_selector = OfflinePartitionLeaderSelector(
+            self.ctx, self._unclean_election_topics
+        )
+        self.reassigned_selector = ReassignedPartitionLeaderSelector(self.ctx)
+        self.preferred_selector = PreferredReplicaPartitionLeaderSelector(self.ctx)
+        self.controlled_shutdown_selector = ControlledShutdownLeaderSelector(self.ctx)
+        self.noop_selector = NoOpLeaderSelector(self.ctx)
+        self.topic_deletion_manager = TopicDeletionManager(
+            self, delete_topic_enable=self.config.delete_topic_enable
+        )
+        self.partition_state_machine = PartitionStateMachine(
+            broker_id,
+            lambda: self.ctx,
+            self.zk,
+            self.batch,
+            self.offline_selector,
+            is_topic_queued_for_deletion=self._is_topic_queued_for_deletion,
+        )
+        self.replica_state_machine = ReplicaStateMachine(
+            broker_id,
+            lambda: self.ctx,
+            self.zk,
+            self.batch,
+            is_topic_queued_for_deletion=self._is_topic_queued_for_deletion,
+            unclean_topics=self._unclean_election_topics,
+            deletion_callback=self._on_stop_replica_deletion_response,
+        )
+        #: bumped at every failover and resignation; watches of older generations are ignored
+        self._generation = 0
+        self._watches: dict[str, WatchCallback] = {}
+        self._session_lost = False
+        self._rebalance_timer: asyncio.TimerHandle | None = None
+        self._running = False
 
-    # ---- event queue --------------------------------------------------------
-    def put(self, fn: Callable[[], Awaitable[Any]]) -> asyncio.Future[Any]:
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._queue.put_nowait((fn, fut))
-        return fut
-
-    def _put_nowait(self, fn: Callable[[], Awaitable[Any]]) -> None:
-        if not self._closed:
-            self._queue.put_nowait((fn, None))
-
-    async def _run(self) -> None:
-        while True:
-            fn, fut = await self._queue.get()
-            error: Exception | None = None
-            try:
-                result = await fn()
-            except Exception as e:
-                log.exception("controller event failed")
-                error = e
-            try:
-                await self.channel.send_requests_to_brokers()
-            except Exception:
-                log.exception("controller: sending the event's broker requests failed")
-            if fut is not None and not fut.done():
-                if error is not None:
-                    fut.set_exception(error)
-                else:
-                    fut.set_result(result)
-
+    # ---- status ---------------------------------------------------------------------
     @property
     def is_active(self) -> bool:
         return self.active_controller_id == self.broker_id and self.ctx.epoch > 0
 
-    # ---- lifecycle ----------------------------------------------------------
+    @property
+    def epoch(self) -> int:
+        return self.ctx.epoch
+
+    def offline_partitions_count(self) -> int:
+        """Kafka's OfflinePartitionsCount metric."""
+        return self.partition_state_machine.offline_partition_count() if self.is_active else 0
+
+    def preferred_replica_imbalance_count(self) -> int:
+        """Kafka's PreferredReplicaImbalanceCount metric."""
+        if not self.is_active:
+            return 0
+        n = 0
+        for tp, lic in self.ctx.partition_leadership_info.items():
+            ar = self.ctx.partition_replica_assignment(tp)
+            if ar and lic.leader_and_isr.leader != ar[0]:
+                n += 1
+        return n
+
+    @property
+    def unclean_leader_elections(self) -> int:
+        return self.offline_selector.unclean_elections
+
+    # ---- event queue -----------------------------------------------------------------
+    def put(self, fn: Callable[[], Awaitable[Any]], name: str = "Custom") -> asyncio.Future[Any]:
+        """Run ``fn`` as a controller event (after everything already queued)."""
+        return self.event_manager.put(name, fn)
+
+    def _put_nowait(self, name: str, fn: Callable[[], Awaitable[Any]]) -> None:
+        if self._running:
+            self.event_manager.put_nowait(name, fn)
+
+    async def _on_event_error(self, ev: ControllerEvent, e: BaseException) -> None:
+        if isinstance(e, ControllerMovedException):
+            log.warning(
+                "controller %d: %s found that the controller moved (%s); resigning",
+                self.broker_id,
+                ev.name,
+                e,
+            )
+            await self._resign()
+        elif isinstance(e, IllegalBatchStateError):
+            # a step left requests behind: the controller's view can no longer be
+            # trusted; like Kafka, give the role to a fresh election
+            log.error("controller %d: %s; resigning", self.broker_id, e)
+            self.batch.clear()
+            await self._resign()
+        else:
+            log.error("controller %d: event %s failed", self.broker_id, ev.name, exc_info=e)
+
+    def _watch(self, name: str, handler: Callable[[], Awaitable[None]]) -> WatchCallback:
+        """A watch callback that queues ``handler`` as an event of this controllership.
+
+        One object per name and generation, so re-arming a watch that has not fired
+        yet registers nothing new; after resignation the event is ignored.
+        """
+        w = self._watches.get(name)
+        if w is None:
+            generation = self._generation
+
+            async def process() -> None:
+                if generation == self._generation and self.is_active:
+                    await handler()
+
+            def callback(_event: WatchedEvent) -> None:
+                if self._watches.get(name) is callback:
+                    del self._watches[name]
+                self._put_nowait(name, process)
+
+            w = self._watches[name] = callback
+        return w
+
+    # ---- life cycle -------------------------------------------------------------------
     async def startup(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run())
-        await self.put(self._elect)
+        """Start the event queue, listen to the session, and run the first election."""
+        self._running = True
+        self.store.add_state_listener(self._on_session_state)
+        self.event_manager.start()
+        await self.put(self._elect, "Startup")
 
     async def shutdown(self) -> None:
-        self._closed = True
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-        self.channel.clear()
-        await self.channel_manager.shutdown()
-        if self.active_controller_id == self.broker_id:
+        self._running = False
+        self.store.remove_state_listener(self._on_session_state)
+        await self.event_manager.close()
+        was_active = self.is_active
+        await self._on_controller_resignation()
+        self.active_controller_id = -1
+        if was_active:
             with contextlib.suppress(Exception):
-                await self.store.delete(paths.CONTROLLER)
+                await self.zk.delete_controller_if_owned(self.broker_id)
 
-    def _on_controller_change(self, _event: Any = None) -> None:
-        self._put_nowait(self._elect)
+    # ---- election (seed 002 §2) --------------------------------------------------------
+    def _on_controller_znode(self, _event: WatchedEvent) -> None:
+        self._put_nowait("ControllerChange", self._controller_change)
+
+    async def _read_controller_id(self) -> int:
+        return await self.zk.get_controller_id(watch=self._on_controller_znode)
+
+    async def _controller_change(self) -> None:
+        """/controller changed or vanished: follow it, resign if it is not us, elect if empty."""
+        was_active = self.is_active
+        self.active_controller_id = await self._read_controller_id()
+        if was_active and self.active_controller_id != self.broker_id:
+            log.info(
+                "broker %d resigns as controller: /controller names %d",
+                self.broker_id,
+                self.active_controller_id,
+            )
+            await self._on_controller_resignation()
+        if self.active_controller_id == -1:
+            await self._elect()
 
     async def _elect(self) -> None:
-        data = json.dumps(
-            {"version": 1, "brokerid": self.broker_id, "timestamp": str(int(time.time() * 1000))}
-        ).encode()
-        try:
-            await self.store.create(paths.CONTROLLER, data, ephemeral=True)
-            won = True
-        except NodeExistsError:
-            won = False
-        try:
-            raw, _ = await self.store.get(paths.CONTROLLER, watch=self._on_controller_change)
-            current = int(json.loads(raw)["brokerid"])
-        except NoNodeError:
-            # vanished between create and get: try again
-            self._put_nowait(self._elect)
+        self.active_controller_id = await self._read_controller_id()
+        if self.active_controller_id != -1:
+            return  # no preemption: a controller exists
+        if not await self.zk.register_controller(self.broker_id, int(time.time() * 1000)):
+            self.active_controller_id = await self._read_controller_id()
             return
-        except (ValueError, KeyError, TypeError):
-            current = -1
-        was_active = self.active_controller_id == self.broker_id
-        self.active_controller_id = current
-        if won and current == self.broker_id:
-            await self._bump_epoch()
+        self.active_controller_id = self.broker_id
+        try:
             await self._on_controller_failover()
-        elif was_active and current != self.broker_id:
-            log.info("broker %d resigns as controller (now %d)", self.broker_id, current)
-            self.ctx = ControllerContext()
-            self.channel.clear()
-            await self.channel_manager.shutdown()
-
-    async def _bump_epoch(self) -> None:
-        while True:
-            try:
-                raw, stat = await self.store.get(paths.CONTROLLER_EPOCH)
-                epoch = int(raw) + 1
-                await self.store.set(
-                    paths.CONTROLLER_EPOCH, str(epoch).encode(), version=stat.version
+        except Exception as e:
+            if isinstance(e, ControllerMovedException):
+                log.warning(
+                    "broker %d: failover aborted, the controller moved: %s", self.broker_id, e
                 )
-                self.ctx.epoch, self.ctx.epoch_zk_version = epoch, stat.version + 1
-                return
-            except NoNodeError:
-                try:
-                    await self.store.create(paths.CONTROLLER_EPOCH, b"1")
-                    self.ctx.epoch, self.ctx.epoch_zk_version = 1, 0
-                    return
-                except NodeExistsError:
-                    continue
-            except BadVersionError:
-                continue
-
-    async def _on_controller_failover(self) -> None:
-        log.info("broker %d is the controller (epoch %d)", self.broker_id, self.ctx.epoch)
-        for p in (paths.BROKER_IDS, paths.BROKER_TOPICS, paths.ADMIN_DELETE_TOPICS):
-            with contextlib.suppress(NodeExistsError):
-                await self.store.create(p, b"", makepath=True)
-        await self._read_brokers()
-        await self._read_topics()
-        await self._online_all_partitions()
-        # replica state machine start-up: every live replica learns its role
-        await self._send_leader_and_isr_for_brokers(set(self.ctx.live_brokers))
-        await self._send_update_metadata(list(self.ctx.live_brokers))
-        await self._resume_deletions()
-        await self._on_log_dir_event()
-
-    # ---- brokers ------------------------------------------------------------
-    async def _read_brokers(self) -> set[int]:
-        ids = await self.store.get_children(
-            paths.BROKER_IDS, watch=lambda _e: self._put_nowait(self._on_broker_change)
-        )
-        live: dict[int, dict[str, Any]] = {}
-        epochs: dict[int, int] = {}
-        for i in ids:
-            try:
-                raw, stat = await self.store.get(f"{paths.BROKER_IDS}/{i}")
-                live[int(i)] = json.loads(raw)
-                epochs[int(i)] = stat.czxid
-            except (NoNodeError, ValueError):
-                continue
-        old = set(self.ctx.live_brokers)
-        self.ctx.live_brokers = live
-        self.ctx.live_broker_epochs = epochs
-        self.channel_manager.update_brokers(live, epochs)
-        return old
-
-    async def _on_broker_change(self) -> None:
-        if not self.is_active:
-            return
-        old = await self._read_brokers()
-        new = set(self.ctx.live_brokers)
-        if new - old:
-            log.info("controller: brokers started %s", sorted(new - old))
-        if old - new:
-            log.info("controller: brokers failed %s", sorted(old - new))
-        for b in new ^ old:  # a restarted broker's dirs are probed afresh
-            self.ctx.replicas_on_offline_dirs.pop(b, None)
-        await self._online_all_partitions()
-        if new - old:  # onBrokerStartup: the new brokers learn the partitions they host
-            await self._send_leader_and_isr_for_brokers(new - old)
-        await self._send_update_metadata(list(self.ctx.live_brokers))
-
-    async def _send_leader_and_isr_for_brokers(self, brokers: set[int]) -> None:
-        by_broker: dict[int, list[dict[str, Any]]] = {}
-        for tp, st in self.ctx.states.items():
-            a = self.ctx.topics.get(tp[0])
-            if a is None or tp[0] in self.ctx.topics_being_deleted or st.leader < 0:
-                continue
-            for r in a.partitions.get(tp[1], []):
-                if r in brokers:
-                    by_broker.setdefault(r, []).append(self._state_dict(tp))
-        for b, states in by_broker.items():
-            await self.channel.leader_and_isr(
-                b, self.broker_id, self.ctx.epoch, states, self._live_list()
-            )
-
-    # ---- topics -------------------------------------------------------------
-    async def _read_topics(self) -> None:
-        names = await self.store.get_children(
-            paths.BROKER_TOPICS, watch=lambda _e: self._put_nowait(self._on_topic_change)
-        )
-        topics: dict[str, TopicAssignment] = {}
-        for name in names:
-            a = await self._read_assignment(name)
-            if a is not None:
-                topics[name] = a
-        self.ctx.topics = topics
-        self.ctx.states = {k: v for k, v in self.ctx.states.items() if k[0] in topics}
-        for name, a in topics.items():
-            for p in a.partitions:
-                if (name, p) not in self.ctx.states:
-                    st = await self._read_state(name, p)
-                    if st is not None:
-                        self.ctx.states[(name, p)] = st
-
-    async def _read_assignment(self, name: str) -> TopicAssignment | None:
-        try:
-            raw, _ = await self.store.get(
-                paths.topic_path(name),
-                watch=lambda _e, n=name: self._put_nowait(lambda: self._on_partition_change(n)),
-            )
-        except NoNodeError:
-            return None
-        d = json.loads(raw)
-        tid = d.get("topic_id")
-        return TopicAssignment(
-            uuid_from_kafka(tid) if tid else ZERO_UUID,
-            {int(p): [int(r) for r in rs] for p, rs in d.get("partitions", {}).items()},
-        )
-
-    async def _read_state(self, topic: str, partition: int) -> PartitionState | None:
-        try:
-            raw, stat = await self.store.get(paths.partition_state_path(topic, partition))
-        except NoNodeError:
-            return None
-        d = json.loads(raw)
-        return PartitionState(
-            int(d["leader"]),
-            int(d["leader_epoch"]),
-            [int(x) for x in d["isr"]],
-            int(d["controller_epoch"]),
-            stat.version,
-        )
-
-    async def _on_topic_change(self) -> None:
-        if not self.is_active:
-            return
-        before = set(self.ctx.topics)
-        await self._read_topics()
-        new = set(self.ctx.topics) - before
-        if new:
-            await self._online_all_partitions()
-            await self._send_update_metadata(list(self.ctx.live_brokers))
-
-    async def _on_partition_change(self, name: str) -> None:
-        if not self.is_active:
-            return
-        a = await self._read_assignment(name)
-        if a is None:
-            return
-        self.ctx.topics[name] = a
-        await self._online_all_partitions()
-        await self._send_update_metadata(list(self.ctx.live_brokers))
-
-    async def _online_all_partitions(self) -> None:
-        """Give every partition without a live leader one, and tell the replicas."""
-        changed: dict[int, list[dict[str, Any]]] = {}
-        live = set(self.ctx.live_brokers)
-        for name, a in self.ctx.topics.items():
-            if name in self.ctx.topics_being_deleted:
-                continue
-            for p, replicas in a.partitions.items():
-                tp = (name, p)
-                st = self.ctx.states.get(tp)
-                if st is not None and self.ctx.is_replica_online(st.leader, tp):
-                    continue
-                online = {r for r in live if self.ctx.is_replica_online(r, tp)}
-                if st is None:
-                    isr = [r for r in replicas if r in online]
-                    if not isr:
-                        continue
-                    new = PartitionState(isr[0], 0, isr, self.ctx.epoch)
-                    if not await self._write_state(tp, new, create=True):
-                        continue
-                else:
-                    leader, isr = offline_partition_leader(
-                        replicas, st.isr, online, self.unclean_election(name)
-                    )
-                    if leader == -1 and st.leader == -1:
-                        continue
-                    new = PartitionState(
-                        leader,
-                        st.leader_epoch + 1,
-                        isr if leader >= 0 else st.isr,
-                        self.ctx.epoch,
-                        st.version,
-                    )
-                    if not await self._write_state(tp, new, create=False):
-                        continue
-                self.ctx.states[tp] = new
-                for r in replicas:
-                    if r in live:
-                        changed.setdefault(r, []).append(self._state_dict(tp))
-        for b, states in changed.items():
-            await self.channel.leader_and_isr(
-                b, self.broker_id, self.ctx.epoch, states, self._live_list()
-            )
-
-    async def _write_state(self, tp: TopicPartition, st: PartitionState, *, create: bool) -> bool:
-        data = json.dumps(
-            {
-                "controller_epoch": st.controller_epoch,
-                "leader": st.leader,
-                "version": 1,
-                "leader_epoch": st.leader_epoch,
-                "isr": st.isr,
-            }
-        ).encode()
-        path = paths.partition_state_path(*tp)
-        try:
-            if create:
-                await self.store.create(path, data, makepath=True)
-                st.version = 0
             else:
-                stat = await self.store.set(path, data, version=st.version)
-                st.version = stat.version
-            return True
-        except NodeExistsError:
-            cur = await self._read_state(*tp)
-            if cur is not None:
-                self.ctx.states[tp] = cur
-            return False
-        except (BadVersionError, NoNodeError):
-            log.warning("controller: conditional write of %s-%d state failed; re-reading", *tp)
-            cur = await self._read_state(*tp)
-            if cur is not None:
-                self.ctx.states[tp] = cur
-            return False
+                log.exception("broker %d: failover failed; resigning", self.broker_id)
+            await self._resign()
 
-    def _state_dict(self, tp: TopicPartition) -> dict[str, Any]:
-        st = self.ctx.states[tp]
-        a = self.ctx.topics[tp[0]]
-        return {
-            "topic": tp[0],
-            "partition": tp[1],
-            "topic_id": a.topic_id,
-            "leader": st.leader,
-            "leader_epoch": st.leader_epoch,
-            "isr": st.isr,
-            "replicas": a.partitions[tp[1]],
-            "offline_replicas": [
-                r for r in a.partitions[tp[1]] if tp in self.ctx.replicas_on_offline_dirs.get(r, ())
-            ],
-            "controller_epoch": st.controller_epoch,
-            "partition_epoch": st.version,
-        }
+    async def _resign(self) -> None:
+        """Give up the role and delete /controller (if ours) so that others elect."""
+        await self._on_controller_resignation()
+        self.active_controller_id = -1
+        with contextlib.suppress(Exception):
+            await self.zk.delete_controller_if_owned(self.broker_id)
+        with contextlib.suppress(Exception):
+            self.active_controller_id = await self._read_controller_id()
 
-    def _live_list(self) -> list[dict[str, Any]]:
-        return [{"id": b, **info} for b, info in sorted(self.ctx.live_brokers.items())]
+    # ---- session expiry ----------------------------------------------------------------
+    def _on_session_state(self, state: SessionState) -> None:
+        if state is SessionState.LOST:
+            self._session_lost = True
+            self._put_nowait("Expire", self._expire)
+        elif state is SessionState.CONNECTED and self._session_lost:
+            self._session_lost = False
+            self._put_nowait("RegisterBrokerAndReelect", self._register_broker_and_reelect)
 
-    async def _send_update_metadata(
-        self, brokers: list[int], deleted: list[str] | None = None
-    ) -> None:
-        states = [self._state_dict(tp) for tp in self.ctx.states if tp[0] in self.ctx.topics]
-        for b in brokers:
-            await self.channel.update_metadata(
-                b, self.broker_id, self.ctx.epoch, states, self._live_list(), deleted or []
+    async def _expire(self) -> None:
+        """Our session is gone (with /controller if it was ours): stop at once."""
+        was_active = self.is_active
+        self.active_controller_id = -1
+        if was_active:
+            log.warning(
+                "broker %d: metadata session expired; resigning as controller", self.broker_id
             )
+            await self._on_controller_resignation()
 
-    # ---- log dir failures (LogDirEventNotification) --------------------------
-    async def _on_log_dir_event(self) -> None:
-        """Brokers wrote /log_dir_event_notification/log_dir_event_<seq> after a log dir
-        failed. As Kafka's onBrokerLogDirFailure: send each a LeaderAndIsr for all its
-        replicas; the partitions it answers with KAFKA_STORAGE_ERROR are offline."""
-        if not self.is_active:
-            return
-        with contextlib.suppress(NodeExistsError):
-            await self.store.create(paths.LOG_DIR_EVENT_NOTIFICATION, b"", makepath=True)
-        names = await self.store.get_children(
-            paths.LOG_DIR_EVENT_NOTIFICATION,
-            watch=lambda _e: self._put_nowait(self._on_log_dir_event),
+    async def _register_broker_and_reelect(self) -> None:
+        if self._register_broker is not None:
+            await self._register_broker()
+        await self._controller_change()
+
+    # ---- failover / resignation ----------------------------------------------------------
+    async def _on_controller_failover(self) -> None:
+        self._generation += 1
+        self._watches = {}
+        epoch, epoch_zk_version = await self.zk.increment_controller_epoch()
+        ctx = self.ctx
+        ctx.reset()
+        ctx.epoch, ctx.epoch_zk_version = epoch, epoch_zk_version
+        log.info("broker %d is the controller (epoch %d)", self.broker_id, epoch)
+        await self.zk.create_top_level_paths()
+        await self._initialize_controller_context()
+        pending_preferred = await self.zk.get_preferred_replica_election(
+            watch=self._watch("PreferredReplicaLeaderElection", self._preferred_replica_election)
         )
-        brokers: set[int] = set()
-        for name in names:
-            path = f"{paths.LOG_DIR_EVENT_NOTIFICATION}/{name}"
-            try:
-                raw, _ = await self.store.get(path)
-                brokers.add(paths.LogDirEventNotification.decode(raw).broker)
-            except NoNodeError:
-                continue
-            except paths.MetadataFormatError:
-                log.warning("controller: ignoring malformed %s", path)
-            with contextlib.suppress(NoNodeError):
-                await self.store.delete(path)
-        for b in sorted(brokers & set(self.ctx.live_brokers)):
-            log.info("controller: handling log dir failure on broker %d", b)
-            states = [
-                self._state_dict(tp)
-                for tp in self.ctx.states
-                if tp[0] not in self.ctx.topics_being_deleted
-                and b in self.ctx.topics[tp[0]].partitions.get(tp[1], ())
-            ]
-            await self.channel_manager.leader_and_isr(
-                b,
-                self.broker_id,
-                self.ctx.epoch,
-                states,
-                self._live_list(),
-                callback=lambda broker, resp: self._put_nowait(
-                    lambda: self._on_leader_and_isr_response(broker, resp)
+        await self._initialize_partition_reassignment()
+        queued, ineligible = await self._fetch_topic_deletions_in_progress()
+        self.topic_deletion_manager.init(queued, ineligible)
+        await self._isr_change_notifications_watch()
+        await self.send_update_metadata_request(ctx.live_or_shutting_down_broker_ids, None)
+        await self.replica_state_machine.startup()
+        await self.partition_state_machine.startup()
+        await self._maybe_trigger_partition_reassignment(set(ctx.partitions_being_reassigned))
+        if pending_preferred is not None:
+            await self._on_preferred_replica_election(pending_preferred, trigger="zk")
+        if self.config.auto_leader_rebalance_enable:
+            self._schedule_auto_leader_rebalance(
+                self.config.auto_leader_rebalance_initial_delay_seconds
+            )
+        await self.topic_deletion_manager.try_topic_deletion()
+        # notifications that arrived before the watch was set
+        await self._isr_change_notification()
+
+    async def _on_controller_resignation(self) -> None:
+        self._generation += 1
+        self._watches = {}
+        if self._rebalance_timer is not None:
+            self._rebalance_timer.cancel()
+            self._rebalance_timer = None
+        self.topic_deletion_manager.reset()
+        self.replica_state_machine.shutdown()
+        self.partition_state_machine.shutdown()
+        self.batch.clear()
+        await self.channel_manager.shutdown()
+        self.ctx.reset()
+
+    async def _initialize_controller_context(self) -> None:
+        ctx = self.ctx
+        ids = await self.zk.get_broker_ids(watch=self._watch("BrokerChange", self._broker_change))
+        ctx.live_brokers = await self.zk.get_brokers(ids)
+        self._update_channel()
+        topics = await self.zk.get_all_topics(watch=self._watch("TopicChange", self._topic_change))
+        await self._load_topics(topics)
+        ctx.partition_leadership_info.clear()
+        states = await self.zk.get_partition_states(list(ctx.all_partitions()))
+        for tp, (st, version) in states.items():
+            ctx.partition_leadership_info[tp] = leader_and_isr_of(st, version)
+
+    async def _load_topics(self, topics: Iterable[str]) -> list[str]:
+        """Read assignments (watching each topic znode) into the context; returns the topics read."""
+        ctx = self.ctx
+        loaded = []
+        for topic in topics:
+            got = await self.zk.get_topic_assignment(
+                topic,
+                watch=self._watch(
+                    f"PartitionModifications:{topic}",
+                    lambda t=topic: self._partition_modifications(t),  # type: ignore[misc]
                 ),
             )
-
-    async def _on_leader_and_isr_response(self, broker: int, response: Any) -> None:
-        """LeaderAndIsrResponseReceived: track the broker's offline replicas; the new ones
-        go offline (onReplicasBecomeOffline)."""
-        if not self.is_active:
-            return
-        names = {a.topic_id: n for n, a in self.ctx.topics.items()}
-        errors = [(e.topic_name, e) for e in response.partition_errors]
-        errors += [
-            (names.get(t.topic_id, ""), e) for t in response.topics for e in t.partition_errors
-        ]
-        offline = {(n, e.partition_index) for n, e in errors if e.error_code == KAFKA_STORAGE_ERROR}
-        online = {(n, e.partition_index) for n, e in errors if e.error_code == 0}
-        previous = self.ctx.replicas_on_offline_dirs.get(broker, set())
-        current = (previous - online) | offline
-        if current:
-            self.ctx.replicas_on_offline_dirs[broker] = current
-        else:
-            self.ctx.replicas_on_offline_dirs.pop(broker, None)
-        if current - previous:
-            await self._on_replicas_offline(broker, current - previous)
-
-    async def _on_replicas_offline(self, broker: int, tps: set[TopicPartition]) -> None:
-        """Elect leaders elsewhere for the partitions it led and take it out of the ISRs
-        (the last ISR member stays, as Kafka); with no other live ISR replica the
-        partition has no leader. Then everyone learns the offline replicas."""
-        log.info("controller: replicas of broker %d offline: %s", broker, sorted(tps))
-        changed: dict[int, list[dict[str, Any]]] = {}
-        for tp in sorted(tps):
-            st = self.ctx.states.get(tp)
-            a = self.ctx.topics.get(tp[0])
-            if st is None or a is None or tp[0] in self.ctx.topics_being_deleted:
+            if got is None:
                 continue
-            replicas = a.partitions.get(tp[1], [])
-            isr = [r for r in st.isr if r != broker] or list(st.isr)
-            leader = st.leader
-            if leader == broker:
-                online = {r for r in replicas if self.ctx.is_replica_online(r, tp)}
-                leader, elected_isr = offline_partition_leader(
-                    replicas, isr, online, self.unclean_election(tp[0])
-                )
-                if leader != NO_LEADER:
-                    isr = elected_isr
-            new = PartitionState(leader, st.leader_epoch + 1, isr, self.ctx.epoch, st.version)
-            if not await self._write_state(tp, new, create=False):
-                continue
-            self.ctx.states[tp] = new
-            for r in replicas:
-                if self.ctx.is_replica_online(r, tp):
-                    changed.setdefault(r, []).append(self._state_dict(tp))
-        for b, states in changed.items():
-            await self.channel.leader_and_isr(
-                b, self.broker_id, self.ctx.epoch, states, self._live_list()
+            assignment, _version = got
+            ctx.all_topics.add(topic)
+            ctx.topic_ids[topic] = (
+                paths.topic_id_from_str(assignment.topic_id) if assignment.topic_id else ZERO_UUID
             )
-        await self._send_update_metadata(list(self.ctx.live_brokers))
+            ctx.assignments[topic] = {p: list(r) for p, r in assignment.partitions.items()}
+            loaded.append(topic)
+        return loaded
 
-    # ---- topic deletion (TopicDeletionManager) -------------------------------
-    async def _resume_deletions(self) -> None:
-        names = await self.store.get_children(
-            paths.ADMIN_DELETE_TOPICS, watch=lambda _e: self._put_nowait(self._resume_deletions)
+    def _update_channel(self) -> None:
+        ctx = self.ctx
+        self.channel_manager.update_brokers(
+            {b: dict(info.registration) for b, info in ctx.live_brokers.items()},
+            ctx.broker_epochs(),
         )
-        for name in names:
-            await self._delete_topic(name)
 
-    async def _delete_topic(self, name: str) -> None:
-        a = self.ctx.topics.get(name)
-        self.ctx.topics_being_deleted.add(name)
-        # first UpdateMetadata with leader -2 for its partitions, as Kafka's onTopicDeletion
-        await self._send_update_metadata(list(self.ctx.live_brokers), [name])
-        if a is not None:
-            by_broker: dict[int, list[TopicPartition]] = {}
-            for p, replicas in a.partitions.items():
-                for r in replicas:
-                    by_broker.setdefault(r, []).append((name, p))
-            for b, tps in by_broker.items():
-                if b in self.ctx.live_brokers:
-                    await self.channel.stop_replica(b, self.broker_id, self.ctx.epoch, tps, True)
-        for path in (paths.topic_path(name), paths.topic_config_path(name)):
-            with contextlib.suppress(NoNodeError):
-                await self.store.delete(path, recursive=True)
-        self.ctx.topics.pop(name, None)
-        self.ctx.states = {k: v for k, v in self.ctx.states.items() if k[0] != name}
-        with contextlib.suppress(NoNodeError):
-            await self.store.delete(f"{paths.ADMIN_DELETE_TOPICS}/{name}")
-        self.ctx.topics_being_deleted.discard(name)
-        await self._send_update_metadata(list(self.ctx.live_brokers), [name])
+    async def _fetch_topic_deletions_in_progress(self) -> tuple[set[str], set[str]]:
+        ctx = self.ctx
+        queued = set(
+            await self.zk.get_topic_deletions(
+                watch=self._watch("TopicDeletion", self._topic_deletion)
+            )
+        )
+        if not self.config.delete_topic_enable:
+            if queued:
+                await self.zk.delete_topic_deletions(queued, ctx.epoch_zk_version)
+            return set(), set()
+        live = ctx.live_broker_ids
+        ineligible = {
+            t for t in queued if any(r.replica not in live for r in ctx.replicas_for_topic(t))
+        }
+        ineligible |= {tp[0] for tp in ctx.partitions_being_reassigned}
+        return queued, ineligible
+
+    # ---- requests ---------------------------------------------------------------------
+    async def send_update_metadata_request(
+        self, brokers: Iterable[int], partitions: Iterable[TopicPartition] | None
+    ) -> None:
+        """UpdateMetadata now; ``partitions`` None = all, empty = just the broker list."""
+        self.batch.new_batch()
+        self.batch.add_update_metadata_request_for_brokers(brokers, partitions)
+        await self.batch.send_requests_to_brokers(self.ctx.epoch)
+
+    def _is_topic_queued_for_deletion(self, topic: str) -> bool:
+        return self.topic_deletion_manager.is_topic_queued_up_for_deletion(topic)
+
+    async def _unclean_election_topics(self, topics: Iterable[str]) -> set[str]:
+        """Topics with unclean leader election enabled: /config/topics/<t> over the broker default."""
+        default = self.config.unclean_leader_election_enable()
+        out = set()
+        for t in topics:
+            value = (await self.zk.get_topic_config(t)).get(UNCLEAN_LEADER_ELECTION_ENABLE)
+            enabled = default if value is None else str(value).strip().lower() == "true"
+            if enabled:
+                out.add(t)
+        return out
+
+    # ---- brokers (seed 002 §9) ---------------------------------------------------------
+    async def _broker_change(self) -> None:
+        ctx = self.ctx
+        ids = await self.zk.get_broker_ids(watch=self._watch("BrokerChange", self._broker_change))
+        current = await self.zk.get_brokers(ids)
+        known = ctx.live_brokers
+        new = sorted(set(current) - set(known))
+        dead = sorted(set(known) - set(current))
+        bounced = sorted(b for b in set(current) & set(known) if current[b].epoch != known[b].epoch)
+        if new or dead or bounced:
+            log.info(
+                "controller %d: brokers started %s, failed %s, bounced %s",
+                self.broker_id,
+                new,
+                dead,
+                bounced,
+            )
+        if new:
+            for b in new:
+                ctx.live_brokers[b] = current[b]
+            self._update_channel()
+            await self._on_broker_startup(new)
+        if bounced:
+            for b in bounced:
+                del ctx.live_brokers[b]
+            self._update_channel()
+            await self._on_broker_failure(bounced)
+            for b in bounced:
+                ctx.live_brokers[b] = current[b]
+            self._update_channel()
+            await self._on_broker_startup(bounced)
+        if dead:
+            for b in dead:
+                del ctx.live_brokers[b]
+            self._update_channel()
+            await self._on_broker_failure(dead)
+        for b, info in current.items():  # registration data may have changed too
+            if b in ctx.live_brokers and ctx.live_brokers[b] != info:
+                ctx.live_brokers[b] = info
+
+    async def _on_broker_startup(self, new: list[int]) -> None:
+        ctx = self.ctx
+        existing = ctx.live_or_shutting_down_broker_ids - set(new)
+        # the others learn the new broker list; the new brokers get every partition
+        await self.send_update_metadata_request(existing, [])
+        await self.send_update_metadata_request(new, None)
+        replicas = ctx.replicas_on_brokers(new)
+        await self.replica_state_machine.handle_state_changes(replicas, ReplicaState.ONLINE)
+        await self.partition_state_machine.trigger_online_partition_state_change()
+        new_set = set(new)
+        resume = {
+            tp
+            for tp, rctx in ctx.partitions_being_reassigned.items()
+            if new_set & set(rctx.new_replicas)
+        }
+        for tp in sorted(resume):
+            await self._on_partition_reassignment(tp, ctx.partitions_being_reassigned[tp])
+        deleting = {r.topic for r in replicas if self._is_topic_queued_for_deletion(r.topic)}
+        if deleting:
+            await self.topic_deletion_manager.resume_deletion_for_topics(deleting)
+
+    async def _on_broker_failure(self, dead: list[int]) -> None:
+        ctx = self.ctx
+        ctx.shutting_down_broker_ids -= set(dead)
+        replicas = ctx.replicas_on_brokers(dead)
+        for_deletion = [r for r in replicas if self._is_topic_queued_for_deletion(r.topic)]
+        not_for_deletion = [r for r in replicas if not self._is_topic_queued_for_deletion(r.topic)]
+        live = ctx.live_or_shutting_down_broker_ids
+        offline_leader = [
+            tp
+            for tp, lic in ctx.partition_leadership_info.items()
+            if lic.leader_and_isr.leader not in live
+            and not self._is_topic_queued_for_deletion(tp[0])
+        ]
+        psm = self.partition_state_machine
+        await psm.handle_state_changes(offline_leader, PartitionState.OFFLINE)
+        await psm.trigger_online_partition_state_change()
+        await self.replica_state_machine.handle_state_changes(
+            not_for_deletion, ReplicaState.OFFLINE
+        )
+        if for_deletion:
+            await self.topic_deletion_manager.fail_replica_deletion(for_deletion)
+        if not offline_leader:
+            await self.send_update_metadata_request(ctx.live_or_shutting_down_broker_ids, [])
+
+    # ---- topics ---------------------------------------------------------------------
+    async def _topic_change(self) -> None:
+        ctx = self.ctx
+        topics = set(
+            await self.zk.get_all_topics(watch=self._watch("TopicChange", self._topic_change))
+        )
+        new = sorted(topics - ctx.all_topics)
+        deleted = ctx.all_topics - topics
+        if deleted:  # removed behind the deletion manager's back: forget them entirely
+            for t in deleted:
+                ctx.remove_topic(t)
+            psm, rsm = self.partition_state_machine, self.replica_state_machine
+            for tp in [tp for tp in psm.partition_state if tp[0] in deleted]:
+                del psm.partition_state[tp]
+            for r in [r for r in rsm.replica_state if r.topic in deleted]:
+                del rsm.replica_state[r]
+        if not new:
+            return
+        loaded = await self._load_topics(new)
+        log.info("controller %d: new topics %s", self.broker_id, loaded)
+        await self._on_new_partition_creation(
+            [tp for t in loaded for tp in ctx.partitions_for_topic(t)]
+        )
+
+    async def _partition_modifications(self, topic: str) -> None:
+        ctx = self.ctx
+        got = await self.zk.get_topic_assignment(
+            topic,
+            watch=self._watch(
+                f"PartitionModifications:{topic}", lambda: self._partition_modifications(topic)
+            ),
+        )
+        if got is None or topic not in ctx.all_topics:
+            return
+        known = ctx.assignments.get(topic, {})
+        added = {p: list(r) for p, r in got[0].partitions.items() if p not in known}
+        if not added:
+            return
+        if self._is_topic_queued_for_deletion(topic):
+            log.error(
+                "controller %d: skipping adding partitions %s to topic %s, which is being deleted",
+                self.broker_id,
+                sorted(added),
+                topic,
+            )
+            return
+        for p, replicas in added.items():
+            ctx.update_partition_replica_assignment((topic, p), replicas)
+        log.info(
+            "controller %d: new partitions %s of topic %s", self.broker_id, sorted(added), topic
+        )
+        await self._on_new_partition_creation([(topic, p) for p in sorted(added)])
+
+    async def _on_new_partition_creation(self, partitions: list[TopicPartition]) -> None:
+        psm, rsm = self.partition_state_machine, self.replica_state_machine
+        replicas = self.ctx.replicas_for_partitions(partitions)
+        await psm.handle_state_changes(partitions, PartitionState.NEW)
+        await rsm.handle_state_changes(replicas, ReplicaState.NEW)
+        await psm.handle_state_changes(partitions, PartitionState.ONLINE, self.offline_selector)
+        await rsm.handle_state_changes(replicas, ReplicaState.ONLINE)
+
+    async def _topic_deletion(self) -> None:
+        ctx = self.ctx
+        topics = set(
+            await self.zk.get_topic_deletions(
+                watch=self._watch("TopicDeletion", self._topic_deletion)
+            )
+        )
+        if not topics:
+            return
+        if not self.config.delete_topic_enable:
+            log.info(
+                "removing %s from %s: delete.topic.enable is false",
+                sorted(topics),
+                paths.DELETE_TOPICS,
+            )
+            await self.zk.delete_topic_deletions(topics, ctx.epoch_zk_version)
+            return
+        unknown = topics - ctx.all_topics
+        if unknown:
+            log.warning("ignoring deletion of non-existent topics %s", sorted(unknown))
+            await self.zk.delete_topic_deletions(unknown, ctx.epoch_zk_version)
+        topics -= unknown
+        if not topics:
+            return
+        tdm = self.topic_deletion_manager
+        tdm.topics_to_be_deleted |= topics
+        busy = {tp[0] for tp in ctx.partitions_being_reassigned} | {
+            tp[0] for tp in ctx.partitions_undergoing_preferred_replica_election
+        }
+        tdm.mark_topic_ineligible_for_deletion(
+            topics & busy, "reassignment or preferred replica election in progress"
+        )
+        await tdm.resume_deletions()
+
+    def _on_stop_replica_deletion_response(self, broker_id: int, response: Any) -> None:
+        """StopReplica(delete=true) answered (channel sender task): handle it as an event."""
+        generation = self._generation
+
+        async def process() -> None:
+            if generation != self._generation or not self.is_active:
+                return
+            failed, done = [], []
+            for e in response.partition_errors:
+                r = PartitionAndReplica(e.topic_name, e.partition_index, broker_id)
+                error = e.error_code or response.error_code
+                (failed if error else done).append(r)
+            tdm = self.topic_deletion_manager
+            if failed:
+                await tdm.fail_replica_deletion(failed)
+            if done:
+                await tdm.complete_replica_deletion(done)
+
+        self._put_nowait("TopicDeletionStopReplicaResponseReceived", process)
+
+    # ---- ISR change notifications ------------------------------------------------------
+    async def _isr_change_notifications_watch(self) -> list[str]:
+        return await self.zk.get_isr_change_notifications(
+            watch=self._watch("IsrChangeNotification", self._isr_change_notification)
+        )
+
+    async def _isr_change_notification(self) -> None:
+        """Leaders changed ISRs in state znodes: re-read them, tell every broker (no LeaderAndIsr)."""
+        ctx = self.ctx
+        names = await self._isr_change_notifications_watch()
+        if not names:
+            return
+        try:
+            partitions = [
+                tp
+                for tp in sorted(await self.zk.get_isr_change_partitions(names))
+                if ctx.partition_replica_assignment(tp)
+            ]
+            if partitions:
+                states = await self.zk.get_partition_states(partitions)
+                for tp, (st, version) in states.items():
+                    ctx.partition_leadership_info[tp] = leader_and_isr_of(st, version)
+                await self.send_update_metadata_request(
+                    ctx.live_or_shutting_down_broker_ids, list(states)
+                )
+        finally:
+            await self.zk.delete_isr_change_notifications(names, ctx.epoch_zk_version)
+
+    # ---- preferred replica election ---------------------------------------------------
+    async def _preferred_replica_election(self) -> None:
+        partitions = await self.zk.get_preferred_replica_election(
+            watch=self._watch("PreferredReplicaLeaderElection", self._preferred_replica_election)
+        )
+        if partitions is None:
+            return
+        await self._on_preferred_replica_election(partitions, trigger="zk")
+
+    async def _on_preferred_replica_election(
+        self, partitions: Iterable[TopicPartition], *, trigger: str
+    ) -> dict[TopicPartition, Exception]:
+        """Move leadership to AR[0]; ``trigger`` is "zk" (admin node, deleted after),
+        "admin" (ElectLeaders API) or "auto" (rebalance)."""
+        ctx = self.ctx
+        todo = []
+        for tp in sorted(set(partitions)):
+            if not ctx.partition_replica_assignment(tp):
+                log.warning("skipping preferred replica election for unknown partition %s-%d", *tp)
+            elif self._is_topic_queued_for_deletion(tp[0]):
+                log.error("skipping preferred replica election for %s-%d: topic being deleted", *tp)
+            elif tp not in ctx.partitions_undergoing_preferred_replica_election:
+                todo.append(tp)
+        topics = {tp[0] for tp in todo}
+        try:
+            ctx.partitions_undergoing_preferred_replica_election.update(todo)
+            self.topic_deletion_manager.mark_topic_ineligible_for_deletion(
+                topics, "preferred replica election in progress"
+            )
+            return await self.partition_state_machine.handle_state_changes(
+                todo, PartitionState.ONLINE, self.preferred_selector
+            )
+        finally:
+            ctx.partitions_undergoing_preferred_replica_election.difference_update(todo)
+            if trigger == "zk":
+                await self.zk.delete_preferred_replica_election(ctx.epoch_zk_version)
+            await self.topic_deletion_manager.resume_deletion_for_topics(topics)
+
+    # ---- auto leader rebalance ---------------------------------------------------------
+    def _schedule_auto_leader_rebalance(self, delay_s: float) -> None:
+        generation = self._generation
+
+        async def process() -> None:
+            if generation != self._generation or not self.is_active:
+                return
+            try:
+                await self.check_and_trigger_auto_leader_rebalance()
+            finally:
+                if generation == self._generation and self.is_active:
+                    self._schedule_auto_leader_rebalance(
+                        self.config.leader_imbalance_check_interval_seconds
+                    )
+
+        self._rebalance_timer = asyncio.get_running_loop().call_later(
+            delay_s, self._put_nowait, "AutoPreferredReplicaLeaderElection", process
+        )
+
+    async def check_and_trigger_auto_leader_rebalance(self) -> list[TopicPartition]:
+        """Per preferred broker B: if more than leader.imbalance.per.broker.percentage % of
+        the partitions preferring B are led elsewhere, elect B where it is live and in the
+        ISR (unless reassignments or elections are in progress). Returns what it elected."""
+        ctx = self.ctx
+        by_preferred: dict[int, list[TopicPartition]] = {}
+        for tp in ctx.all_partitions():
+            ar = ctx.partition_replica_assignment(tp)
+            if ar and not self._is_topic_queued_for_deletion(tp[0]):
+                by_preferred.setdefault(ar[0], []).append(tp)
+        threshold = self.config.leader_imbalance_per_broker_percentage / 100
+        elected: list[TopicPartition] = []
+        for broker, tps in sorted(by_preferred.items()):
+            not_led = [
+                tp
+                for tp in tps
+                if (lic := ctx.partition_leadership_info.get(tp)) is not None
+                and lic.leader_and_isr.leader != broker
+            ]
+            ratio = len(not_led) / len(tps)
+            log.debug(
+                "controller %d: leader imbalance of broker %d is %.3f",
+                self.broker_id,
+                broker,
+                ratio,
+            )
+            if ratio <= threshold:
+                continue
+            if (
+                broker not in ctx.live_broker_ids
+                or ctx.partitions_being_reassigned
+                or ctx.partitions_undergoing_preferred_replica_election
+            ):
+                continue
+            candidates = [
+                tp
+                for tp in not_led
+                if not self._is_topic_queued_for_deletion(tp[0])
+                and tp[0] in ctx.all_topics
+                and broker in ctx.partition_leadership_info[tp].leader_and_isr.isr
+            ]
+            if candidates:
+                log.info(
+                    "controller %d: rebalancing leadership of %d partitions back to broker %d",
+                    self.broker_id,
+                    len(candidates),
+                    broker,
+                )
+                failures = await self._on_preferred_replica_election(candidates, trigger="auto")
+                elected += [tp for tp in candidates if tp not in failures]
+        return elected
+
+    # ---- reassignment ---------------------------------------------------------------
+    async def _initialize_partition_reassignment(self) -> None:
+        ctx = self.ctx
+        wanted = await self.zk.get_partition_reassignment(
+            watch=self._watch("PartitionReassignment", self._partition_reassignment)
+        )
+        for tp, rar in wanted.items():
+            ctx.partitions_being_reassigned[tp] = ReassignedPartitionsContext(list(rar))
+
+    async def _partition_reassignment(self) -> None:
+        ctx = self.ctx
+        wanted = await self.zk.get_partition_reassignment(
+            watch=self._watch("PartitionReassignment", self._partition_reassignment)
+        )
+        fresh = {tp: rar for tp, rar in wanted.items() if tp not in ctx.partitions_being_reassigned}
+        for tp, rar in sorted(fresh.items()):
+            if self._is_topic_queued_for_deletion(tp[0]):
+                log.error(
+                    "skipping reassignment of %s-%d: its topic is being deleted", tp[0], tp[1]
+                )
+                await self._remove_partition_from_reassigned_partitions(tp)
+                continue
+            await self._initiate_reassign_replicas(tp, ReassignedPartitionsContext(list(rar)))
+
+    async def _maybe_trigger_partition_reassignment(self, partitions: set[TopicPartition]) -> None:
+        ctx = self.ctx
+        for tp in sorted(partitions):
+            rctx = ctx.partitions_being_reassigned.get(tp)
+            if rctx is None:
+                continue
+            if self._is_topic_queued_for_deletion(tp[0]):
+                await self._remove_partition_from_reassigned_partitions(tp)
+                continue
+            del ctx.partitions_being_reassigned[tp]
+            await self._initiate_reassign_replicas(tp, rctx)
+
+    async def _initiate_reassign_replicas(
+        self, tp: TopicPartition, rctx: ReassignedPartitionsContext
+    ) -> None:
+        ctx = self.ctx
+        ar = ctx.partition_replica_assignment(tp)
+        rar = rctx.new_replicas
+        reason = None
+        if not ar:
+            reason = "the partition does not exist"
+        elif ar == rar:
+            reason = f"it is already assigned to {rar}"
+        elif not rar or len(set(rar)) != len(rar):
+            reason = f"the new replica list {rar} is empty or has duplicates"
+        elif any(r not in ctx.live_broker_ids for r in rar):
+            reason = f"some of the new replicas {rar} are not alive"
+        if reason is not None:
+            log.error("dropping reassignment of %s-%d to %s: %s", tp[0], tp[1], rar, reason)
+            await self._remove_partition_from_reassigned_partitions(tp)
+            return
+        if not rctx.original_replicas:
+            rctx.original_replicas = list(ar)
+        ctx.partitions_being_reassigned[tp] = rctx
+        self.topic_deletion_manager.mark_topic_ineligible_for_deletion(
+            {tp[0]}, "partition reassignment in progress"
+        )
+        await self._watch_isr_for_reassignment(tp)
+        await self._on_partition_reassignment(tp, rctx)
+
+    async def _watch_isr_for_reassignment(self, tp: TopicPartition) -> None:
+        """The ISR listener of a reassigned partition: a data watch on its state znode."""
+        await self.store.exists(
+            paths.partition_state_path(*tp),
+            watch=self._watch(
+                f"PartitionReassignmentIsrChange:{tp[0]}:{tp[1]}",
+                lambda: self._partition_reassignment_isr_change(tp),
+            ),
+        )
+
+    async def _partition_reassignment_isr_change(self, tp: TopicPartition) -> None:
+        ctx = self.ctx
+        rctx = ctx.partitions_being_reassigned.get(tp)
+        if rctx is None:
+            return
+        await self._watch_isr_for_reassignment(tp)
+        states = await self.zk.get_partition_states([tp])
+        if tp not in states:
+            return
+        st, version = states[tp]
+        ctx.partition_leadership_info[tp] = leader_and_isr_of(st, version)
+        if set(rctx.new_replicas) <= set(st.isr):
+            await self._on_partition_reassignment(tp, rctx)
+        else:
+            log.info(
+                "reassigned replicas %s of %s-%d not caught up yet (ISR %s)",
+                rctx.new_replicas,
+                tp[0],
+                tp[1],
+                st.isr,
+            )
+
+    async def _on_partition_reassignment(
+        self, tp: TopicPartition, rctx: ReassignedPartitionsContext
+    ) -> None:
+        """Seed 002 §9 "Reassignment": phase A until RAR ⊆ ISR, then phase B."""
+        ctx = self.ctx
+        rar = rctx.new_replicas
+        lic = ctx.partition_leadership_info.get(tp)
+        isr = set(lic.leader_and_isr.isr) if lic is not None else set()
+        current = ctx.partition_replica_assignment(tp)
+        if not set(rar) <= isr:
+            # phase A: AR := RAR ∪ OAR everywhere, new replicas start and catch up
+            union = list(dict.fromkeys([*rar, *current]))
+            await self._update_assigned_replicas(tp, union)
+            await self._update_leader_epoch_and_send_request(tp, union, union)
+            new_replicas = [PartitionAndReplica(tp[0], tp[1], r) for r in rar if r not in current]
+            await self.replica_state_machine.handle_state_changes(new_replicas, ReplicaState.NEW)
+            log.info("reassignment of %s-%d: waiting for %s to join the ISR", tp[0], tp[1], rar)
+            return
+        # phase B: the new replicas are in sync
+        old = [r for r in current if r not in rar]
+        rsm = self.replica_state_machine
+        await rsm.handle_state_changes(
+            [PartitionAndReplica(tp[0], tp[1], r) for r in rar], ReplicaState.ONLINE
+        )
+        await self._move_reassigned_partition_leader_if_required(tp, rctx, current)
+        old_replicas = [PartitionAndReplica(tp[0], tp[1], r) for r in old]
+        await rsm.handle_state_changes(old_replicas, ReplicaState.OFFLINE)
+        await rsm.handle_state_changes(old_replicas, ReplicaState.DELETION_STARTED)
+        await rsm.handle_state_changes(old_replicas, ReplicaState.DELETION_SUCCESSFUL)
+        await rsm.handle_state_changes(old_replicas, ReplicaState.NON_EXISTENT)
+        await self._update_assigned_replicas(tp, rar)
+        await self._remove_partition_from_reassigned_partitions(tp)
+        await self.send_update_metadata_request(ctx.live_or_shutting_down_broker_ids, [tp])
+        await self.topic_deletion_manager.resume_deletion_for_topics({tp[0]})
+        log.info("reassignment of %s-%d to %s completed", tp[0], tp[1], rar)
+
+    async def _move_reassigned_partition_leader_if_required(
+        self, tp: TopicPartition, rctx: ReassignedPartitionsContext, old_and_new: list[int]
+    ) -> None:
+        ctx = self.ctx
+        rar = rctx.new_replicas
+        lic = ctx.partition_leadership_info.get(tp)
+        leader = lic.leader_and_isr.leader if lic is not None else NO_LEADER
+        # LeaderAndIsr from now on carries AR = RAR, so the leader drops the old replicas
+        ctx.update_partition_replica_assignment(tp, rar)
+        if leader not in rar or leader not in ctx.live_broker_ids:
+            await self.partition_state_machine.handle_state_changes(
+                [tp], PartitionState.ONLINE, self.reassigned_selector
+            )
+        else:
+            await self._update_leader_epoch_and_send_request(tp, old_and_new, rar)
+
+    async def _update_assigned_replicas(self, tp: TopicPartition, replicas: list[int]) -> None:
+        """Write the partition's AR to the topic znode and the context."""
+        ctx = self.ctx
+        got = await self.zk.get_topic_assignment(tp[0])
+        if got is None:
+            raise RuntimeError(f"topic {tp[0]} vanished during reassignment")
+        assignment, version = got
+        partitions = dict(assignment.partitions)
+        partitions[tp[1]] = list(replicas)
+        new = paths.TopicAssignment(
+            partitions,
+            assignment.adding_replicas,
+            assignment.removing_replicas,
+            assignment.topic_id,
+        )
+        await self.zk.set_topic_assignment(
+            tp[0], new, expected_version=version, epoch_zk_version=ctx.epoch_zk_version
+        )
+        ctx.update_partition_replica_assignment(tp, replicas)
+
+    async def _update_leader_epoch_and_send_request(
+        self, tp: TopicPartition, receivers: list[int], replicas: list[int]
+    ) -> None:
+        updated = await self.partition_state_machine.update_leader_epoch([tp])
+        lic = updated.get(tp)
+        if lic is None:
+            log.error("could not bump the leader epoch of %s-%d for reassignment", *tp)
+            return
+        self.batch.new_batch()
+        self.batch.add_leader_and_isr_request_for_brokers(receivers, tp, lic, replicas)
+        await self.batch.send_requests_to_brokers(self.ctx.epoch)
+
+    async def _remove_partition_from_reassigned_partitions(self, tp: TopicPartition) -> None:
+        ctx = self.ctx
+        ctx.partitions_being_reassigned.pop(tp, None)
+        self._watches.pop(f"PartitionReassignmentIsrChange:{tp[0]}:{tp[1]}", None)
+        wanted = await self.zk.get_partition_reassignment()
+        if tp in wanted:
+            del wanted[tp]
+            await self.zk.set_partition_reassignment(wanted, ctx.epoch_zk_version)
+
+    # ---- controlled shutdown (seed 002 §9) ----------------------------------------------
+    async def controlled_shutdown(
+        self, broker_id: int, broker_epoch: int = -1
+    ) -> tuple[int, list[TopicPartition]]:
+        """Queue ``shutdownBroker(broker_id)``; returns (error code, partitions remaining)."""
+        if not self.is_active:
+            return int(ErrorCode.not_controller), []
+        result: tuple[int, list[TopicPartition]] = await self.put(
+            lambda: self._shutdown_broker(broker_id, broker_epoch), "ControlledShutdown"
+        )
+        return result
+
+    async def _shutdown_broker(
+        self, broker_id: int, broker_epoch: int
+    ) -> tuple[int, list[TopicPartition]]:
+        if not self.is_active:
+            return int(ErrorCode.not_controller), []
+        ctx = self.ctx
+        info = ctx.live_brokers.get(broker_id)
+        if info is None:
+            return int(ErrorCode.broker_not_available), []
+        if broker_epoch != -1 and broker_epoch < info.epoch:
+            return int(ErrorCode.stale_broker_epoch), []
+        ctx.shutting_down_broker_ids.add(broker_id)
+        log.info(
+            "controller %d: broker %d is shutting down (all shutting down: %s)",
+            self.broker_id,
+            broker_id,
+            sorted(ctx.shutting_down_broker_ids),
+        )
+        act_on = [
+            tp
+            for tp in ctx.partitions_on_broker(broker_id)
+            if len(ctx.partition_replica_assignment(tp)) > 1
+            and tp in ctx.partition_leadership_info
+            and not self._is_topic_queued_for_deletion(tp[0])
+        ]
+        led = [
+            tp
+            for tp in act_on
+            if ctx.partition_leadership_info[tp].leader_and_isr.leader == broker_id
+        ]
+        followed = [tp for tp in act_on if tp not in set(led)]
+        await self.partition_state_machine.handle_state_changes(
+            led, PartitionState.ONLINE, self.controlled_shutdown_selector
+        )
+        await self.replica_state_machine.handle_state_changes(
+            [PartitionAndReplica(tp[0], tp[1], broker_id) for tp in followed],
+            ReplicaState.OFFLINE,
+        )
+        return 0, self._replicated_partitions_broker_leads(broker_id)
+
+    def _replicated_partitions_broker_leads(self, broker_id: int) -> list[TopicPartition]:
+        """Partitions ``broker_id`` still leads that have another live replica (Kafka 1.1+)."""
+        ctx = self.ctx
+        live = ctx.live_or_shutting_down_broker_ids
+        out = []
+        for tp, lic in ctx.partition_leadership_info.items():
+            if lic.leader_and_isr.leader != broker_id or self._is_topic_queued_for_deletion(tp[0]):
+                continue
+            if sum(1 for r in ctx.partition_replica_assignment(tp) if r in live) > 1:
+                out.append(tp)
+        return sorted(out)
+
+    # ---- ElectLeaders (api key 43) --------------------------------------------------------
+    async def elect_leaders(
+        self, partitions: list[TopicPartition] | None, election_type: int
+    ) -> dict[TopicPartition, tuple[int, str | None]] | None:
+        """Run an admin-triggered election; None if this broker is not the controller.
+
+        Per partition: (error code, message); ``partitions`` None means all of them,
+        and then partitions that needed no election are left out, as Kafka does.
+        """
+
+        async def event() -> dict[TopicPartition, tuple[int, str | None]] | None:
+            if not self.is_active:
+                return None
+            ctx = self.ctx
+            wanted = sorted(ctx.all_partitions()) if partitions is None else partitions
+            out: dict[TopicPartition, tuple[int, str | None]] = {}
+            todo = []
+            for tp in wanted:
+                if not ctx.partition_replica_assignment(tp):
+                    out[tp] = (int(ErrorCode.unknown_topic_or_partition), None)
+                elif self._is_topic_queued_for_deletion(tp[0]):
+                    out[tp] = (
+                        int(ErrorCode.invalid_topic_exception),
+                        "Deletion of topic is in progress",
+                    )
+                else:
+                    todo.append(tp)
+            if election_type == UNCLEAN_ELECTION:
+                live = ctx.live_broker_ids
+                leaderless = []
+                for tp in todo:
+                    lic = ctx.partition_leadership_info.get(tp)
+                    if lic is not None and lic.leader_and_isr.leader in live:
+                        out[tp] = (int(ErrorCode.election_not_needed), None)
+                    else:
+                        leaderless.append(tp)
+                selector = OfflinePartitionLeaderSelector(self.ctx, _all_topics)
+                failures = await self.partition_state_machine.handle_state_changes(
+                    leaderless, PartitionState.ONLINE, selector
+                )
+                self.offline_selector.unclean_elections += selector.unclean_elections
+                for tp in leaderless:
+                    e = failures.get(tp)
+                    out[tp] = (
+                        (0, None)
+                        if e is None
+                        else (int(ErrorCode.eligible_leaders_not_available), str(e))
+                    )
+            else:
+                failures = await self._on_preferred_replica_election(todo, trigger="admin")
+                for tp in todo:
+                    e = failures.get(tp)
+                    if e is None:
+                        out[tp] = (0, None)
+                    elif isinstance(e, LeaderElectionNotNeededException):
+                        out[tp] = (int(ErrorCode.election_not_needed), None)
+                    else:
+                        out[tp] = (int(ErrorCode.preferred_leader_not_available), str(e))
+            if partitions is None:
+                out = {tp: r for tp, r in out.items() if r[0] != ErrorCode.election_not_needed}
+            return out
+
+        if not self.is_active:
+            return None
+        result: dict[TopicPartition, tuple[int, str | None]] | None = await self.put(
+            event, "ReplicaLeaderElection"
+        )
+        return result
+
+    # ---- reassignment API (AlterPartitionReassignments / ListPartitionReassignments) -----
+    async def alter_partition_reassignments(
+        self, wanted: dict[TopicPartition, list[int] | None]
+    ) -> dict[TopicPartition, tuple[int, str | None]] | None:
+        """Add reassignments to /admin/reassign_partitions (the controller's watch does the
+        rest); None if not the controller. Cancelling (replicas None) is not supported."""
+
+        async def event() -> dict[TopicPartition, tuple[int, str | None]] | None:
+            if not self.is_active:
+                return None
+            ctx = self.ctx
+            out: dict[TopicPartition, tuple[int, str | None]] = {}
+            current = await self.zk.get_partition_reassignment()
+            changed = False
+            for tp, replicas in wanted.items():
+                if not ctx.partition_replica_assignment(tp):
+                    out[tp] = (int(ErrorCode.unknown_topic_or_partition), None)
+                elif replicas is None:
+                    if tp in ctx.partitions_being_reassigned or tp in current:
+                        out[tp] = (
+                            int(ErrorCode.invalid_replica_assignment),
+                            "cancelling a reassignment is not supported by kafkalite",
+                        )
+                    else:
+                        out[tp] = (int(ErrorCode.no_reassignment_in_progress), None)
+                elif not replicas or len(set(replicas)) != len(replicas):
+                    out[tp] = (
+                        int(ErrorCode.invalid_replica_assignment),
+                        "empty or duplicate replicas",
+                    )
+                elif any(r not in ctx.live_broker_ids for r in replicas):
+                    out[tp] = (
+                        int(ErrorCode.invalid_replica_assignment),
+                        f"replicas {replicas} include brokers that are not alive",
+                    )
+                elif tp in ctx.partitions_being_reassigned:
+                    out[tp] = (
+                        int(ErrorCode.invalid_replica_assignment),
+                        "a reassignment of this partition is already in progress",
+                    )
+                else:
+                    current[tp] = list(replicas)
+                    changed = True
+                    out[tp] = (0, None)
+            if changed:
+                await self.zk.set_partition_reassignment(current, ctx.epoch_zk_version)
+            return out
+
+        if not self.is_active:
+            return None
+        result: dict[TopicPartition, tuple[int, str | None]] | None = await self.put(
+            event, "ApiPartitionReassignment"
+        )
+        return result
+
+    def list_partition_reassignments(
+        self,
+    ) -> dict[TopicPartition, tuple[list[int], list[int], list[int]]] | None:
+        """(replicas, adding, removing) per partition being reassigned; None if not active."""
+        if not self.is_active:
+            return None
+        ctx = self.ctx
+        out = {}
+        for tp, rctx in ctx.partitions_being_reassigned.items():
+            orig = rctx.original_replicas
+            rar = rctx.new_replicas
+            out[tp] = (
+                list(ctx.partition_replica_assignment(tp)),
+                [r for r in rar if r not in orig],
+                [r for r in orig if r not in rar],
+            )
+        return out
+
+    # ---- test and fault-injection support -------------------------------------------------
+    def partition_info(self, tp: TopicPartition) -> tuple[LeaderAndIsr, list[int]] | None:
+        """(current leader/ISR, AR) as this controller knows them; None if unknown."""
+        lic = self.ctx.partition_leadership_info.get(tp)
+        ar = self.ctx.partition_replica_assignment(tp)
+        if lic is None or not ar or self._is_topic_queued_for_deletion(tp[0]):
+            return None
+        return lic.leader_and_isr, ar
+
+    async def set_partition_leader(
+        self,
+        tp: TopicPartition,
+        leader: int,
+        *,
+        isr: list[int] | None = None,
+        replicas: list[int] | None = None,
+    ) -> int:
+        """Make ``leader`` lead ``tp`` (leader epoch + 1), optionally with a new ISR and AR.
+
+        For fault injection and tests (kafkalite.server.faults); call it from a
+        controller event. Writes the state znode conditionally and sends
+        LeaderAndIsr to the live replicas and UpdateMetadata to every broker.
+        Returns the new leader epoch.
+        """
+        ctx = self.ctx
+        if replicas is not None:
+            old = ctx.partition_replica_assignment(tp)
+            await self._update_assigned_replicas(tp, list(replicas))
+            rs = self.replica_state_machine.replica_state
+            for r in old:
+                if r not in replicas:
+                    rs.pop(PartitionAndReplica(tp[0], tp[1], r), None)
+            for r in replicas:
+                rs.setdefault(PartitionAndReplica(tp[0], tp[1], r), ReplicaState.ONLINE)
+        states = await self.zk.get_partition_states([tp])
+        if tp not in states:
+            raise ValueError(f"{tp[0]}-{tp[1]} has no state znode")
+        st, version = states[tp]
+        current = leader_and_isr_of(st, version).leader_and_isr
+        new = current.new_leader_and_isr(leader, current.isr if isr is None else isr)
+        written, errors = await self.zk.update_partition_states(
+            [(tp, state_znode(new, ctx.epoch), version)], ctx.epoch_zk_version
+        )
+        if tp in errors:
+            if isinstance(errors[tp], BadVersionError):
+                raise RuntimeError(f"{tp[0]}-{tp[1]} changed concurrently; try again")
+            raise errors[tp]
+        lic = LeaderIsrAndControllerEpoch(
+            LeaderAndIsr(new.leader, new.leader_epoch, new.isr, written[tp]), ctx.epoch
+        )
+        ctx.partition_leadership_info[tp] = lic
+        ar = ctx.partition_replica_assignment(tp)
+        self.batch.new_batch()
+        self.batch.add_leader_and_isr_request_for_brokers(
+            [r for r in ar if r in ctx.live_or_shutting_down_broker_ids], tp, lic, ar
+        )
+        await self.batch.send_requests_to_brokers(ctx.epoch)
+        return new.leader_epoch
+
+
+async def _all_topics(topics: Iterable[str]) -> set[str]:
+    """An unclean-election policy that allows it for every topic (ElectLeaders UNCLEAN)."""
+    return set(topics)
+
+
+__all__ = ["BrokerInfo", "ControllerConfig", "KafkaController"]

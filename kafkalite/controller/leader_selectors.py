@@ -1,62 +1,204 @@
-"""Partition leader selection strategies (seed 000 §6.4.3, 002-controller §8).
+"""Partition leader selectors (seed 002 §7, seed 000 §6.4.3).
 
-Each takes the assignment (AR) order as the preference order: AR is fixed at
-assignment time while the ISR order may change, so "first live AR replica in
-the ISR" is deterministic across controllers.
+Each takes the partition's current LeaderAndIsr and returns the new one (leader
+epoch + 1) and the brokers that must receive LeaderAndIsr. AR order is the
+preference order: AR is fixed at assignment time while the ISR order changes,
+so "the first live AR replica that is in the ISR" is the same on every
+controller. Selectors raise instead of returning "no leader"; the partition
+state machine then leaves the partition as it was (no znode write).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Protocol
 
-NO_LEADER = -1
+from kafkalite.controller.controller_context import ControllerContext, LeaderAndIsr
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
 
 
-def offline_partition_leader(
-    assignment: Sequence[int], isr: Sequence[int], live: Collection[int], unclean: bool
-) -> tuple[int, list[int]]:
-    """Leader and new ISR after the leader went offline (or at creation).
+class StateChangeFailedException(Exception):
+    """A state transition could not be made; the partition or replica keeps its state."""
 
-    First live replica in AR order that is in the ISR. With none: if unclean
-    election is enabled, the first live AR replica with ISR [leader]; otherwise
-    no leader and the ISR is left as it was.
+
+class NoReplicaOnlineException(StateChangeFailedException):
+    """No replica can become leader."""
+
+
+class LeaderElectionNotNeededException(StateChangeFailedException):
+    """The wanted leader already leads: nothing to write."""
+
+
+class PartitionLeaderSelector(Protocol):
+    async def prepare(self, partitions: Iterable[TopicPartition]) -> None:
+        """Load what selection needs from the store before a batch (may do nothing)."""
+
+    def select_leader(
+        self, tp: TopicPartition, current: LeaderAndIsr
+    ) -> tuple[LeaderAndIsr, list[int]]: ...
+
+
+class NoOpLeaderSelector:
+    """Keeps the current leader and ISR; the receivers are the AR."""
+
+    def __init__(self, ctx: ControllerContext) -> None:
+        self.ctx = ctx
+
+    async def prepare(self, partitions: Iterable[TopicPartition]) -> None:
+        return None
+
+    def select_leader(
+        self, tp: TopicPartition, current: LeaderAndIsr
+    ) -> tuple[LeaderAndIsr, list[int]]:
+        log.warning("no-op leader selector for %s-%d keeps %s", tp[0], tp[1], current)
+        return current, list(self.ctx.partition_replica_assignment(tp))
+
+
+class OfflinePartitionLeaderSelector:
+    """New leader after the leader died, or at start-up for offline partitions.
+
+    The first live AR replica in the live ISR, ISR = live ISR. With no live ISR
+    member: if unclean election is enabled for the topic (the broker's
+    ``unclean.leader.election.enable`` overlaid by /config/topics/<t>), the
+    first live AR replica with ISR [it] (data loss); otherwise no leader.
     """
-    live_isr = [r for r in isr if r in live]
-    for r in assignment:
-        if r in live and r in live_isr:
-            return r, live_isr
-    if unclean:
-        for r in assignment:
-            if r in live:
-                return r, [r]
-    return NO_LEADER, list(isr)
+
+    def __init__(
+        self,
+        ctx: ControllerContext,
+        unclean_enabled: Callable[[Iterable[str]], Awaitable[set[str]]],
+    ) -> None:
+        self.ctx = ctx
+        self._load_unclean = unclean_enabled
+        #: topics whose unclean election is enabled, as of the last :meth:`prepare`
+        self.unclean_topics: set[str] = set()
+        self.unclean_elections = 0
+
+    async def prepare(self, partitions: Iterable[TopicPartition]) -> None:
+        """Read the unclean setting of the topics that may need it (no live ISR)."""
+        live = self.ctx.live_broker_ids
+        topics = set()
+        for tp in partitions:
+            lic = self.ctx.partition_leadership_info.get(tp)
+            if lic is None or not any(r in live for r in lic.leader_and_isr.isr):
+                topics.add(tp[0])
+        self.unclean_topics = await self._load_unclean(topics) if topics else set()
+
+    def select_leader(
+        self, tp: TopicPartition, current: LeaderAndIsr
+    ) -> tuple[LeaderAndIsr, list[int]]:
+        live = self.ctx.live_broker_ids
+        ar = self.ctx.partition_replica_assignment(tp)
+        live_ar = [r for r in ar if r in live]
+        live_isr = [r for r in current.isr if r in live]
+        if live_isr:
+            leader = next((r for r in live_ar if r in live_isr), None)
+            if leader is None:  # an ISR member outside the AR: cannot happen with a sane store
+                raise NoReplicaOnlineException(
+                    f"no live ISR replica of {tp[0]}-{tp[1]} is in its assignment {ar}"
+                )
+            return current.new_leader_and_isr(leader, live_isr), live_ar
+        if tp[0] not in self.unclean_topics:
+            raise NoReplicaOnlineException(
+                f"no replica in ISR {list(current.isr)} of {tp[0]}-{tp[1]} is alive "
+                f"(live brokers {sorted(live)}) and unclean leader election is disabled"
+            )
+        if not live_ar:
+            raise NoReplicaOnlineException(
+                f"no replica of {tp[0]}-{tp[1]} (assigned {ar}) is alive"
+            )
+        leader = live_ar[0]
+        self.unclean_elections += 1
+        log.warning(
+            "unclean leader election for %s-%d: %d becomes leader although it is not in "
+            "the ISR %s; data may be lost",
+            tp[0],
+            tp[1],
+            leader,
+            list(current.isr),
+        )
+        return current.new_leader_and_isr(leader, [leader]), live_ar
 
 
-def reassigned_partition_leader(
-    reassigned: Sequence[int], isr: Sequence[int], live: Collection[int]
-) -> int:
-    for r in reassigned:
-        if r in live and r in isr:
-            return r
-    return NO_LEADER
+class ReassignedPartitionLeaderSelector:
+    """During reassignment: the first RAR replica that is live and in the ISR; ISR unchanged."""
+
+    def __init__(self, ctx: ControllerContext) -> None:
+        self.ctx = ctx
+
+    async def prepare(self, partitions: Iterable[TopicPartition]) -> None:
+        return None
+
+    def select_leader(
+        self, tp: TopicPartition, current: LeaderAndIsr
+    ) -> tuple[LeaderAndIsr, list[int]]:
+        reassignment = self.ctx.partitions_being_reassigned.get(tp)
+        if reassignment is None:
+            raise StateChangeFailedException(f"{tp[0]}-{tp[1]} is not being reassigned")
+        rar = reassignment.new_replicas
+        live = self.ctx.live_broker_ids
+        candidates = [r for r in rar if r in live and r in current.isr]
+        if not candidates:
+            raise NoReplicaOnlineException(
+                f"none of the reassigned replicas {rar} of {tp[0]}-{tp[1]} is alive and in "
+                f"the ISR {list(current.isr)}"
+            )
+        return current.new_leader_and_isr(candidates[0], current.isr), list(rar)
 
 
-def preferred_replica_leader(
-    assignment: Sequence[int], isr: Sequence[int], live: Collection[int]
-) -> int:
-    if assignment and assignment[0] in live and assignment[0] in isr:
-        return assignment[0]
-    return NO_LEADER
+class PreferredReplicaPartitionLeaderSelector:
+    """Moves leadership to AR[0] if it is live and in the ISR; ISR unchanged."""
+
+    def __init__(self, ctx: ControllerContext) -> None:
+        self.ctx = ctx
+
+    async def prepare(self, partitions: Iterable[TopicPartition]) -> None:
+        return None
+
+    def select_leader(
+        self, tp: TopicPartition, current: LeaderAndIsr
+    ) -> tuple[LeaderAndIsr, list[int]]:
+        ar = self.ctx.partition_replica_assignment(tp)
+        if not ar:
+            raise StateChangeFailedException(f"{tp[0]}-{tp[1]} has no assignment")
+        preferred = ar[0]
+        if current.leader == preferred:
+            raise LeaderElectionNotNeededException(
+                f"preferred replica {preferred} is already the leader of {tp[0]}-{tp[1]}"
+            )
+        if preferred in self.ctx.live_broker_ids and preferred in current.isr:
+            return current.new_leader_and_isr(preferred, current.isr), list(ar)
+        raise StateChangeFailedException(
+            f"preferred replica {preferred} of {tp[0]}-{tp[1]} is not alive or not in the "
+            f"ISR {list(current.isr)}"
+        )
 
 
-def controlled_shutdown_leader(
-    assignment: Sequence[int],
-    isr: Sequence[int],
-    live: Collection[int],
-    shutting_down: Collection[int],
-) -> tuple[int, list[int]]:
-    new_isr = [r for r in isr if r not in shutting_down]
-    for r in assignment:
-        if r in live and r in new_isr:
-            return r, new_isr
-    return NO_LEADER, new_isr
+class ControlledShutdownLeaderSelector:
+    """Moves leadership off shutting-down brokers, which also leave the ISR."""
+
+    def __init__(self, ctx: ControllerContext) -> None:
+        self.ctx = ctx
+
+    async def prepare(self, partitions: Iterable[TopicPartition]) -> None:
+        return None
+
+    def select_leader(
+        self, tp: TopicPartition, current: LeaderAndIsr
+    ) -> tuple[LeaderAndIsr, list[int]]:
+        ar = self.ctx.partition_replica_assignment(tp)
+        live_or_shutting = self.ctx.live_or_shutting_down_broker_ids
+        shutting = self.ctx.shutting_down_broker_ids
+        live_ar = [r for r in ar if r in live_or_shutting]
+        new_isr = [r for r in current.isr if r not in shutting]
+        leader = next((r for r in live_ar if r in new_isr), None)
+        if leader is None:
+            raise StateChangeFailedException(
+                f"no replica of {tp[0]}-{tp[1]} outside the shutting-down brokers "
+                f"{sorted(shutting)} is in the ISR {list(current.isr)}"
+            )
+        return current.new_leader_and_isr(leader, new_isr), live_ar

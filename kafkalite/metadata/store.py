@@ -410,6 +410,20 @@ class MetadataStore(abc.ABC):
         except NoNodeError:
             return None
 
+    async def get_many(self, paths: Sequence[str]) -> list[tuple[bytes, Stat] | None]:
+        """Data and Stat of each path (None where missing), in order, without watches.
+
+        The controller reads thousands of partition-state znodes at a time; backends
+        that talk to a server override this to pipeline the reads.
+        """
+        out: list[tuple[bytes, Stat] | None] = []
+        for path in paths:
+            try:
+                out.append(await self.get(path))
+            except NoNodeError:
+                out.append(None)
+        return out
+
     async def __aenter__(self) -> MetadataStore:
         return self
 

@@ -61,6 +61,8 @@ __all__ = ["ZooKeeperStore", "parse_connect_string"]
 
 #: Above this many znodes a recursive delete is done bottom-up instead of as one multi.
 _ATOMIC_DELETE_LIMIT = 1000
+#: Reads in flight at once in :meth:`ZooKeeperStore.get_many`.
+_PIPELINE_DEPTH = 1000
 
 _ERRORS: dict[type[BaseException], type[MetadataStoreError]] = {
     kz.NoNodeError: NoNodeError,
@@ -340,6 +342,21 @@ class ZooKeeperStore(MetadataStore):
         validate_path(path)
         data, stat = await self._call(client.get_async(path, watch=self._watch(watch)), path)
         return (data or b""), _stat(stat)
+
+    async def get_many(self, paths: Sequence[str]) -> list[tuple[bytes, Stat] | None]:
+        """Pipelined: every read is in flight at once (ZooKeeper answers in order)."""
+        self._require()
+
+        async def one(path: str) -> tuple[bytes, Stat] | None:
+            try:
+                return await self.get(path)
+            except NoNodeError:
+                return None
+
+        out: list[tuple[bytes, Stat] | None] = []
+        for i in range(0, len(paths), _PIPELINE_DEPTH):
+            out += await asyncio.gather(*(one(p) for p in paths[i : i + _PIPELINE_DEPTH]))
+        return out
 
     async def set(self, path: str, data: bytes, *, version: int = ANY_VERSION) -> Stat:
         client = self._require()

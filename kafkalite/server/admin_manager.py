@@ -9,7 +9,6 @@ cache, so a client that gets a success can use the topic at once.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import random
 import uuid
@@ -97,9 +96,7 @@ class AdminManager:
         for name in names:
             with contextlib.suppress(NoNodeError, ValueError):
                 raw, _ = await self.store.get(paths.topic_config_path(name))
-                self.topic_configs[name] = {
-                    k: str(v) for k, v in json.loads(raw).get("config", {}).items()
-                }
+                self.topic_configs[name] = dict(paths.EntityConfig.decode(raw).config)
 
     def log_config(self, topic: str) -> LogConfig:
         return LogConfig.from_properties(
@@ -114,7 +111,7 @@ class AdminManager:
             raise KafkaError(ErrorCode.invalid_config, str(e)) from None
 
     async def write_topic_config(self, topic: str, configs: dict[str, str]) -> None:
-        data = json.dumps({"version": 1, "config": configs}).encode()
+        data = paths.EntityConfig(configs).encode()
         path = paths.topic_config_path(topic)
         try:
             await self.store.set(path, data)
@@ -244,14 +241,9 @@ class AdminManager:
         self.creating.add(name)
         try:
             await self.write_topic_config(name, configs)
-            data = json.dumps(
-                {
-                    "version": 3,
-                    "topic_id": uuid_to_kafka(topic_id),
-                    "partitions": {str(p): r for p, r in sorted(assignment.items())},
-                    "adding_replicas": {},
-                    "removing_replicas": {},
-                }
+            data = paths.TopicAssignment(
+                {p: list(r) for p, r in sorted(assignment.items())},
+                topic_id=uuid_to_kafka(topic_id),
             ).encode()
             try:
                 await self.store.create(paths.topic_path(name), data, makepath=True)
@@ -334,8 +326,8 @@ class AdminManager:
                 ErrorCode.invalid_partitions, f"Topic already has {current} partitions."
             )
         raw, stat = await self.store.get(paths.topic_path(topic))
-        d = json.loads(raw)
-        existing = {int(p): r for p, r in d["partitions"].items()}
+        current_assignment = paths.TopicAssignment.decode(raw)
+        existing = {int(p): list(r) for p, r in current_assignment.partitions.items()}
         rf = len(next(iter(existing.values())))
         live = cache.alive_broker_ids()
         if assignments:
@@ -356,11 +348,23 @@ class AdminManager:
                     raise KafkaError(ErrorCode.invalid_replica_assignment, "bad replica assignment")
                 new[current + i] = replicas
         else:
-            new = assign_replicas_to_brokers(live, count - current, rf, start_partition=current)
+            # Kafka's addPartitions: continue the round robin from partition 0's first
+            # replica (not a random start), so added partitions follow the same pattern
+            brokers = sorted(live)
+            first = existing[0][0] if 0 in existing else brokers[0]
+            start = next((i for i, b in enumerate(brokers) if b >= first), 0)
+            new = assign_replicas_to_brokers(
+                brokers, count - current, rf, start_partition=current, fixed_start_index=start
+            )
         if validate_only:
             return
-        d["partitions"] = {str(p): r for p, r in sorted({**existing, **new}.items())}
-        await self.store.set(paths.topic_path(topic), json.dumps(d).encode(), version=stat.version)
+        grown = paths.TopicAssignment(
+            dict(sorted({**existing, **new}.items())),
+            current_assignment.adding_replicas,
+            current_assignment.removing_replicas,
+            current_assignment.topic_id,
+        )
+        await self.store.set(paths.topic_path(topic), grown.encode(), version=stat.version)
         await self.broker.wait_for_partitions(
             topic, count, timeout_ms / 1000 if timeout_ms > 0 else 0
         )

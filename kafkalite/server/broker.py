@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import time
@@ -21,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from kafkalite.controller.channel_manager import ControllerChannelManager
-from kafkalite.controller.kafka_controller import KafkaController
+from kafkalite.controller.controlled_shutdown import controlled_shutdown
+from kafkalite.controller.kafka_controller import ControllerConfig, KafkaController
 from kafkalite.coordinator.group import GroupCoordinator
 from kafkalite.coordinator.transaction.producer_id_manager import ProducerIdManager
 from kafkalite.log.log_config import LogConfig
@@ -33,7 +33,8 @@ from kafkalite.log.meta_properties import (
 )
 from kafkalite.metadata import paths
 from kafkalite.metadata.factory import open_store
-from kafkalite.metadata.store import MetadataStore, NodeExistsError, NoNodeError
+from kafkalite.metadata.kafka_zk_client import KafkaZkClient
+from kafkalite.metadata.store import MetadataStore, NodeExistsError, NoNodeError, SessionState
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.kafka_uuid import uuid_to_kafka
 from kafkalite.replica.partition import LeaderAndIsrState
@@ -126,6 +127,7 @@ class KafkaBroker:
         for d in cfg.log_dirs:
             d.mkdir(parents=True, exist_ok=True)
         self.store = await open_store(cfg, ensemble=self.ensemble)
+        await KafkaZkClient(self.store).create_top_level_paths()
         self.cluster_id = await self._get_or_create_cluster_id()
         self.broker_id = await self._resolve_broker_id()
         self.metadata_cache.broker_id = self.broker_id
@@ -170,15 +172,24 @@ class KafkaBroker:
             self.store,
             ControllerChannelManager(
                 self.broker_id,
-                listener_name=cfg["inter.broker.listener.name"]
-                or next(
-                    (e.listener for e in self.advertised if e.security_protocol == "PLAINTEXT"),
-                    self.advertised[0].listener,
-                ),
+                listener_name=self._inter_broker_listener(),
                 request_timeout_ms=int(cfg["request.timeout.ms"]),
                 ssl_cafile=cfg["ssl.truststore.location"],
             ),
-            unclean_election=lambda t: self.admin.log_config(t).unclean_leader_election_enable,
+            config=ControllerConfig(
+                unclean_leader_election_enable=lambda: bool(
+                    self.config["unclean.leader.election.enable"]
+                ),
+                delete_topic_enable=bool(cfg["delete.topic.enable"]),
+                auto_leader_rebalance_enable=bool(cfg["auto.leader.rebalance.enable"]),
+                leader_imbalance_per_broker_percentage=int(
+                    cfg["leader.imbalance.per.broker.percentage"]
+                ),
+                leader_imbalance_check_interval_seconds=float(
+                    cfg["leader.imbalance.check.interval.seconds"]
+                ),
+            ),
+            register_broker=self._register_broker,
         )
         await self.controller.startup()
         await self._wait_for(lambda: self.broker_id in self.metadata_cache.brokers, 10.0)
@@ -194,9 +205,20 @@ class KafkaBroker:
             ", ".join(str(e) for e in self.advertised),
         )
 
+    def _inter_broker_listener(self) -> str:
+        return str(
+            self.config["inter.broker.listener.name"]
+            or next(
+                (e.listener for e in self.advertised if e.security_protocol == "PLAINTEXT"),
+                self.advertised[0].listener,
+            )
+        )
+
     async def stop(self) -> None:
         if not self.started and self.store is None:
             return
+        if self.started:
+            await self._controlled_shutdown()
         self.started = False
         for t in self._tasks:
             t.cancel()
@@ -260,6 +282,31 @@ class KafkaBroker:
                 "broker %d: could not notify the controller of a log dir failure", self.broker_id
             )
 
+    async def _controlled_shutdown(self) -> None:
+        """Ask the controller to move leadership away first (controlled.shutdown.*).
+
+        Skipped without a live metadata session: the broker is then no longer
+        registered, and no controller would act on its request.
+        """
+        cfg = self.config
+        if not cfg["controlled.shutdown.enable"] or self.controller is None:
+            return
+        if self.store.state is not SessionState.CONNECTED or self.store.session_id is None:
+            log.warning(
+                "broker %d: no metadata session; skipping controlled shutdown", self.broker_id
+            )
+            return
+        await controlled_shutdown(
+            self.store,
+            self.broker_id,
+            self.broker_epoch,
+            listener_name=self._inter_broker_listener(),
+            max_retries=int(cfg["controlled.shutdown.max.retries"]),
+            retry_backoff_ms=int(cfg["controlled.shutdown.retry.backoff.ms"]),
+            request_timeout_ms=int(cfg["request.timeout.ms"]),
+            ssl_cafile=cfg["ssl.truststore.location"],
+        )
+
     def bound_port(self, listener: str | None = None) -> int:
         name = listener or self.config.listeners[0].listener
         return self.socket_server.bound[name][1]
@@ -272,19 +319,15 @@ class KafkaBroker:
         return ep
 
     async def _get_or_create_cluster_id(self) -> str:
-        try:
-            raw, _ = await self.store.get(paths.CLUSTER_ID)
-            return str(json.loads(raw)["id"])
-        except NoNodeError:
+        got = await self.store.get_or_none(paths.CLUSTER_ID)
+        if got is None:
             cid = self.config["cluster.id"] or uuid_to_kafka(uuid.uuid4())
             with contextlib.suppress(NodeExistsError):
                 await self.store.create(
-                    paths.CLUSTER_ID,
-                    json.dumps({"version": "1", "id": cid}).encode(),
-                    makepath=True,
+                    paths.CLUSTER_ID, paths.ClusterId(cid).encode(), makepath=True
                 )
-            raw, _ = await self.store.get(paths.CLUSTER_ID)
-            return str(json.loads(raw)["id"])
+            got = await self.store.get(paths.CLUSTER_ID)
+        return paths.ClusterId.decode(got[0]).id
 
     async def _resolve_broker_id(self) -> int:
         async def generate() -> int:
@@ -309,40 +352,42 @@ class KafkaBroker:
         return broker_id
 
     async def _register_broker(self) -> None:
-        ep0 = self.advertised[0]
-        data = {
-            "features": {},
-            "listener_security_protocol_map": {
-                e.listener: e.security_protocol for e in self.advertised
-            },
-            "endpoints": [str(e) for e in self.advertised],
-            "jmx_port": -1,
-            "port": ep0.port,
-            "host": ep0.host,
-            "version": 5,
-            "timestamp": str(self.clock_ms()),
-            "rack": self.config["broker.rack"],
-        }
-        path = f"{paths.BROKER_IDS}/{self.broker_id}"
+        """Create the ephemeral /brokers/ids/<id>; its czxid is the broker epoch.
+
+        Also called by the controller after a session expiry (the old registration
+        went with the old session), which gives the broker a new epoch.
+        """
+        reg = paths.BrokerRegistration(
+            endpoints=tuple(
+                paths.EndPoint(e.listener, e.host or None, e.port, e.security_protocol)
+                for e in self.advertised
+            ),
+            timestamp=self.clock_ms(),
+            rack=self.config["broker.rack"],
+        )
+        path = paths.broker_path(self.broker_id)
         try:
-            await self.store.create(path, json.dumps(data).encode(), ephemeral=True, makepath=True)
+            await self.store.create(path, reg.encode(), ephemeral=True, makepath=True)
         except NodeExistsError:
-            raise RuntimeError(
-                f"broker.id {self.broker_id} is already registered in the metadata store by a live broker"
-            ) from None
+            stat = await self.store.exists(path)
+            if stat is None or stat.ephemeral_owner != self.store.session_id:
+                raise RuntimeError(
+                    f"broker.id {self.broker_id} is already registered in the metadata store by a live broker"
+                ) from None
         stat = await self.store.exists(path)
         self.broker_epoch = stat.czxid if stat is not None else -1
+        log.info("broker %d registered (broker epoch %d)", self.broker_id, self.broker_epoch)
 
     def _dynamic_config_path(self, per_broker: bool) -> str:
-        return f"{paths.CONFIG_BROKERS}/{self.broker_id if per_broker else '<default>'}"
+        return paths.config_entity_path("brokers", str(self.broker_id) if per_broker else "<default>")
 
     async def _load_dynamic_broker_configs(self) -> None:
         layers: list[dict[str, str]] = []
         for per_broker in (True, False):
             try:
                 raw, _ = await self.store.get(self._dynamic_config_path(per_broker))
-                stored = {str(k): str(v) for k, v in json.loads(raw).get("config", {}).items()}
-            except NoNodeError:
+                stored = dict(paths.EntityConfig.decode(raw).config)
+            except (NoNodeError, paths.MetadataFormatError):
                 stored = {}
             layer = {}
             for k, v in stored.items():
@@ -367,7 +412,7 @@ class KafkaBroker:
         broker_layer = dict(configs) if per_broker else self.dynamic_broker_configs
         default_layer = self.dynamic_default_configs if per_broker else dict(configs)
         self.config.with_dynamic(broker_layer, default_layer)  # raises before any change
-        data = json.dumps({"version": 1, "config": configs}).encode()
+        data = paths.EntityConfig(configs).encode()
         path = self._dynamic_config_path(per_broker)
         try:
             await self.store.set(path, data)
@@ -402,9 +447,9 @@ class KafkaBroker:
             if s["topic"] not in self.admin.topic_configs:
                 with contextlib.suppress(NoNodeError, ValueError):
                     raw, _ = await self.store.get(paths.topic_config_path(s["topic"]))
-                    self.admin.topic_configs[s["topic"]] = {
-                        k: str(v) for k, v in json.loads(raw).get("config", {}).items()
-                    }
+                    self.admin.topic_configs[s["topic"]] = dict(
+                        paths.EntityConfig.decode(raw).config
+                    )
         parsed = {
             (s["topic"], s["partition"]): (
                 s["topic_id"],

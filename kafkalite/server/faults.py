@@ -41,7 +41,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
-import json
 import logging
 import re
 import shutil
@@ -55,7 +54,6 @@ from typing import TYPE_CHECKING, Any
 
 from kafkalite.log.leader_epoch_cache import LEADER_EPOCH_CHECKPOINT_FILE
 from kafkalite.log.log_segment import LOG_FILE_SUFFIX
-from kafkalite.metadata import paths
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.server.connection import CloseConnection
@@ -434,14 +432,8 @@ class FaultInjector:
         tp = (topic, partition)
 
         async def event() -> tuple[int, int]:
-            from kafkalite.controller.kafka_controller import PartitionState
-
             st, _replicas = _partition_of(ctrl, tp)
-            new = PartitionState(
-                st.leader, st.leader_epoch + 1, list(st.isr), ctrl.ctx.epoch, st.version
-            )
-            await _commit_state(ctrl, tp, new)
-            return new.leader, new.leader_epoch
+            return st.leader, await ctrl.set_partition_leader(tp, st.leader)
 
         leader, epoch = await ctrl.put(event)
         await self._await_leader(tp, leader, epoch, timeout_s)
@@ -472,18 +464,14 @@ class FaultInjector:
         _plan_move(ctrl, broker, tp, to_broker)  # fail here, not inside the controller
 
         async def event() -> tuple[int, int]:
-            from kafkalite.controller.kafka_controller import PartitionState
-
-            st, copy_from = _plan_move(ctrl, broker, tp, to_broker)
+            _st, copy_from = _plan_move(ctrl, broker, tp, to_broker)
             if copy_from is None:
-                isr = list(st.isr)
-            else:
-                await _write_assignment(ctrl, topic, partition, [to_broker])
-                _copy_replica(copy_from, broker.peers[to_broker], tp, ctrl.ctx.epoch)
-                isr = [to_broker]
-            new = PartitionState(to_broker, st.leader_epoch + 1, isr, ctrl.ctx.epoch, st.version)
-            await _commit_state(ctrl, tp, new)
-            return to_broker, new.leader_epoch
+                return to_broker, await ctrl.set_partition_leader(tp, to_broker)
+            _copy_replica(copy_from, broker.peers[to_broker], tp, ctrl.epoch)
+            epoch = await ctrl.set_partition_leader(
+                tp, to_broker, isr=[to_broker], replicas=[to_broker]
+            )
+            return to_broker, epoch
 
         leader, epoch = await ctrl.put(event)
         await self._await_leader(tp, leader, epoch, timeout_s)
@@ -543,18 +531,13 @@ def _active_controller(broker: KafkaBroker) -> KafkaController:
 
 
 def _partition_of(ctrl: KafkaController, tp: TopicPartition) -> tuple[Any, list[int]]:
-    a = ctrl.ctx.topics.get(tp[0])
-    st = ctrl.ctx.states.get(tp)
-    if (
-        a is None
-        or st is None
-        or tp[1] not in a.partitions
-        or tp[0] in ctrl.ctx.topics_being_deleted
-    ):
+    info = ctrl.partition_info(tp)
+    if info is None:
         raise ValueError(f"unknown partition {tp[0]}-{tp[1]}")
+    st, replicas = info
     if st.leader < 0:
         raise ValueError(f"{tp[0]}-{tp[1]} is offline")
-    return st, list(a.partitions[tp[1]])
+    return st, list(replicas)
 
 
 def _plan_move(
@@ -562,11 +545,13 @@ def _plan_move(
 ) -> tuple[Any, KafkaBroker | None]:
     """(current state, broker to copy the RF=1 replica from, or None for an election)."""
     st, replicas = _partition_of(ctrl, tp)
-    if to_broker not in ctrl.ctx.live_brokers:
+    if to_broker not in ctrl.ctx.live_broker_ids:
         raise ValueError(f"broker {to_broker} is not alive")
     if to_broker in replicas:
         if to_broker not in st.isr:
-            raise ValueError(f"broker {to_broker} is not in the ISR {st.isr} of {tp[0]}-{tp[1]}")
+            raise ValueError(
+                f"broker {to_broker} is not in the ISR {list(st.isr)} of {tp[0]}-{tp[1]}"
+            )
         return st, None
     if len(replicas) != 1:
         raise NotImplementedError(
@@ -577,31 +562,6 @@ def _plan_move(
     if src is None or dst is None or not src.started:
         raise ValueError(f"brokers {replicas[0]} and {to_broker} must both run in this process")
     return st, src
-
-
-async def _commit_state(ctrl: KafkaController, tp: TopicPartition, new: Any) -> None:
-    """Write the leader/ISR znode, then tell the replicas and every live broker (sent when the event ends)."""
-    if not await ctrl._write_state(tp, new, create=False):
-        raise RuntimeError(f"{tp[0]}-{tp[1]} changed concurrently; try again")
-    ctrl.ctx.states[tp] = new
-    state = ctrl._state_dict(tp)
-    for r in ctrl.ctx.topics[tp[0]].partitions[tp[1]]:
-        if r in ctrl.ctx.live_brokers:
-            await ctrl.channel.leader_and_isr(
-                r, ctrl.broker_id, ctrl.ctx.epoch, [state], ctrl._live_list()
-            )
-    await ctrl._send_update_metadata(list(ctrl.ctx.live_brokers))
-
-
-async def _write_assignment(
-    ctrl: KafkaController, topic: str, partition: int, replicas: list[int]
-) -> None:
-    path = paths.topic_path(topic)
-    raw, stat = await ctrl.store.get(path)
-    data = json.loads(raw)
-    data.setdefault("partitions", {})[str(partition)] = replicas
-    await ctrl.store.set(path, json.dumps(data).encode(), version=stat.version)
-    ctrl.ctx.topics[topic].partitions[partition] = list(replicas)
 
 
 def _copy_replica(

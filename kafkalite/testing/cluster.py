@@ -286,13 +286,14 @@ class AsyncCluster:
         if isinstance(store, EmbeddedStore):
             epoch = kb.broker_epoch
             store.resume()
-            if not await store.exists(f"/brokers/ids/{broker_id}"):
-                # new session: register again and rejoin the election (Kafka's
-                # session-reestablishment handlers); the broker epoch changes
-                await kb._register_broker()
-                kb.controller._on_controller_change()
-                if kb.broker_epoch == epoch:  # pragma: no cover - czxid always moves
-                    raise RuntimeError("re-registration kept the old broker epoch")
+            if store.session_id is not None and not await store.exists(f"/brokers/ids/{broker_id}"):
+                # a new session: the broker registers again by itself (a new broker
+                # epoch) and rejoins the election, as Kafka does; wait for that
+                await _eventually(
+                    lambda: kb.broker_epoch != epoch,
+                    10.0,
+                    f"broker {broker_id} did not register again after its session expired",
+                )
         self.nodes[broker_id].faults.remove(rule)
 
     async def restart(self, broker_id: int, timeout_s: float = 10.0) -> None:

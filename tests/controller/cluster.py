@@ -1,17 +1,21 @@
-"""An in-process cluster of real brokers for controller tests, and a raw controller client.
+"""An in-process cluster of real brokers for controller tests, and helpers to observe it.
 
 Brokers share one metadata store (an EmbeddedEnsemble, or a real ZooKeeper through
 ``zookeeper.connect``) and talk to each other over TCP exactly as separate
-processes would. Stock clients reach them on their ephemeral ports.
+processes would. Stock clients reach them on their ephemeral ports. The test acts
+as an admin tool through its own store session (``cluster.admin``), and every
+broker's accepted controller requests are recorded (``cluster.received[i]``) by
+wrapping, not replacing, the broker's handlers.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import struct
 import time
+import uuid
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +23,26 @@ from confluent_kafka.admin import AdminClient
 
 from kafkalite.metadata import paths
 from kafkalite.metadata.embedded import EmbeddedEnsemble
+from kafkalite.metadata.kafka_zk_client import parse_controller_id
+from kafkalite.metadata.store import MetadataStore, NoNodeError
+from kafkalite.metadata.zookeeper import ZooKeeperStore
 from kafkalite.protocol import inter_broker as ib
 from kafkalite.server.broker import KafkaBroker
 from kafkalite.testing import AsyncBroker
+from kafkalite.testing.cluster import _crash
+from kafkalite.testing.embedded import _make_config
 
 _I32 = struct.Struct(">i")
+
+TopicPartition = tuple[str, int]
+
+#: what the tests configure unless they say otherwise: a short session timeout, no
+#: surprise rebalances, and controlled shutdown that gives up fast
+CONTROLLER_TEST_DEFAULTS: dict[str, Any] = {
+    "auto.leader.rebalance.enable": False,
+    "controlled.shutdown.max.retries": 2,
+    "controlled.shutdown.retry.backoff.ms": 100,
+}
 
 
 async def eventually(pred: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02) -> Any:
@@ -40,8 +59,60 @@ async def eventually(pred: Callable[[], Any], timeout: float = 10.0, interval: f
         await asyncio.sleep(interval)
 
 
+@dataclass(slots=True)
+class Received:
+    """One controller request a broker accepted (after its epoch fencing)."""
+
+    api: str  # LeaderAndIsr, UpdateMetadata, StopReplica
+    controller_epoch: int
+    partitions: dict[TopicPartition, dict[str, Any]] = field(default_factory=dict)
+    deleted_topics: list[str] = field(default_factory=list)
+    live_brokers: list[int] = field(default_factory=list)
+    delete: bool | None = None
+
+
+def spy(broker: KafkaBroker, log: list[Received]) -> None:
+    """Record what ``broker`` applies of LeaderAndIsr / UpdateMetadata / StopReplica."""
+    lair, um, stop = (
+        broker.handle_leader_and_isr,
+        broker.handle_update_metadata,
+        broker.handle_stop_replica,
+    )
+
+    async def handle_leader_and_isr(controller_id: int, epoch: int, states: list[Any]) -> Any:
+        log.append(
+            Received("LeaderAndIsr", epoch, {(s["topic"], s["partition"]): s for s in states})
+        )
+        return await lair(controller_id, epoch, states)
+
+    def handle_update_metadata(
+        controller_id: int, epoch: int, states: list[Any], live: list[Any], deleted: list[str]
+    ) -> Any:
+        log.append(
+            Received(
+                "UpdateMetadata",
+                epoch,
+                {(s["topic"], s["partition"]): s for s in states},
+                list(deleted),
+                sorted(int(b["id"]) for b in live),
+            )
+        )
+        return um(controller_id, epoch, states, live, deleted)
+
+    def handle_stop_replica(epoch: int, partitions: list[TopicPartition], delete: bool) -> Any:
+        log.append(
+            Received("StopReplica", epoch, {tp: {} for tp in partitions}, delete=bool(delete))
+        )
+        return stop(epoch, partitions, delete)
+
+    broker.handle_leader_and_isr = handle_leader_and_isr  # type: ignore[method-assign]
+    broker.handle_update_metadata = handle_update_metadata  # type: ignore[method-assign]
+    broker.handle_stop_replica = handle_stop_replica  # type: ignore[method-assign]
+
+
 class Cluster:
-    """``n`` brokers (ids 0..n-1) on one metadata store, started one after another."""
+    """``n`` brokers (ids 0..n-1) on one metadata store, started one after another
+    (so broker 0 is the first controller)."""
 
     def __init__(
         self,
@@ -49,36 +120,84 @@ class Cluster:
         n: int = 3,
         *,
         zookeeper_connect: str | None = None,
-        session_timeout_ms: int = 1500,
+        session_timeout_ms: int | None = None,
         **config: Any,
     ) -> None:
+        if session_timeout_ms is None:
+            # a real ZooKeeper connection must survive a loaded machine's scheduling
+            # hiccups (kazoo drops it after 2/3 of the timeout without a ping answer)
+            session_timeout_ms = 6000 if zookeeper_connect else 1500
         self.tmp_path = tmp_path
+        self.zookeeper_connect = zookeeper_connect
         self.ensemble = None if zookeeper_connect else EmbeddedEnsemble(fsync=False)
+        self.session_timeout_ms = session_timeout_ms
         self.config: dict[str, Any] = {
+            **CONTROLLER_TEST_DEFAULTS,
             "zookeeper.session.timeout.ms": session_timeout_ms,
             **config,
         }
         if zookeeper_connect:
             self.config["zookeeper.connect"] = zookeeper_connect
-        self.nodes = [
-            AsyncBroker(
-                tmp_path / f"b{i}", ensemble=self.ensemble, **{**self.config, "broker.id": i}
-            )
-            for i in range(n)
-        ]
-        #: brokers stopped by kill(); partitioned brokers still run but are not "live"
+        self.nodes = [self._node(i) for i in range(n)]
+        #: brokers killed or stopped; partitioned brokers still run but are not "live"
         self.stopped: set[int] = set()
         self.partitioned: set[int] = set()
+        self.received: dict[int, list[Received]] = {i: [] for i in range(n)}
+        self.admin: MetadataStore = None  # type: ignore[assignment]
+
+    def _node(self, i: int, **overrides: Any) -> AsyncBroker:
+        return AsyncBroker(
+            self.tmp_path / f"b{i}",
+            ensemble=self.ensemble,
+            **{**self.config, "broker.id": i, **overrides},
+        )
 
     async def start(self) -> Cluster:
-        for node in self.nodes:
-            await node.start()
+        if self.ensemble is not None:
+            self.admin = self.ensemble.connect(30000)
+        else:
+            assert self.zookeeper_connect is not None
+            self.admin = await ZooKeeperStore.open(self.zookeeper_connect, session_timeout_ms=30000)
+        for i in range(len(self.nodes)):
+            await self._start_node(i)
         return self
 
+    async def _start_node(self, i: int) -> None:
+        """AsyncBroker.start, with the request spy in place before the broker starts."""
+        node = self.nodes[i]
+        broker = KafkaBroker(
+            _make_config(node.data_dir, node.overrides), ensemble=node.ensemble, peers=node.peers
+        )
+        node.broker = broker
+        node.faults.attach(broker)
+        spy(broker, self.received[i])
+        try:
+            await broker.start()
+        except BaseException:
+            await broker.stop()
+            raise
+
     async def stop(self) -> None:
-        for i, node in enumerate(self.nodes):
+        # the controller last, so that no election runs while the others go
+        order = sorted(
+            range(len(self.nodes)),
+            key=lambda i: (
+                i not in self.stopped
+                and (b := self.nodes[i].broker) is not None
+                and b.controller is not None
+                and b.controller.is_active,
+                i,
+            ),
+        )
+        for i in order:
+            node = self.nodes[i]
             if i not in self.stopped and node.broker is not None:
-                await node.stop(cleanup=False)
+                if i in self.partitioned:
+                    await _crash(node.broker)
+                else:
+                    await node.stop(cleanup=False)
+        if self.admin is not None:
+            await self.admin.close()
         if self.ensemble is not None:
             self.ensemble.close()
 
@@ -99,37 +218,144 @@ class Cluster:
         return b
 
     @property
-    def live(self) -> list[KafkaBroker]:
+    def live_ids(self) -> list[int]:
         gone = self.stopped | self.partitioned
-        return [self.broker(i) for i in range(len(self.nodes)) if i not in gone]
+        return [i for i in range(len(self.nodes)) if i not in gone]
+
+    @property
+    def live(self) -> list[KafkaBroker]:
+        return [self.broker(i) for i in self.live_ids]
 
     def active_controllers(self) -> list[int]:
         return [b.broker_id for b in self.live if b.controller.is_active]
+
+    def controller(self) -> KafkaBroker:
+        [c] = self.active_controllers()
+        return self.broker(c)
+
+    async def wait_for_controller(self, *, not_: int | None = None, timeout: float = 10.0) -> int:
+        """Until one live broker is active controller (not ``not_``) and all live brokers know it."""
+
+        def ok() -> int | None:
+            actives = self.active_controllers()
+            if len(actives) != 1 or actives[0] == not_:
+                return None
+            c = actives[0]
+            if all(b.metadata_cache.controller_id == c for b in self.live):
+                return c + 1  # truthy for broker 0 too
+            return None
+
+        return int(await eventually(ok, timeout)) - 1
 
     def bootstrap(self, only: list[KafkaBroker] | None = None) -> str:
         return ",".join(
             f"{b.advertised[0].host}:{b.advertised[0].port}" for b in (only or self.live)
         )
 
+    # ---- failures ---------------------------------------------------------------
     async def kill(self, i: int) -> None:
-        """Stop broker ``i`` (its session closes: /controller and its registration vanish)."""
+        """Broker ``i`` dies (no controlled shutdown): its session ends at once."""
+        self.stopped.add(i)
+        await _crash(self.broker(i))
+
+    async def shutdown(self, i: int) -> None:
+        """A clean stop, with controlled shutdown if enabled."""
         self.stopped.add(i)
         await self.nodes[i].stop(cleanup=False)
+
+    async def restart(self, i: int, **overrides: Any) -> KafkaBroker:
+        """Start a stopped or killed broker again on its data dir (a new broker epoch)."""
+        if overrides:
+            self.nodes[i] = self._node(i, **overrides)
+        self.received[i] = []
+        await self._start_node(i)
+        self.stopped.discard(i)
+        return self.broker(i)
 
     def partition(self, i: int) -> None:
         """Cut broker ``i`` off the embedded store: its session expires after the timeout."""
         self.partitioned.add(i)
         self.broker(i).store.pause()  # type: ignore[attr-defined]
 
+    # ---- the store, as an admin tool sees it ---------------------------------------
     async def znode(self, path: str) -> bytes:
-        raw, _ = await self.live[0].store.get(path)
+        raw, _ = await self.admin.get(path)
         return raw
 
     async def controller_in_store(self) -> int:
-        return int(json.loads(await self.znode(paths.CONTROLLER))["brokerid"])
+        return parse_controller_id(await self.znode(paths.CONTROLLER))
 
     async def controller_epoch_in_store(self) -> int:
         return int(await self.znode(paths.CONTROLLER_EPOCH))
+
+    async def state(self, topic: str, partition: int) -> tuple[paths.PartitionState, int] | None:
+        try:
+            raw, stat = await self.admin.get(paths.partition_state_path(topic, partition))
+        except NoNodeError:
+            return None
+        return paths.PartitionState.decode(raw), stat.version
+
+    async def create_topic_znode(
+        self, topic: str, assignment: dict[int, list[int]], config: dict[str, str] | None = None
+    ) -> None:
+        """Create a topic as an admin tool does: /config/topics/<t>, then /brokers/topics/<t>."""
+        await self.admin.create(
+            paths.topic_config_path(topic), paths.EntityConfig(config or {}).encode(), makepath=True
+        )
+        await self.admin.create(
+            paths.topic_path(topic),
+            paths.TopicAssignment(
+                assignment, topic_id=paths.topic_id_to_str(uuid.uuid4())
+            ).encode(),
+            makepath=True,
+        )
+
+    async def add_partitions_znode(self, topic: str, added: dict[int, list[int]]) -> None:
+        raw, stat = await self.admin.get(paths.topic_path(topic))
+        a = paths.TopicAssignment.decode(raw)
+        new = paths.TopicAssignment(
+            {**a.partitions, **added}, a.adding_replicas, a.removing_replicas, a.topic_id
+        )
+        await self.admin.set(paths.topic_path(topic), new.encode(), version=stat.version)
+
+    async def delete_topic_znode(self, topic: str) -> None:
+        await self.admin.create(paths.delete_topic_path(topic), b"", makepath=True)
+
+    async def wait_state(
+        self,
+        topic: str,
+        partition: int,
+        pred: Callable[[paths.PartitionState], bool],
+        timeout: float = 10.0,
+    ) -> tuple[paths.PartitionState, int]:
+        async def check() -> Any:
+            got = await self.state(topic, partition)
+            return got if got is not None and pred(got[0]) else None
+
+        return await eventually(check, timeout)
+
+    # ---- the brokers' metadata ------------------------------------------------------
+    def cached(self, i: int, topic: str, partition: int) -> Any:
+        """Broker ``i``'s metadata-cache entry for the partition (None if unknown)."""
+        t = self.broker(i).metadata_cache.get_topic(topic)
+        return None if t is None else t.partitions.get(partition)
+
+    def all_see(self, topic: str, partition: int, pred: Callable[[Any], bool]) -> bool:
+        return all(
+            (p := self.cached(i, topic, partition)) is not None and pred(p) for i in self.live_ids
+        )
+
+    def requests(self, i: int, api: str, topic: str | None = None) -> list[Received]:
+        return [
+            r
+            for r in self.received[i]
+            if r.api == api
+            and (
+                topic is None
+                or any(tp[0] == topic for tp in r.partitions)
+                or topic in r.deleted_topics
+            )
+        ]
 
 
 async def client_controller_id(bootstrap: str) -> int:
@@ -138,6 +364,32 @@ async def client_controller_id(bootstrap: str) -> int:
     def ask() -> int:
         md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10)
         return int(md.controller_id)
+
+    return await asyncio.to_thread(ask)
+
+
+async def client_partition(
+    bootstrap: str, topic: str, partition: int
+) -> tuple[int, list[int], list[int]] | None:
+    """(leader, replicas, isr) of a partition as librdkafka's Metadata shows it; None if absent."""
+
+    def ask() -> tuple[int, list[int], list[int]] | None:
+        md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10)
+        t = md.topics.get(topic)
+        if t is None or t.error is not None and not t.partitions:
+            return None
+        p = t.partitions.get(partition)
+        if p is None:
+            return None
+        return int(p.leader), list(p.replicas), list(p.isrs)
+
+    return await asyncio.to_thread(ask)
+
+
+async def client_topics(bootstrap: str) -> set[str]:
+    def ask() -> set[str]:
+        md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10)
+        return set(md.topics)
 
     return await asyncio.to_thread(ask)
 

@@ -26,3 +26,12 @@ def zookeeper() -> Iterator[ZooKeeperServer]:
 def zookeeper_connect(zookeeper: ZooKeeperServer) -> str:
     """Kafka's ``zookeeper.connect`` with a fresh chroot, so tests never share znodes."""
     return f"{zookeeper.connect_string}/kafkalite-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture(params=["embedded", "zookeeper"])
+def backend(request: pytest.FixtureRequest) -> str | None:
+    """Run the test on the embedded store and on a real ZooKeeper: the ``zookeeper.connect``
+    to pass to :class:`tests.controller.cluster.Cluster` (None for embedded)."""
+    if request.param == "embedded":
+        return None
+    return str(request.getfixturevalue("zookeeper_connect"))

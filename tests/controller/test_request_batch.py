@@ -1,20 +1,22 @@
-"""ControllerBrokerRequestBatch: per-event accumulation, merging and send order."""
+"""ControllerBrokerRequestBatch: recording, Kafka's send order, deletion marking."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
 
+from kafkalite.controller.controller_context import (
+    ControllerContext,
+    LeaderAndIsr,
+    LeaderIsrAndControllerEpoch,
+)
 from kafkalite.controller.request_batch import ControllerBrokerRequestBatch, IllegalBatchStateError
-from kafkalite.protocol import inter_broker as ib
-from kafkalite.testing import AsyncBroker
-from tests.controller.cluster import eventually
+from kafkalite.metadata.kafka_zk_client import BrokerInfo
 
 
 class Sink:
-    """Records the BrokerChannel calls the batch forwards."""
+    """Records the BrokerChannel calls the batch makes (the TCP channel is tested elsewhere)."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[Any, ...]] = []
@@ -25,70 +27,147 @@ class Sink:
     async def update_metadata(self, broker_id, controller_id, epoch, states, live, deleted) -> None:
         self.calls.append(("UpdateMetadata", broker_id, epoch, states, live, deleted))
 
-    async def stop_replica(self, broker_id, controller_id, epoch, partitions, delete) -> None:
-        self.calls.append(("StopReplica", broker_id, epoch, partitions, delete))
+    async def stop_replica(
+        self, broker_id, controller_id, epoch, partitions, delete, callback=None
+    ):
+        self.calls.append(("StopReplica", broker_id, epoch, partitions, delete, callback))
 
 
-def _s(topic: str, p: int, leader: int) -> dict[str, Any]:
-    return {"topic": topic, "partition": p, "leader": leader}
+def _ctx() -> ControllerContext:
+    ctx = ControllerContext(epoch=5, epoch_zk_version=4)
+    ctx.live_brokers = {
+        b: BrokerInfo(b, {"endpoints": [f"PLAINTEXT://h:{9090 + b}"]}, 10 + b) for b in (1, 2, 3)
+    }
+    for topic in ("t", "doomed"):
+        ctx.all_topics.add(topic)
+        ctx.assignments[topic] = {0: [1, 2], 1: [2, 3]}
+        for p in (0, 1):
+            ctx.partition_leadership_info[(topic, p)] = LeaderIsrAndControllerEpoch(
+                LeaderAndIsr(1 + p, 3, (1 + p, 2 + p), 9), 4
+            )
+    return ctx
 
 
-async def test_one_request_per_kind_and_broker_in_kafka_order():
-    sink = Sink()
-    batch = ControllerBrokerRequestBatch(sink)
+def _batch(sink: Sink, ctx: ControllerContext) -> ControllerBrokerRequestBatch:
+    return ControllerBrokerRequestBatch(
+        0, lambda: ctx, sink, is_topic_queued_for_deletion=lambda t: t == "doomed"
+    )
+
+
+def _lic(ctx: ControllerContext, tp: tuple[str, int]) -> LeaderIsrAndControllerEpoch:
+    return ctx.partition_leadership_info[tp]
+
+
+async def test_leader_and_isr_then_update_metadata_then_stop_replica_per_broker():
+    sink, ctx = Sink(), _ctx()
+    batch = _batch(sink, ctx)
     batch.new_batch()
-    await batch.stop_replica(2, 0, 1, [("t", 0)], False)
-    await batch.stop_replica(2, 0, 1, [("t", 1)], True)
-    await batch.update_metadata(2, 0, 1, [_s("t", 0, 1)], ["live1"], [])
-    await batch.leader_and_isr(2, 0, 1, [_s("t", 0, 1)], ["live1"])
-    await batch.leader_and_isr(1, 0, 1, [_s("t", 0, 1), _s("t", 1, 1)], ["live1"])
-    await batch.leader_and_isr(1, 0, 1, [_s("t", 1, 3)], ["live2"])  # same partition again
-    await batch.update_metadata(2, 0, 1, [_s("u", 0, 2)], ["live2"], ["gone"])
-    assert sink.calls == []  # nothing leaves during the event
+    batch.add_stop_replica_request_for_brokers([2], ("t", 1), delete_partition=False)
+    batch.add_leader_and_isr_request_for_brokers([1, 2], ("t", 0), _lic(ctx, ("t", 0)), [1, 2])
+    batch.add_leader_and_isr_request_for_brokers([2], ("t", 1), _lic(ctx, ("t", 1)), [2, 3])
+    assert sink.calls == []  # nothing leaves before the batch is sent
     with pytest.raises(IllegalBatchStateError):
         batch.new_batch()
-
-    await batch.send_requests_to_brokers()
+    await batch.send_requests_to_brokers(5)
     assert batch.empty
     assert [(c[0], c[1]) for c in sink.calls] == [
         ("LeaderAndIsr", 1),
         ("LeaderAndIsr", 2),
+        ("UpdateMetadata", 1),  # LeaderAndIsr implies UpdateMetadata to every live broker
         ("UpdateMetadata", 2),
-        ("StopReplica", 2),
+        ("UpdateMetadata", 3),
         ("StopReplica", 2),
     ]
-    lair1 = sink.calls[0]
-    assert lair1[3] == [_s("t", 0, 1), _s("t", 1, 3)] and lair1[4] == ["live2"]
-    um = sink.calls[2]
-    assert um[3] == [_s("t", 0, 1), _s("u", 0, 2)] and um[5] == ["gone"]
-    assert sink.calls[3][3:] == ([("t", 0)], False)
-    assert sink.calls[4][3:] == ([("t", 1)], True)
+    assert all(c[2] == 5 for c in sink.calls)
+    lair2 = sink.calls[1][3]
+    assert [(s["topic"], s["partition"], s["leader"], s["isr"]) for s in lair2] == [
+        ("t", 0, 1, [1, 2]),
+        ("t", 1, 2, [2, 3]),
+    ]
+    assert lair2[0]["leader_epoch"] == 3 and lair2[0]["partition_epoch"] == 9
+    assert lair2[0]["controller_epoch"] == 4
+    assert [b["id"] for b in sink.calls[0][4]] == [1, 2, 3]
+    assert {(s["topic"], s["partition"]) for s in sink.calls[2][3]} == {("t", 0), ("t", 1)}
 
 
-async def test_a_later_delete_wins_and_clear_drops_everything():
-    sink = Sink()
-    batch = ControllerBrokerRequestBatch(sink)
-    await batch.stop_replica(1, 0, 1, [("t", 0)], False)
-    await batch.stop_replica(1, 0, 1, [("t", 0)], True)
-    await batch.stop_replica(1, 0, 1, [("t", 0)], False)
-    await batch.send_requests_to_brokers()
-    assert sink.calls == [("StopReplica", 1, 1, [("t", 0)], True)]
-    await batch.update_metadata(1, 0, 1, [], [], [])
+async def test_stop_replica_without_then_with_deletion_are_both_sent_in_that_order():
+    sink, ctx = Sink(), _ctx()
+    batch = _batch(sink, ctx)
+    got: list[Any] = []
+    batch.add_stop_replica_request_for_brokers([1], ("t", 0), delete_partition=False)
+    batch.add_stop_replica_request_for_brokers(
+        [1], ("t", 0), delete_partition=True, callback=lambda b, r: got.append((b, r))
+    )
+    await batch.send_requests_to_brokers(5)
+    assert [(c[0], c[3], c[4]) for c in sink.calls] == [
+        ("StopReplica", [("t", 0)], False),
+        ("StopReplica", [("t", 0)], True),
+    ]
+    assert sink.calls[0][5] is None and sink.calls[1][5] is not None
+
+
+async def test_partitions_of_topics_being_deleted_go_out_with_leader_minus_2():
+    sink, ctx = Sink(), _ctx()
+    batch = _batch(sink, ctx)
+    batch.add_update_metadata_request_for_brokers([1, 2, 3], None)
+    await batch.send_requests_to_brokers(5)
+    assert len(sink.calls) == 3
+    states = {(s["topic"], s["partition"]): s["leader"] for s in sink.calls[0][3]}
+    assert states == {("t", 0): 1, ("t", 1): 2, ("doomed", 0): -2, ("doomed", 1): -2}
+    assert sink.calls[0][5] == ["doomed"]
+
+
+async def test_requests_for_brokers_that_are_down_are_not_sent_and_clear_drops_all():
+    sink, ctx = Sink(), _ctx()
+    batch = _batch(sink, ctx)
+    batch.add_leader_and_isr_request_for_brokers([7], ("t", 0), _lic(ctx, ("t", 0)), [1, 2])
+    batch.add_stop_replica_request_for_brokers([7], ("t", 0), delete_partition=True)
+    batch.add_update_metadata_request_for_brokers([7], [])
+    await batch.send_requests_to_brokers(5)
+    assert {c[1] for c in sink.calls} == {1, 2, 3}  # only the UpdateMetadata to live brokers
+    batch.add_update_metadata_request_for_brokers([1], [])
     batch.clear()
-    await batch.send_requests_to_brokers()
-    assert len(sink.calls) == 1
+    batch.new_batch()
+    sink.calls.clear()
+    await batch.send_requests_to_brokers(5)
+    assert sink.calls == []
 
 
-async def test_a_controller_event_sends_each_broker_one_request_per_kind(tmp_path):
-    """Deleting a topic is one event with two UpdateMetadata calls (leader -2 first,
-    then the rest): the broker receives a single UpdateMetadata, then StopReplica."""
-    async with AsyncBroker(tmp_path) as b:
-        k = b.broker
-        await b.create_topic("doomed", partitions=4)
-        before = dict(k.channel.requests_total)
-        assert await k.admin.delete_topics(["doomed"], timeout_ms=10000) == {"doomed": 0}
-        await eventually(lambda: k.channel.requests_total.get(ib.STOP_REPLICA, 0) == 1)
-        await asyncio.sleep(0.1)
-        assert k.channel.requests_total[ib.UPDATE_METADATA] - before[ib.UPDATE_METADATA] == 1
-        assert k.metadata_cache.get_topic("doomed") is None
-        assert k.replica_manager.get_partition(("doomed", 0)) is None
+async def test_update_metadata_skips_partitions_without_a_leader_yet():
+    sink, ctx = Sink(), _ctx()
+    ctx.assignments["fresh"] = {0: [1]}
+    batch = _batch(sink, ctx)
+    batch.add_update_metadata_request_for_brokers([1], [("fresh", 0), ("t", 0)])
+    await batch.send_requests_to_brokers(5)
+    assert [(s["topic"], s["partition"]) for s in sink.calls[0][3]] == [("t", 0)]
+
+
+async def test_a_broker_receives_leader_and_isr_then_update_metadata_then_stop_replica(tmp_path):
+    """seed 002 #44, on the wire: one batch, the three kinds, in Kafka's order."""
+    from tests.controller.cluster import Cluster, eventually
+
+    async with Cluster(tmp_path, 2) as cluster:
+        await cluster.create_topic_znode("t", {0: [1, 0], 1: [0, 1]})
+        await cluster.wait_state("t", 1, lambda s: s.leader == 0)
+        await eventually(lambda: cluster.all_see("t", 1, lambda m: m.leader == 0))
+        ctrl = cluster.controller().controller
+        cluster.received[1].clear()
+
+        async def event() -> None:
+            batch, ctx = ctrl.batch, ctrl.ctx
+            batch.new_batch()
+            # recorded in the "wrong" order on purpose
+            batch.add_stop_replica_request_for_brokers([1], ("t", 1), delete_partition=False)
+            batch.add_update_metadata_request_for_brokers([1], [("t", 1)])
+            lic = ctx.partition_leadership_info[("t", 0)]
+            lic = type(lic)(lic.leader_and_isr.new_epoch(), lic.controller_epoch)
+            batch.add_leader_and_isr_request_for_brokers([1], ("t", 0), lic, [1, 0])
+            await batch.send_requests_to_brokers(ctx.epoch)
+
+        await ctrl.put(event)
+        await eventually(lambda: len(cluster.received[1]) >= 3)
+        assert [r.api for r in cluster.received[1]] == [
+            "LeaderAndIsr",
+            "UpdateMetadata",
+            "StopReplica",
+        ]

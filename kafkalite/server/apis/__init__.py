@@ -19,8 +19,11 @@ from kafkalite.server.apis.configs import (
     handle_incremental_alter_configs,
 )
 from kafkalite.server.apis.controller_requests import (
+    handle_alter_partition_reassignments,
     handle_controlled_shutdown,
+    handle_elect_leaders,
     handle_leader_and_isr,
+    handle_list_partition_reassignments,
     handle_stop_replica,
     handle_update_metadata,
 )
@@ -116,6 +119,30 @@ _TABLE: list[tuple[Any, int, int, Any, bool, str]] = [
     (ApiKey.LIST_GROUPS, 0, 5, handle_list_groups, False, "states filter v4+, types filter v5"),
     (ApiKey.DELETE_GROUPS, 0, 2, handle_delete_groups, False, ""),
     (OFFSET_DELETE, 0, 0, handle_offset_delete, False, ""),
+    (
+        ApiKey.ELECT_LEADERS,
+        0,
+        2,
+        handle_elect_leaders,
+        True,
+        "preferred and unclean; on the controller",
+    ),
+    (
+        ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+        0,
+        0,
+        handle_alter_partition_reassignments,
+        True,
+        "on the controller; cancellation unsupported (INVALID_REPLICA_ASSIGNMENT)",
+    ),
+    (
+        ApiKey.LIST_PARTITION_REASSIGNMENTS,
+        0,
+        0,
+        handle_list_partition_reassignments,
+        True,
+        "on the controller",
+    ),
 ]
 
 

@@ -1,4 +1,6 @@
-"""LeaderAndIsr (4), StopReplica (5), UpdateMetadata (6), ControlledShutdown (7).
+"""LeaderAndIsr (4), StopReplica (5), UpdateMetadata (6), ControlledShutdown (7), and the
+admin APIs the controller answers: ElectLeaders (43), AlterPartitionReassignments (45),
+ListPartitionReassignments (46).
 
 The broker side of the controller's requests. Kio has no schemas for them
 (Kafka 4 removed them), so :class:`ControllerRequestChannel` decodes them with
@@ -257,40 +259,125 @@ def handle_stop_replica(
 async def handle_controlled_shutdown(
     broker: KafkaBroker, ctx: RequestContext, req: ib.ControlledShutdownRequest
 ) -> ib.ControlledShutdownResponse:
-    """Runs as an event on the controller's queue, like every controller action.
+    """Validate, then run ``shutdownBroker`` as an event on the controller's queue.
 
-    Moving leadership is the controller's ``controlled_shutdown(broker_id)`` when it
-    has one; until then the answer lists the partitions the broker still leads with
-    more than one replica, which makes a shutting-down broker retry and then give up,
-    as Kafka's does when leadership cannot move.
+    NOT_CONTROLLER if this broker is not the active controller, BROKER_NOT_AVAILABLE
+    for an unregistered broker, STALE_BROKER_EPOCH for an earlier incarnation;
+    otherwise error 0 and the partitions the broker still leads (with another live
+    replica), which makes it retry.
     """
     controller = broker.controller
-    if controller is None or not controller.is_active:
+    if controller is None:
         return ib.ControlledShutdownResponse(int(ErrorCode.not_controller))
+    error, remaining = await controller.controlled_shutdown(req.broker_id, req.broker_epoch)
+    return ib.ControlledShutdownResponse(error, [ib.RemainingPartition(t, p) for t, p in remaining])
 
-    async def event() -> ib.ControlledShutdownResponse:
-        if not controller.is_active:
-            return ib.ControlledShutdownResponse(int(ErrorCode.not_controller))
-        cctx = controller.ctx
-        if req.broker_id not in cctx.live_brokers:
-            return ib.ControlledShutdownResponse(int(ErrorCode.broker_not_available))
-        cached_epoch = cctx.live_broker_epochs.get(req.broker_id, -1)
-        if req.broker_epoch != -1 and req.broker_epoch < cached_epoch:
-            return ib.ControlledShutdownResponse(STALE_BROKER_EPOCH)
-        shutdown = getattr(controller, "controlled_shutdown", None)
-        if shutdown is not None:
-            remaining = await shutdown(req.broker_id)
-        else:
-            remaining = {
-                tp
-                for tp, st in cctx.states.items()
-                if st.leader == req.broker_id
-                and tp[0] in cctx.topics
-                and len(cctx.topics[tp[0]].partitions.get(tp[1], ())) > 1
+
+# ---- ElectLeaders, Alter/ListPartitionReassignments (kio schemas) ---------------------
+
+NOT_CONTROLLER = int(ErrorCode.not_controller)
+
+
+def _by_topic(results: dict[TopicPartition, tuple[int, str | None]]) -> dict[str, list[Any]]:
+    out: dict[str, list[Any]] = {}
+    for (topic, partition), (code, message) in sorted(results.items()):
+        out.setdefault(topic, []).append((partition, code, message))
+    return out
+
+
+async def handle_elect_leaders(
+    broker: KafkaBroker, ctx: RequestContext, req: Any
+) -> dict[str, Any]:
+    """Preferred (0) or unclean (1) election, run as a controller event; only the
+    active controller answers (others: NOT_CONTROLLER, which makes clients retry there)."""
+    election_type = int(getattr(req, "election_type", 0))
+    partitions = (
+        None
+        if req.topic_partitions is None
+        else [(t.topic, int(p)) for t in req.topic_partitions for p in t.partitions]
+    )
+    controller = broker.controller
+    results = None
+    if election_type in (0, 1) and controller is not None:
+        results = await controller.elect_leaders(partitions, election_type)
+    if election_type not in (0, 1):
+        code, top = int(ErrorCode.invalid_request), 0
+        results = {tp: (code, f"unknown election type {election_type}") for tp in partitions or []}
+    elif results is None:
+        top = NOT_CONTROLLER
+        results = {tp: (NOT_CONTROLLER, None) for tp in partitions or []}
+    else:
+        top = 0
+    return {
+        "throttle_time": 0,
+        "error_code": top if partitions is None else 0,
+        "replica_election_results": [
+            {
+                "topic": topic,
+                "partition_result": [
+                    {"partition_id": p, "error_code": code, "error_message": message}
+                    for p, code, message in parts
+                ],
             }
-        return ib.ControlledShutdownResponse(
-            0, [ib.RemainingPartition(t, p) for t, p in sorted(remaining)]
-        )
+            for topic, parts in _by_topic(results).items()
+        ],
+    }
 
-    result: ib.ControlledShutdownResponse = await controller.put(event)
-    return result
+
+async def handle_alter_partition_reassignments(
+    broker: KafkaBroker, ctx: RequestContext, req: Any
+) -> dict[str, Any]:
+    wanted: dict[TopicPartition, list[int] | None] = {
+        (t.name, int(p.partition_index)): (
+            None if p.replicas is None else [int(r) for r in p.replicas]
+        )
+        for t in req.topics
+        for p in t.partitions
+    }
+    controller = broker.controller
+    results = (
+        await controller.alter_partition_reassignments(wanted) if controller is not None else None
+    )
+    if results is None:
+        return {"throttle_time": 0, "error_code": NOT_CONTROLLER, "responses": []}
+    return {
+        "throttle_time": 0,
+        "error_code": 0,
+        "responses": [
+            {
+                "name": topic,
+                "partitions": [
+                    {"partition_index": p, "error_code": code, "error_message": message}
+                    for p, code, message in parts
+                ],
+            }
+            for topic, parts in _by_topic(results).items()
+        ],
+    }
+
+
+async def handle_list_partition_reassignments(
+    broker: KafkaBroker, ctx: RequestContext, req: Any
+) -> dict[str, Any]:
+    controller = broker.controller
+    ongoing = controller.list_partition_reassignments() if controller is not None else None
+    if ongoing is None:
+        return {"throttle_time": 0, "error_code": NOT_CONTROLLER, "topics": []}
+    if req.topics is not None:
+        asked = {(t.name, int(p)) for t in req.topics for p in t.partition_indexes}
+        ongoing = {tp: v for tp, v in ongoing.items() if tp in asked}
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for (topic, partition), (replicas, adding, removing) in sorted(ongoing.items()):
+        topics.setdefault(topic, []).append(
+            {
+                "partition_index": partition,
+                "replicas": replicas,
+                "adding_replicas": adding,
+                "removing_replicas": removing,
+            }
+        )
+    return {
+        "throttle_time": 0,
+        "error_code": 0,
+        "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+    }

@@ -1,0 +1,484 @@
+"""KafkaZkClient: Kafka's znode operations on a :class:`MetadataStore`.
+
+The controller and the broker speak in Kafka terms (register the controller,
+bump the controller epoch, read partition states, ...); this module turns those
+into store calls with the JSON of :mod:`.paths`. Bulk reads and writes are
+batched: reads through :meth:`MetadataStore.get_many` (pipelined on ZooKeeper),
+writes as ``multi`` transactions in chunks, because a controller electing
+leaders for ten thousand partitions must not pay ten thousand round trips (or,
+on the embedded store, ten thousand fsyncs).
+
+Writes made on behalf of an active controller carry ``epoch_zk_version``: the
+version of /controller_epoch this controller wrote when it took over. Every such
+multi starts with a check of that version, so a controller that has been
+replaced (a zombie) cannot write anything; it gets
+:class:`ControllerMovedException` and resigns, as in Kafka 2.2+.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kafkalite.metadata import paths
+from kafkalite.metadata.store import (
+    ANY_VERSION,
+    BadVersionError,
+    CheckOp,
+    CreateOp,
+    MetadataStore,
+    MetadataStoreError,
+    NodeExistsError,
+    NoNodeError,
+    Op,
+    SetDataOp,
+    Stat,
+    WatchCallback,
+)
+
+__all__ = [
+    "BrokerInfo",
+    "ControllerMovedException",
+    "KafkaZkClient",
+    "parse_controller_id",
+    "registration_dict",
+]
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+
+#: Znode operations per multi: well under ZooKeeper's 1 MB jute.maxbuffer.
+MULTI_CHUNK = 300
+
+
+class ControllerMovedException(Exception):
+    """Another broker became controller (the /controller_epoch check failed)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    """A live broker as the controller knows it: registration and broker epoch."""
+
+    id: int
+    #: the registration as the channel manager and UpdateMetadata want it
+    registration: Mapping[str, Any]
+    #: Kafka's broker epoch: the czxid of /brokers/ids/<id>
+    epoch: int
+
+
+def registration_dict(reg: paths.BrokerRegistration) -> dict[str, Any]:
+    """A decoded /brokers/ids/<id> as the plain dict the channel manager reads."""
+    return {
+        "endpoints": [e.connection_string() for e in reg.endpoints],
+        "listener_security_protocol_map": {
+            e.listener_name: e.security_protocol for e in reg.endpoints
+        },
+        "host": reg.host,
+        "port": reg.port,
+        "rack": reg.rack,
+    }
+
+
+class KafkaZkClient:
+    def __init__(self, store: MetadataStore) -> None:
+        self.store = store
+
+    # ---- start-up ---------------------------------------------------------------
+    async def create_top_level_paths(self) -> None:
+        """The persistent parents every broker creates at start-up ([ref] KafkaZkClient)."""
+        for path in paths.PERSISTENT_PATHS:
+            await self.store.ensure_path(path)
+
+    # ---- /controller, /controller_epoch -------------------------------------------
+    async def get_controller_id(self, watch: WatchCallback | None = None) -> int:
+        """The active controller's broker id; -1 if absent or unreadable.
+
+        With a watch, an exists-watch is left so creation is heard too.
+        """
+        got = await self.store.get_or_none(paths.CONTROLLER, watch=watch)
+        if got is None:
+            return -1
+        return parse_controller_id(got[0])
+
+    async def register_controller(self, broker_id: int, timestamp_ms: int) -> bool:
+        """Create the ephemeral /controller for ``broker_id``; False if it exists."""
+        data = paths.ControllerInfo(broker_id, timestamp_ms).encode()
+        try:
+            await self.store.create(paths.CONTROLLER, data, ephemeral=True)
+            return True
+        except NodeExistsError:
+            return False
+
+    async def delete_controller_if_owned(self, broker_id: int) -> bool:
+        """Delete /controller if it names ``broker_id`` (resigning so others elect)."""
+        got = await self.store.get_or_none(paths.CONTROLLER)
+        if got is None or parse_controller_id(got[0]) != broker_id:
+            return False
+        try:
+            await self.store.delete(paths.CONTROLLER, version=got[1].version)
+            return True
+        except (NoNodeError, BadVersionError):
+            return False
+
+    async def increment_controller_epoch(self) -> tuple[int, int]:
+        """Bump /controller_epoch by CAS; returns (epoch, znode version).
+
+        A concurrent bump (version mismatch, or a racing creation) means another
+        controller got there first: :class:`ControllerMovedException`.
+        """
+        got = await self.store.get_or_none(paths.CONTROLLER_EPOCH)
+        if got is None:
+            try:
+                await self.store.create(paths.CONTROLLER_EPOCH, paths.encode_controller_epoch(1))
+            except NodeExistsError:
+                raise ControllerMovedException(
+                    "/controller_epoch was created by another controller"
+                ) from None
+            return 1, 0
+        raw, stat = got
+        epoch = paths.decode_controller_epoch(raw) + 1
+        try:
+            new = await self.store.set(
+                paths.CONTROLLER_EPOCH, paths.encode_controller_epoch(epoch), version=stat.version
+            )
+        except BadVersionError:
+            raise ControllerMovedException(
+                f"/controller_epoch changed while bumping it to {epoch}"
+            ) from None
+        return epoch, new.version
+
+    async def get_controller_epoch(self) -> tuple[int, int] | None:
+        got = await self.store.get_or_none(paths.CONTROLLER_EPOCH)
+        return None if got is None else (paths.decode_controller_epoch(got[0]), got[1].version)
+
+    # ---- /brokers/ids -------------------------------------------------------------
+    async def get_broker_ids(self, watch: WatchCallback | None = None) -> list[int]:
+        out = []
+        for name in await self.store.get_children(paths.BROKER_IDS, watch=watch):
+            try:
+                out.append(int(name))
+            except ValueError:
+                log.warning("ignoring /brokers/ids child %r", name)
+        return sorted(out)
+
+    async def get_brokers(self, ids: Sequence[int]) -> dict[int, BrokerInfo]:
+        got = await self.store.get_many([paths.broker_path(i) for i in ids])
+        out: dict[int, BrokerInfo] = {}
+        for broker_id, item in zip(ids, got, strict=True):
+            if item is None:
+                continue
+            try:
+                reg = paths.BrokerRegistration.decode(item[0])
+            except paths.MetadataFormatError as e:
+                log.warning("ignoring malformed registration of broker %d: %s", broker_id, e)
+                continue
+            out[broker_id] = BrokerInfo(broker_id, registration_dict(reg), item[1].czxid)
+        return out
+
+    # ---- /brokers/topics ----------------------------------------------------------
+    async def get_all_topics(self, watch: WatchCallback | None = None) -> list[str]:
+        return await self.store.get_children(paths.BROKER_TOPICS, watch=watch)
+
+    async def get_topic_assignment(
+        self, topic: str, watch: WatchCallback | None = None
+    ) -> tuple[paths.TopicAssignment, int] | None:
+        """(assignment, znode version), None if the topic znode is gone or unreadable."""
+        try:
+            raw, stat = await self.store.get(paths.topic_path(topic), watch=watch)
+        except NoNodeError:
+            return None
+        try:
+            return paths.TopicAssignment.decode(raw), stat.version
+        except paths.MetadataFormatError as e:
+            log.error("ignoring topic %s with a malformed assignment: %s", topic, e)
+            return None
+
+    async def get_topic_assignments(
+        self, topics: Sequence[str]
+    ) -> dict[str, tuple[paths.TopicAssignment, int]]:
+        got = await self.store.get_many([paths.topic_path(t) for t in topics])
+        out = {}
+        for topic, item in zip(topics, got, strict=True):
+            if item is None:
+                continue
+            try:
+                out[topic] = (paths.TopicAssignment.decode(item[0]), item[1].version)
+            except paths.MetadataFormatError as e:
+                log.error("ignoring topic %s with a malformed assignment: %s", topic, e)
+        return out
+
+    async def set_topic_assignment(
+        self,
+        topic: str,
+        assignment: paths.TopicAssignment,
+        *,
+        expected_version: int = ANY_VERSION,
+        epoch_zk_version: int | None = None,
+    ) -> int:
+        """Write the assignment (conditionally); returns the new znode version."""
+        [stat] = await self._multi_fenced(
+            [SetDataOp(paths.topic_path(topic), assignment.encode(), expected_version)],
+            epoch_zk_version,
+        )
+        assert isinstance(stat, Stat)
+        return stat.version
+
+    async def get_topic_config(self, topic: str) -> dict[str, str]:
+        got = await self.store.get_or_none(paths.topic_config_path(topic))
+        if got is None:
+            return {}
+        try:
+            return dict(paths.EntityConfig.decode(got[0]).config)
+        except paths.MetadataFormatError:
+            return {}
+
+    async def delete_topic_znodes(self, topic: str, epoch_zk_version: int | None) -> None:
+        """Topic deletion's last step: the topic, its config, its deletion marker."""
+        await self._check_epoch(epoch_zk_version)
+        for path in (paths.topic_path(topic), paths.topic_config_path(topic)):
+            try:
+                await self.store.delete(path, recursive=True)
+            except NoNodeError:
+                pass
+        await self.delete_topic_deletions([topic], epoch_zk_version)
+
+    # ---- partition state znodes -----------------------------------------------------
+    async def get_partition_states(
+        self, partitions: Sequence[TopicPartition]
+    ) -> dict[TopicPartition, tuple[paths.PartitionState, int]]:
+        """(state, znode version) per partition that has a readable state znode."""
+        got = await self.store.get_many([paths.partition_state_path(*tp) for tp in partitions])
+        out = {}
+        for tp, item in zip(partitions, got, strict=True):
+            if item is None:
+                continue
+            try:
+                out[tp] = (paths.PartitionState.decode(item[0]), item[1].version)
+            except paths.MetadataFormatError as e:
+                log.error("malformed state znode of %s-%d: %s", tp[0], tp[1], e)
+        return out
+
+    async def create_partition_states(
+        self,
+        states: Sequence[tuple[TopicPartition, paths.PartitionState]],
+        epoch_zk_version: int | None,
+    ) -> dict[TopicPartition, MetadataStoreError | None]:
+        """Create state znodes (and their parents); None per success, else the error."""
+        result: dict[TopicPartition, MetadataStoreError | None] = {}
+        existing_parents: set[str] = set()
+        for i in range(0, len(states), MULTI_CHUNK // 3):
+            pending = list(states[i : i + MULTI_CHUNK // 3])
+            while pending:
+                ops: list[Op] = []
+                owners: list[tuple[TopicPartition | None, str]] = []
+                planned: set[str] = set()
+                for tp, st in pending:
+                    for parent in (paths.topic_partitions_path(tp[0]), paths.partition_path(*tp)):
+                        if parent not in existing_parents and parent not in planned:
+                            planned.add(parent)
+                            ops.append(CreateOp(parent))
+                            owners.append((None, parent))
+                    ops.append(CreateOp(paths.partition_state_path(*tp), st.encode()))
+                    owners.append((tp, ""))
+                try:
+                    await self._multi_fenced(ops, epoch_zk_version)
+                except MetadataStoreError as e:
+                    if e.op_index is None:
+                        raise
+                    failed_tp, parent = owners[e.op_index]
+                    if failed_tp is None:
+                        if isinstance(e, NodeExistsError):
+                            existing_parents.add(parent)
+                            continue
+                        # the topic znode itself is gone: fail its partitions
+                        topic = parent.split("/")[3]
+                        for tp, _ in pending:
+                            if tp[0] == topic:
+                                result[tp] = e
+                        pending = [x for x in pending if x[0][0] != topic]
+                        continue
+                    result[failed_tp] = e
+                    pending = [x for x in pending if x[0] != failed_tp]
+                    continue
+                existing_parents |= planned
+                for tp, _ in pending:
+                    result[tp] = None
+                pending = []
+        return result
+
+    async def update_partition_states(
+        self,
+        states: Sequence[tuple[TopicPartition, paths.PartitionState, int]],
+        epoch_zk_version: int | None,
+    ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, MetadataStoreError]]:
+        """Conditional writes ``(partition, state, expected version)``.
+
+        Returns (new version per written partition, error per failed one); a
+        version conflict shows up as :class:`BadVersionError` (retry after a re-read).
+        """
+        done: dict[TopicPartition, int] = {}
+        failed: dict[TopicPartition, MetadataStoreError] = {}
+        for i in range(0, len(states), MULTI_CHUNK):
+            pending = list(states[i : i + MULTI_CHUNK])
+            while pending:
+                ops: list[Op] = [
+                    SetDataOp(paths.partition_state_path(*tp), st.encode(), version)
+                    for tp, st, version in pending
+                ]
+                try:
+                    results = await self._multi_fenced(ops, epoch_zk_version)
+                except MetadataStoreError as e:
+                    if e.op_index is None:
+                        raise
+                    failed[pending[e.op_index][0]] = e
+                    del pending[e.op_index]
+                    continue
+                for (tp, _st, _v), stat in zip(pending, results, strict=True):
+                    assert isinstance(stat, Stat)
+                    done[tp] = stat.version
+                pending = []
+        return done, failed
+
+    # ---- /admin/delete_topics -------------------------------------------------------
+    async def get_topic_deletions(self, watch: WatchCallback | None = None) -> list[str]:
+        return await self.store.get_children(paths.DELETE_TOPICS, watch=watch)
+
+    async def delete_topic_deletions(
+        self, topics: Iterable[str], epoch_zk_version: int | None
+    ) -> None:
+        await self._check_epoch(epoch_zk_version)
+        for t in topics:
+            try:
+                await self.store.delete(paths.delete_topic_path(t), recursive=True)
+            except NoNodeError:
+                pass
+
+    # ---- /isr_change_notification ---------------------------------------------------
+    async def get_isr_change_notifications(self, watch: WatchCallback | None = None) -> list[str]:
+        return await self.store.get_children(paths.ISR_CHANGE_NOTIFICATION, watch=watch)
+
+    async def get_isr_change_partitions(self, names: Sequence[str]) -> set[TopicPartition]:
+        """Partitions named by the notifications; malformed ones name none."""
+        got = await self.store.get_many([f"{paths.ISR_CHANGE_NOTIFICATION}/{n}" for n in names])
+        out: set[TopicPartition] = set()
+        for name, item in zip(names, got, strict=True):
+            if item is None:
+                continue
+            try:
+                out.update(
+                    (tp.topic, tp.partition)
+                    for tp in paths.IsrChangeNotification.decode(item[0]).partitions
+                )
+            except paths.MetadataFormatError as e:
+                log.warning("ignoring malformed ISR change notification %s: %s", name, e)
+        return out
+
+    async def delete_isr_change_notifications(
+        self, names: Iterable[str], epoch_zk_version: int | None
+    ) -> None:
+        await self._check_epoch(epoch_zk_version)
+        for n in names:
+            try:
+                await self.store.delete(f"{paths.ISR_CHANGE_NOTIFICATION}/{n}")
+            except NoNodeError:
+                pass
+
+    # ---- /admin/reassign_partitions -----------------------------------------------
+    async def get_partition_reassignment(
+        self, watch: WatchCallback | None = None
+    ) -> dict[TopicPartition, list[int]]:
+        got = await self.store.get_or_none(paths.REASSIGN_PARTITIONS, watch=watch)
+        if got is None:
+            return {}
+        try:
+            decoded = paths.PartitionReassignment.decode(got[0])
+        except paths.MetadataFormatError as e:
+            log.error("ignoring malformed %s: %s", paths.REASSIGN_PARTITIONS, e)
+            return {}
+        return {(tp.topic, tp.partition): r for tp, r in decoded.partitions.items()}
+
+    async def set_partition_reassignment(
+        self, reassignment: Mapping[TopicPartition, list[int]], epoch_zk_version: int | None
+    ) -> None:
+        """Rewrite the admin node; delete it when nothing is left."""
+        if not reassignment:
+            await self._check_epoch(epoch_zk_version)
+            try:
+                await self.store.delete(paths.REASSIGN_PARTITIONS)
+            except NoNodeError:
+                pass
+            return
+        data = paths.PartitionReassignment(
+            {paths.TopicPartition(*tp): list(r) for tp, r in reassignment.items()}
+        ).encode()
+        try:
+            await self._multi_fenced([SetDataOp(paths.REASSIGN_PARTITIONS, data)], epoch_zk_version)
+        except NoNodeError:
+            await self._multi_fenced([CreateOp(paths.REASSIGN_PARTITIONS, data)], epoch_zk_version)
+
+    # ---- /admin/preferred_replica_election ------------------------------------------
+    async def get_preferred_replica_election(
+        self, watch: WatchCallback | None = None
+    ) -> set[TopicPartition] | None:
+        """None when the admin node is absent."""
+        got = await self.store.get_or_none(paths.PREFERRED_REPLICA_ELECTION, watch=watch)
+        if got is None:
+            return None
+        try:
+            decoded = paths.PreferredReplicaElection.decode(got[0])
+        except paths.MetadataFormatError as e:
+            log.error("ignoring malformed %s: %s", paths.PREFERRED_REPLICA_ELECTION, e)
+            return set()
+        return {(tp.topic, tp.partition) for tp in decoded.partitions}
+
+    async def delete_preferred_replica_election(self, epoch_zk_version: int | None) -> None:
+        await self._check_epoch(epoch_zk_version)
+        try:
+            await self.store.delete(paths.PREFERRED_REPLICA_ELECTION)
+        except NoNodeError:
+            pass
+
+    # ---- fencing ------------------------------------------------------------------
+    async def _multi_fenced(self, ops: list[Op], epoch_zk_version: int | None) -> list[Any]:
+        """``multi(ops)``, preceded by the /controller_epoch check when fenced.
+
+        Errors keep ``op_index`` relative to ``ops``; a failed check raises
+        :class:`ControllerMovedException`.
+        """
+        if epoch_zk_version is None:
+            return await self.store.multi(ops)
+        try:
+            results = await self.store.multi(
+                [CheckOp(paths.CONTROLLER_EPOCH, epoch_zk_version), *ops]
+            )
+        except MetadataStoreError as e:
+            if e.op_index == 0:
+                raise ControllerMovedException(
+                    f"/controller_epoch is no longer at version {epoch_zk_version}"
+                ) from e
+            if e.op_index is not None:
+                e.op_index -= 1
+            raise
+        return results[1:]
+
+    async def _check_epoch(self, epoch_zk_version: int | None) -> None:
+        """For writes that are not worth a multi: fail fast if the controller moved."""
+        if epoch_zk_version is None:
+            return
+        stat = await self.store.exists(paths.CONTROLLER_EPOCH)
+        if stat is None or stat.version != epoch_zk_version:
+            raise ControllerMovedException(
+                f"/controller_epoch is no longer at version {epoch_zk_version}"
+            )
+
+
+def parse_controller_id(data: bytes) -> int:
+    """/controller's broker id (JSON ``brokerid`` or a plain integer); -1 if malformed."""
+    try:
+        return paths.ControllerInfo.decode(data).broker_id
+    except paths.MetadataFormatError:
+        log.warning("malformed /controller data %r", data)
+        return -1

@@ -1,0 +1,192 @@
+"""Partition reassignment (seed 002 §9, #26-30) through /admin/reassign_partitions and
+the AlterPartitionReassignments/ListPartitionReassignments APIs.
+
+Follower fetching is not built yet, so "the new replicas catch up" is written as the
+leader writes it: the new ISR in the state znode. Phase A (union AR, new replicas
+started) and phase B (leader move, old replicas stopped and deleted, final AR) are
+the controller's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from kafka import TopicPartition as KafkaTopicPartition
+from kafka.admin import KafkaAdminClient
+
+from kafkalite.metadata import paths
+from kafkalite.metadata.isr_change import update_leader_and_isr
+from tests.controller.cluster import Cluster, client_partition, eventually
+
+
+async def _reassign(cluster: Cluster, wanted: dict[tuple[str, int], list[int]]) -> None:
+    await cluster.admin.create(
+        paths.REASSIGN_PARTITIONS,
+        paths.PartitionReassignment(
+            {paths.TopicPartition(*tp): r for tp, r in wanted.items()}
+        ).encode(),
+    )
+
+
+async def _catch_up(cluster: Cluster, topic: str, partition: int, isr: list[int]) -> None:
+    st, version = await cluster.state(topic, partition)
+    assert await update_leader_and_isr(
+        cluster.admin,
+        (topic, partition),
+        leader=st.leader,
+        leader_epoch=st.leader_epoch,
+        isr=isr,
+        controller_epoch=st.controller_epoch,
+        zk_version=version,
+    )
+
+
+async def _assignment(cluster: Cluster, topic: str) -> dict[int, list[int]]:
+    return dict(
+        paths.TopicAssignment.decode(await cluster.znode(paths.topic_path(topic))).partitions
+    )
+
+
+async def _no_admin_node(cluster: Cluster) -> bool:
+    return await cluster.admin.exists(paths.REASSIGN_PARTITIONS) is None
+
+
+async def test_reassigning_to_new_brokers_goes_through_both_phases(tmp_path, backend):
+    """#26: [0,1] → [2,3]: union AR, new replicas started, then leader 2, old replicas
+    stopped and deleted, AR [2,3], admin node removed, UpdateMetadata everywhere."""
+    async with Cluster(tmp_path, 4, zookeeper_connect=backend) as cluster:
+        await cluster.create_topic_znode("t", {0: [0, 1]})
+        start, _ = await cluster.wait_state("t", 0, lambda s: s.leader == 0)
+        await _reassign(cluster, {("t", 0): [2, 3]})
+        # phase A
+        await eventually(lambda: cluster.requests(2, "LeaderAndIsr", "t"))
+        assert await _assignment(cluster, "t") == {0: [2, 3, 0, 1]}
+        st, _ = await cluster.state("t", 0)
+        assert (st.leader, st.isr, st.leader_epoch) == (0, [0, 1], start.leader_epoch + 1)
+        for i in (0, 1, 2, 3):
+            await eventually(lambda i=i: cluster.requests(i, "LeaderAndIsr", "t"))
+            s = cluster.requests(i, "LeaderAndIsr", "t")[-1].partitions[("t", 0)]
+            assert (s["leader"], s["replicas"]) == (0, [2, 3, 0, 1])
+        assert cluster.broker(3).replica_manager.get_partition(("t", 0)).leader_id == 0
+        assert not await _no_admin_node(cluster)
+        # the new replicas catch up: phase B
+        await _catch_up(cluster, "t", 0, [0, 1, 2, 3])
+        await eventually(lambda: _no_admin_node(cluster))
+        st, _ = await cluster.state("t", 0)
+        assert (st.leader, st.isr) == (2, [2, 3])
+        assert await _assignment(cluster, "t") == {0: [2, 3]}
+        for i in (0, 1):
+            await eventually(
+                lambda i=i: (
+                    [r.delete for r in cluster.requests(i, "StopReplica", "t")] == [False, True]
+                )
+            )
+            await eventually(lambda i=i: cluster.broker(i).log_manager.get_log("t", 0) is None)
+        await eventually(
+            lambda: cluster.all_see("t", 0, lambda m: m.leader == 2 and m.replicas == [2, 3])
+        )
+        assert await client_partition(cluster.bootstrap(), "t", 0) == (2, [2, 3], [2, 3])
+        assert not cluster.controller().controller.ctx.partitions_being_reassigned
+
+
+async def test_a_live_leader_in_the_new_replicas_stays_with_a_new_epoch(tmp_path, backend):
+    """#27"""
+    async with Cluster(tmp_path, 3, zookeeper_connect=backend) as cluster:
+        await cluster.create_topic_znode("t", {0: [0, 1]})
+        await cluster.wait_state("t", 0, lambda s: s.leader == 0)
+        await _reassign(cluster, {("t", 0): [0, 2]})
+        phase_a, _ = await cluster.wait_state("t", 0, lambda s: s.leader_epoch == 1)
+        await _catch_up(cluster, "t", 0, [0, 1, 2])
+        await eventually(lambda: _no_admin_node(cluster))
+        st, _ = await cluster.state("t", 0)
+        assert st.leader == 0 and st.isr == [0, 2]
+        assert st.leader_epoch > phase_a.leader_epoch
+        assert await _assignment(cluster, "t") == {0: [0, 2]}
+        await eventually(lambda: cluster.all_see("t", 0, lambda m: m.replicas == [0, 2]))
+
+
+async def test_pointless_or_unknown_reassignments_are_dropped(tmp_path, backend):
+    """#28"""
+    async with Cluster(tmp_path, 3, zookeeper_connect=backend) as cluster:
+        await cluster.create_topic_znode("t", {0: [0, 1]})
+        before = await cluster.wait_state("t", 0, lambda s: s.leader == 0)
+        await _reassign(cluster, {("t", 0): [0, 1], ("ghost", 0): [1, 2], ("t", 7): [2]})
+        await eventually(lambda: _no_admin_node(cluster))
+        assert await cluster.state("t", 0) == before
+        assert await _assignment(cluster, "t") == {0: [0, 1]}
+
+
+async def test_reassigning_a_topic_being_deleted_is_skipped(tmp_path, backend):
+    """#29"""
+    async with Cluster(tmp_path, 3, zookeeper_connect=backend) as cluster:
+        await cluster.create_topic_znode("t", {0: [0, 1]})
+        await cluster.wait_state("t", 0, lambda s: s.leader == 0)
+        await cluster.kill(1)  # deletion will stall on the dead replica
+        await cluster.delete_topic_znode("t")
+        ctrl = cluster.controller().controller
+        await eventually(lambda: ctrl.topic_deletion_manager.is_topic_queued_up_for_deletion("t"))
+        await _reassign(cluster, {("t", 0): [0, 2]})
+        await eventually(lambda: _no_admin_node(cluster))
+        assert await _assignment(cluster, "t") == {0: [0, 1]}
+        assert not ctrl.ctx.partitions_being_reassigned
+
+
+async def test_a_new_controller_resumes_a_reassignment_in_flight(tmp_path, backend):
+    """#30"""
+    async with Cluster(tmp_path, 4, zookeeper_connect=backend) as cluster:
+        await cluster.create_topic_znode("t", {0: [1, 2]})
+        await cluster.wait_state("t", 0, lambda s: s.leader == 1)
+        await _reassign(cluster, {("t", 0): [2, 3]})
+        await cluster.wait_state("t", 0, lambda s: s.leader_epoch == 1)  # phase A done
+        assert await _assignment(cluster, "t") == {0: [2, 3, 1]}
+        await cluster.kill(0)  # the controller
+        new = await cluster.wait_for_controller(not_=0)
+        ctrl = cluster.broker(new).controller
+        await eventually(lambda: ("t", 0) in ctrl.ctx.partitions_being_reassigned)
+        await _catch_up(cluster, "t", 0, [1, 2, 3])
+        await eventually(lambda: _no_admin_node(cluster))
+        st, _ = await cluster.state("t", 0)
+        assert (st.leader, st.isr) == (2, [2, 3])
+        assert await _assignment(cluster, "t") == {0: [2, 3]}
+
+
+async def test_reassignment_apis_from_a_stock_client(tmp_path):
+    """AlterPartitionReassignments (45) and ListPartitionReassignments (46), kafka-python."""
+    async with Cluster(tmp_path, 3) as cluster:
+        await cluster.create_topic_znode("t", {0: [0, 1], 1: [1, 2]})
+        await cluster.wait_state("t", 0, lambda s: s.leader == 0)
+        bootstrap = cluster.bootstrap()
+
+        def alter(wanted):
+            admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+            try:
+                return admin.alter_partition_reassignments(wanted)
+            finally:
+                admin.close()
+
+        def listing():
+            admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+            try:
+                return admin.list_partition_reassignments()
+            finally:
+                admin.close()
+
+        got = await asyncio.to_thread(
+            alter, {KafkaTopicPartition("t", 0): [0, 2], KafkaTopicPartition("t", 1): [5]}
+        )
+        assert got[KafkaTopicPartition("t", 0)] is None
+        assert got[KafkaTopicPartition("t", 1)] is not None  # broker 5 does not exist
+        ctrl = cluster.controller().controller
+        await eventually(lambda: ("t", 0) in ctrl.ctx.partitions_being_reassigned)
+        ongoing = await asyncio.to_thread(listing)
+        assert ongoing == {
+            KafkaTopicPartition("t", 0): {
+                "replicas": [0, 2, 1],
+                "adding_replicas": [2],
+                "removing_replicas": [1],
+            }
+        }
+        await _catch_up(cluster, "t", 0, [0, 1, 2])
+        await eventually(lambda: _no_admin_node(cluster))
+        assert await asyncio.to_thread(listing) == {}
+        assert await _assignment(cluster, "t") == {0: [0, 2], 1: [1, 2]}
