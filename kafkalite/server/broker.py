@@ -379,7 +379,9 @@ class KafkaBroker:
         log.info("broker %d registered (broker epoch %d)", self.broker_id, self.broker_epoch)
 
     def _dynamic_config_path(self, per_broker: bool) -> str:
-        return paths.config_entity_path("brokers", str(self.broker_id) if per_broker else "<default>")
+        return paths.config_entity_path(
+            "brokers", str(self.broker_id) if per_broker else "<default>"
+        )
 
     async def _load_dynamic_broker_configs(self) -> None:
         layers: list[dict[str, str]] = []
