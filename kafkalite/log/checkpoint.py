@@ -60,6 +60,18 @@ def atomic_write(path: Path, data: bytes, *, sync: bool = True) -> None:
         fsync_dir(path.parent)
 
 
+def fsync_file(path: Path) -> None:
+    """fsync an existing file by path (raises OSError, except when it is gone)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def fsync_dir(path: Path) -> None:
     try:
         dfd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
