@@ -138,7 +138,9 @@ def scale(args: argparse.Namespace) -> None:
         _wait_leaders(b.bootstrap, topics, total, 600)
         full_s = ready_s + time.perf_counter() - t1
         b.stop()
-        print(f"| partitions | create (s) | clean stop (s) | start-up to ready (s) | to full Metadata (s) |")
+        print(
+            f"| partitions | create (s) | clean stop (s) | start-up to ready (s) | to full Metadata (s) |"
+        )
         print("| --- | --- | --- | --- | --- |")
         print(f"| {total:,} | {create_s:.1f} | {stop_s:.1f} | {ready_s:.1f} | {full_s:.1f} |")
         if args.profile:
@@ -199,7 +201,11 @@ def first_appends(args: argparse.Namespace) -> None:
         print(f"{args.partitions} new logs, appends of two 5 KiB batches (ms)")
         print("| round | p50 | p99 | max | total |")
         print("| --- | --- | --- | --- | --- |")
-        for name, lat in (("first append", rounds[0]), ("second append", rounds[1]), ("read", lat_read)):
+        for name, lat in (
+            ("first append", rounds[0]),
+            ("second append", rounds[1]),
+            ("read", lat_read),
+        ):
             q = statistics.quantiles(lat, n=100)
             print(f"| {name} | {q[49]:.3f} | {q[98]:.3f} | {max(lat):.3f} | {sum(lat):.0f} |")
     finally:
