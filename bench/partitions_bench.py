@@ -139,7 +139,7 @@ def scale(args: argparse.Namespace) -> None:
         full_s = ready_s + time.perf_counter() - t1
         b.stop()
         print(
-            f"| partitions | create (s) | clean stop (s) | start-up to ready (s) | to full Metadata (s) |"
+            "| partitions | create (s) | clean stop (s) | start-up to ready (s) | to full Metadata (s) |"
         )
         print("| --- | --- | --- | --- | --- |")
         print(f"| {total:,} | {create_s:.1f} | {stop_s:.1f} | {ready_s:.1f} | {full_s:.1f} |")

@@ -978,9 +978,7 @@ class LogCleaner:
         self._wakeup = asyncio.Event()
         if not self.config.enable_cleaner or self.config.num_threads <= 0:
             return
-        loops = [
-            asyncio.ensure_future(self._run_loop()) for _ in range(self.config.num_threads)
-        ]
+        loops = [asyncio.ensure_future(self._run_loop()) for _ in range(self.config.num_threads)]
         try:
             await asyncio.gather(*loops)
         finally:

@@ -277,10 +277,12 @@ class LogManager:
         """Existing log, or a new one on the online dir holding the fewest partitions."""
         tp = (topic, partition)
         existing = self._logs.get(tp)
-        if existing is not None:
-            return existing
         if config is not None:
             self._topic_configs[topic] = config
+        if existing is not None:
+            if config is not None and existing.config != config:
+                existing.update_config(config)  # a log loaded before its topic config arrived
+            return existing
         online = self.online_dirs
         if not online:
             raise KafkaStorageError("no online log dir to create a log in")

@@ -155,6 +155,8 @@ class KafkaBroker:
             ),
             recovery_threads_per_data_dir=int(cfg["num.recovery.threads.per.data.dir"]),
             cleaner_config=CleanerConfig.from_properties(cfg),
+            # loaded logs get their topic's config at once, not the broker defaults
+            topic_configs={t: self.admin.log_config(t) for t in self.admin.topic_configs},
             initial_offline_dirs=self.offline_log_dirs_at_start,
         )
         self.log_manager.startup()

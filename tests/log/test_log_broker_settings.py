@@ -184,3 +184,21 @@ def test_recovery_threads_setting_reaches_the_log_manager(
     b = kafka_broker_factory(**{"num.recovery.threads.per.data.dir": 3})
     assert b.kafka.log_manager.recovery_threads_per_data_dir == 3
     assert kafka_broker_factory().kafka.log_manager.recovery_threads_per_data_dir == 2
+
+
+def test_topic_configs_apply_to_logs_loaded_at_restart(
+    kafka_broker_factory: Callable[..., ThreadedBroker],
+) -> None:
+    """A compacted topic stays compacted after a restart (not the broker's delete default)."""
+    b = kafka_broker_factory(**{"log.cleaner.backoff.ms": 600_000})
+    b.create_topic("compacted", config=dict(COMPACT, **{"retention.ms": "123456789"}))
+    b.restart()
+    lg = b.kafka.log_manager.get_log("compacted", 0)
+    assert lg is not None
+    assert lg.config.compact and not lg.config.delete
+    assert (lg.config.segment_bytes, lg.config.retention_ms) == (1024, 123456789)
+    _produce_keyed(b, "compacted", 100, 4)
+    cleaner = b.kafka.log_manager.cleaner
+    b.call(cleaner.wakeup)
+    assert _wait(lambda: cleaner.passes > 0)
+    assert _count(b, "compacted") < 100

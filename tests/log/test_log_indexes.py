@@ -202,3 +202,24 @@ def test_index_mapping_reads_no_ahead(tmp_path: Path, kind: str) -> None:
     assert "rr" in _vm_flags_of_mapping(idx.path)
     assert "sr" not in _vm_flags_of_mapping(idx.path)
     idx.close()
+
+
+def test_transaction_index_file_bytes(tmp_path: Path) -> None:
+    """Every entry byte for byte: version int16 0, producerId, firstOffset, lastOffset,
+    lastStableOffset (int64 each, big-endian), as Kafka's TransactionIndex writes them."""
+    p = tmp_path / "00000000000000000100.txnindex"
+    ti = TransactionIndex(p, 100)
+    entries = [(7, 100, 110, 111), (8, 105, 120, 121), (2**40 + 3, 125, 130, 140)]
+    for pid, first, last, lso in entries:
+        ti.append(AbortedTxn(pid, first, last, lso))
+    ti.close()
+    expected = b"".join(
+        b"\x00\x00" + b"".join(v.to_bytes(8, "big", signed=True) for v in e) for e in entries
+    )
+    assert p.read_bytes() == expected
+    again = TransactionIndex(p, 100)
+    assert [
+        (t.producer_id, t.first_offset, t.last_offset, t.last_stable_offset)
+        for t in again.all_aborted_txns()
+    ] == entries
+    again.close()
