@@ -1070,9 +1070,16 @@ class Log:
             seg.change_file_suffixes(SWAP_FILE_SUFFIX, "")
         self._meta_cache.clear()
 
-    def close(self) -> None:
-        """Clean close: trim indexes, close files. Pending deletes keep their ``.deleted`` files."""
-        self._epoch_cache.sync_to_disk()
+    def close(self, *, sync: bool = True) -> None:
+        """Clean close: trim indexes, close files. Pending deletes keep their ``.deleted`` files.
+
+        ``sync=False`` leaves the leader-epoch checkpoint written but not fsynced
+        (the LogManager syncs the whole filesystem once at shutdown).
+        """
+        if sync:
+            self._epoch_cache.sync_to_disk()
+        else:
+            self._epoch_cache.flush()
         for seg in self._segments:
             try:
                 seg.close()

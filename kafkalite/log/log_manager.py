@@ -35,6 +35,8 @@ from kafkalite.log.checkpoint import (
     OffsetCheckpointFile,
     atomic_write,
     fsync_dir,
+    syncfs,
+    syncfs_available,
 )
 from kafkalite.log.cleaner import CleanerConfig, LogCleaner
 from kafkalite.log.errors import KafkaStorageError, LogError
@@ -57,6 +59,9 @@ FUTURE_DIR_SUFFIX = "-future"
 STRAY_DIR_SUFFIX = "-stray"
 
 TopicPartition = tuple[str, int]
+
+#: from this many logs to make durable at once, one syncfs(2) per dir replaces their fsyncs
+BULK_SYNC_MIN_LOGS = 64
 
 
 def log_delete_dir_name(topic: str, partition: int) -> str:
@@ -595,7 +600,10 @@ class LogManager:
         fsynced in the same batch, always before the recovery point moves.
         """
         jobs: list[tuple[Log, int | None, list[int], list[Path], int | None]] = []
-        for lg in self._live_logs():
+        dirs: set[Path] = set()
+        for tp, lg in list(self._logs.items()):
+            if lg.is_offline:
+                continue
             cfg = lg.config
             if (
                 check_flush_ms
@@ -631,10 +639,14 @@ class LogManager:
             if target is None and epoch_gen is None:
                 continue
             jobs.append((lg, target, fds, paths, epoch_gen))
+            dirs.add(self._dir_of[tp])
         if not jobs:
             return
+        bulk = len(jobs) >= BULK_SYNC_MIN_LOGS and syncfs_available()
 
         def fsync_all() -> list[bool]:
+            if bulk:
+                return sync_in_bulk()
             ok = []
             for lg, _t, fds, paths, epoch_gen in jobs:
                 good = True
@@ -660,6 +672,19 @@ class LogManager:
                     fsync_dir(lg.dir)  # the checkpoint's rename
                 ok.append(good)
             return ok
+
+        def sync_in_bulk() -> list[bool]:
+            """Many logs (say 10,000 new partitions): one syncfs per dir, not 20,000 fsyncs."""
+            for _lg, _t, fds, _p, _g in jobs:
+                for fd in fds:
+                    os.close(fd)
+            good = True
+            for d in dirs:
+                try:
+                    syncfs(d)
+                except OSError:
+                    good = False
+            return [good] * len(jobs)
 
         results = await loop.run_in_executor(None, fsync_all)
         for (lg, target, _fds, _paths, epoch_gen), good in zip(jobs, results, strict=True):
@@ -699,14 +724,28 @@ class LogManager:
             except OSError as e:
                 log.error("error writing the high watermarks of %s: %s", d, e)
                 clean = False
+            # many logs: close them all unsynced, then one syncfs makes everything durable
+            bulk = len(logs) >= BULK_SYNC_MIN_LOGS and syncfs_available()
             for _tp, lg in logs:
                 try:
-                    lg.flush()
+                    if not bulk:
+                        lg.flush()
                     lg.run_pending_deletes(force=True)
-                    lg.close()
+                    lg.close(sync=not bulk)
                 except (OSError, KafkaStorageError) as e:
                     log.error("error closing %s: %s", lg.name, e)
                     clean = False
+            if bulk and clean:
+                try:
+                    syncfs(d)
+                except OSError as e:
+                    log.error("log dir %s failed to sync at shutdown: %s", d, e)
+                    clean = False
+                else:
+                    for _tp, lg in logs:
+                        lg.mark_flushed(lg.log_end_offset)
+                        cache = lg.leader_epoch_cache
+                        cache.mark_synced(cache.write_generation)
             if d in self.offline_dirs:
                 continue
             try:

@@ -453,3 +453,42 @@ def test_dirs_that_failed_before_startup_start_offline(tmp_path: Path) -> None:
     lm.shutdown()
     with pytest.raises(KafkaStorageError, match="every log dir is offline"):
         _mgr([bad], initial_offline_dirs=[bad])
+
+
+def test_many_logs_are_made_durable_in_bulk(tmp_path: Path) -> None:
+    """>= BULK_SYNC_MIN_LOGS logs: the background flush and the shutdown use one syncfs
+    per dir; recovery points and epoch files end up exactly as with per-file fsyncs."""
+    from kafkalite.log.checkpoint import syncfs_available
+    from kafkalite.log.log_manager import BULK_SYNC_MIN_LOGS
+
+    assert syncfs_available()  # Linux: the bulk path is what runs here
+    lm = _mgr([tmp_path], config=LogConfig(segment_bytes=300))
+    logs = [lm.get_or_create_log("t", p) for p in range(BULK_SYNC_MIN_LOGS + 6)]
+    for lg in logs:
+        fill(lg, 8, epoch=2)
+    assert all(lg.leader_epoch_cache.needs_fsync and lg.recovery_point == 0 for lg in logs)
+
+    async def go() -> None:
+        task = asyncio.create_task(lm.run(interval_ms=10))
+        for _ in range(300):
+            await asyncio.sleep(0.01)
+            if all(lg.recovery_point == lg.active_segment.base_offset for lg in logs):
+                break
+        assert all(not lg.leader_epoch_cache.needs_fsync for lg in logs)
+        assert all(lg.recovery_point == lg.active_segment.base_offset > 0 for lg in logs)
+        for lg in logs:
+            fill(lg, 1, epoch=3)  # unflushed tails and new epochs for the shutdown
+        lm.shutdown()
+        await asyncio.wait_for(task, 5)
+
+    asyncio.run(go())
+    assert (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
+    assert OffsetCheckpointFile(tmp_path / "recovery-point-offset-checkpoint").read() == {
+        ("t", p): 9 for p in range(len(logs))
+    }
+    lm = _mgr([tmp_path])
+    for p in range(len(logs)):
+        lg = lm.get_log("t", p)
+        assert lg is not None and lg.log_end_offset == 9 and lg.latest_epoch == 3
+        assert (lg.dir / "leader-epoch-checkpoint").read_text() == "0\n2\n2 0\n3 8\n"
+    lm.shutdown()
