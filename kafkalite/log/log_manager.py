@@ -23,6 +23,7 @@ import logging
 import os
 import shutil
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -133,6 +134,7 @@ class LogManager:
 
     def startup(self) -> None:
         """Load every ``<topic>-<partition>`` dir, recovering after an unclean shutdown."""
+        t0 = time.monotonic()
         for d in self.log_dirs:
             if d in self._initial_offline:
                 self._mark_dir_offline(d)
@@ -149,6 +151,7 @@ class LogManager:
                 "every log dir is offline: " + ", ".join(str(d) for d in self.log_dirs)
             )
         self._started = True
+        log.info("loaded %d logs in %.0f ms", len(self._logs), (time.monotonic() - t0) * 1000)
 
     def _lock_dir(self, d: Path) -> None:
         """Kafka's ``.lock``: refuse a dir another broker (process or in-process) is using."""
