@@ -64,12 +64,14 @@ class Proc:
         )
         self.proc: subprocess.Popen[str] | None = None
         self.err = root / "broker.err"
+        self.level = "WARNING"
 
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def start(self, level: str = "WARNING") -> float:
+    def start(self, level: str | None = None) -> float:
+        level = level or self.level
         t0 = time.perf_counter()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "kafkalite.cli.server", str(self.cfg), "--log-level", level],
@@ -119,6 +121,7 @@ def scale(args: argparse.Namespace) -> None:
 
     root = Path(tempfile.mkdtemp(prefix="kafkalite-partitions-", dir=args.dir))
     b = Proc(root)
+    b.level = args.log_level
     try:
         b.start()
         per = args.partitions // args.topics
@@ -156,7 +159,10 @@ def scale(args: argparse.Namespace) -> None:
         if b.proc is not None:
             b.proc.kill()
             b.proc.wait()
-        shutil.rmtree(root, ignore_errors=True)
+        if args.keep:
+            print(f"kept {root}")
+        else:
+            shutil.rmtree(root, ignore_errors=True)
 
 
 def profile_startup(b: Proc) -> None:
@@ -243,6 +249,8 @@ def main() -> None:
     ap.add_argument("--topics", type=int, default=10)
     ap.add_argument("--dir", type=Path, default=None, help="parent of the temp data dir")
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--log-level", default="WARNING", help="the broker's (INFO: as the harness)")
+    ap.add_argument("--keep", action="store_true", help="keep the data dir and broker log")
     ap.add_argument("--first-appends", action="store_true")
     args = ap.parse_args()
     if args.first_appends:
