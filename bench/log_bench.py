@@ -216,9 +216,18 @@ def run(root: Path, args: argparse.Namespace) -> None:
     for name, fn, note in reads:
         rows.append((name, *timed(fn), f"{note}, warm cache"))
     if not args.no_cold:
-        for name, fn, note in reads:
-            drop_cache(files)
-            rows.append((name, *timed(fn), f"{note}, cold cache"))
+        # Nothing left to write back while the cold reads run; the three reads take
+        # turns, twice, and each keeps its better run (the disk is shared, and noisy).
+        os.sync()
+        best: dict[str, tuple[float, int]] = {}
+        for _round in range(2):
+            for name, fn, _note in reads:
+                drop_cache(files)
+                dt, n = timed(fn)
+                if name not in best or dt < best[name][0]:
+                    best[name] = (dt, n)
+        for name, _fn, note in reads:
+            rows.append((name, *best[name], f"{note}, cold cache (best of 2)"))
     lg.close()
 
     print(f"\n{'operation':<36} {'MiB':>8} {'seconds':>9} {'MiB/s':>9}  note")
