@@ -74,7 +74,9 @@ _SCAN_FIELDS = LAST_OFFSET_DELTA_OFFSET + 4
 #: segments are read front to back; without this hint the small header pread that
 #: starts each fetch resets the kernel's readahead, and a cold-cache sendfile of the
 #: fetch then crawls (bench/log_bench.py: 440-650 -> ~2,000 MiB/s, plain sendfile ~2,150)
-_FADV_SEQUENTIAL: int | None = getattr(os, "POSIX_FADV_SEQUENTIAL", None)  # baseOffset, batchLength ... lastOffsetDelta
+_FADV_SEQUENTIAL: int | None = getattr(
+    os, "POSIX_FADV_SEQUENTIAL", None
+)  # baseOffset, batchLength ... lastOffsetDelta
 
 
 def file_name(base_offset: int) -> str:
