@@ -20,6 +20,7 @@ from typing import ClassVar
 __all__ = ["AbstractIndex", "CorruptIndexError", "IndexOffsetOverflowError"]
 
 INT32_MAX = 2**31 - 1
+_MADV_RANDOM: int | None = getattr(mmap, "MADV_RANDOM", None)
 
 
 class CorruptIndexError(Exception):
@@ -103,6 +104,12 @@ class AbstractIndex:
                 mm = mmap.mmap(fd, self._length)
             finally:
                 os.close(fd)  # the mapping keeps its own descriptor
+            # Index pages are touched one entry at a time (binary search, appends at
+            # the end): without this, the first fault on a fresh, sparse, preallocated
+            # file makes the kernel read ahead megabytes of holes, costing tens of ms of
+            # CPU on the event loop per index (bench/partitions_bench.py --first-appends).
+            if _MADV_RANDOM is not None:
+                mm.madvise(_MADV_RANDOM)
             self._mm = mm
         return mm
 

@@ -969,8 +969,24 @@ class LogCleaner:
     # -- lifecycle -------------------------------------------------------------
 
     async def run(self) -> None:
-        """Background loop: clean the filthiest log, back off when nothing is due."""
+        """log.cleaner.threads background loops (none when 0 or log.cleaner.enable=false).
+
+        Each loop cleans the filthiest log not already being cleaned and backs
+        off log.cleaner.backoff.ms when nothing is due; the work of each pass
+        runs on the worker pool (one thread per loop), all sharing one throttler.
+        """
         self._wakeup = asyncio.Event()
+        if not self.config.enable_cleaner or self.config.num_threads <= 0:
+            return
+        loops = [asyncio.ensure_future(self._run_loop()) for _ in range(self.config.num_threads)]
+        try:
+            await asyncio.gather(*loops)
+        finally:
+            for t in loops:
+                t.cancel()
+
+    async def _run_loop(self) -> None:
+        assert self._wakeup is not None
         while not self._stopped:
             cleaned = False
             if self.config.enable_cleaner:
@@ -1117,7 +1133,11 @@ class LogCleaner:
 
     def tick(self, now_ms: int) -> None:
         """LogManager.tick: one synchronous pass per back-off period when enabled."""
-        if self.config.enable_cleaner and now_ms - self.last_run_ms >= self.config.backoff_ms:
+        if (
+            self.config.enable_cleaner
+            and self.config.num_threads > 0
+            and now_ms - self.last_run_ms >= self.config.backoff_ms
+        ):
             self.clean_all_sync(now_ms)
             self.last_run_ms = now_ms
 

@@ -3,6 +3,16 @@
 Followers truncate with it (OffsetForLeaderEpoch) instead of trusting the
 high watermark, which is what keeps replicas identical after a leader change.
 File format: ``0\\n<count>\\n<epoch> <startOffset>\\n...`` (Kafka's).
+
+Durability (``sync=False``, what Log uses): every change is written to the
+file at once (tmp + rename) but not fsynced; the owner fsyncs it
+(:meth:`sync_to_disk`, or the LogManager's background flush) before it moves
+the log's recovery point past data written under the new entries. After a
+power loss the file is therefore only stale for offsets the recovery pass
+re-validates, and that pass re-learns their epochs from the batch headers;
+entries past the log end are truncated again at load (Kafka's reasoning in
+KAFKA-15046). Writes that would not change the file are skipped, so loading
+thousands of logs and making them leaders again writes nothing.
 """
 
 from __future__ import annotations
@@ -11,7 +21,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from kafkalite.log.checkpoint import CheckpointFile
+from kafkalite.log.checkpoint import CheckpointFile, fsync_dir, fsync_file
 
 __all__ = [
     "LEADER_EPOCH_CHECKPOINT_FILE",
@@ -47,11 +57,17 @@ def _parse(parts: list[str]) -> EpochEntry:
 class LeaderEpochFileCache:
     """Epochs with strictly increasing epoch and start offset, oldest first."""
 
-    __slots__ = ("_file", "_entries")
+    __slots__ = ("_file", "_entries", "_persisted", "_unsynced", "write_generation")
 
     def __init__(self, path: Path | None, *, sync: bool = True) -> None:
         self._file = CheckpointFile(path, 0, _fmt, _parse, sync=sync) if path is not None else None
         self._entries: list[EpochEntry] = self._file.read() if self._file is not None else []
+        #: what the file holds (as read or last written)
+        self._persisted: tuple[EpochEntry, ...] = tuple(self._entries)
+        #: written without fsync since the last sync_to_disk
+        self._unsynced = False
+        #: bumped by every write (a background fsync clears only what it saw)
+        self.write_generation = 0
 
     @property
     def path(self) -> Path | None:
@@ -134,14 +150,19 @@ class LeaderEpochFileCache:
             previous = e.epoch
         return previous
 
-    def truncate_from_end(self, end_offset: int) -> None:
-        """Drop epochs starting at or after ``end_offset`` (log truncated there)."""
+    def truncate_from_end(self, end_offset: int, *, flush: bool = True) -> None:
+        """Drop epochs starting at or after ``end_offset`` (log truncated there).
+
+        ``flush=False`` (log load) changes only the cache: :attr:`is_dirty` tells
+        the owner to write it later.
+        """
         if end_offset >= 0 and self._entries and self._entries[-1].start_offset >= end_offset:
             while self._entries and self._entries[-1].start_offset >= end_offset:
                 self._entries.pop()
-            self.flush()
+            if flush:
+                self.flush()
 
-    def truncate_from_start(self, start_offset: int) -> None:
+    def truncate_from_start(self, start_offset: int, *, flush: bool = True) -> None:
         """Drop epochs wholly before ``start_offset``; the one holding it now starts there."""
         if start_offset < 0 or not self._entries or self._entries[0].start_offset >= start_offset:
             return
@@ -150,12 +171,45 @@ class LeaderEpochFileCache:
             last_removed = self._entries.pop(0)
         if last_removed is not None:
             self._entries.insert(0, EpochEntry(last_removed.epoch, start_offset))
-        self.flush()
+        if flush:
+            self.flush()
 
     def clear_and_flush(self) -> None:
         self._entries.clear()
         self.flush()
 
+    @property
+    def is_dirty(self) -> bool:
+        """The cache differs from the file (a load-time truncation not written yet)."""
+        return self._file is not None and tuple(self._entries) != self._persisted
+
+    @property
+    def needs_fsync(self) -> bool:
+        return self._unsynced
+
     def flush(self) -> None:
-        if self._file is not None:
-            self._file.write(self._entries)
+        """Write the file if its content would change (fsynced when ``sync``)."""
+        f = self._file
+        if f is None:
+            return
+        entries = tuple(self._entries)
+        if entries == self._persisted:
+            return
+        f.write(entries)
+        self._persisted = entries
+        self.write_generation += 1
+        if not f.sync:
+            self._unsynced = True
+
+    def sync_to_disk(self) -> None:
+        """Write what is pending and fsync the file and its directory."""
+        self.flush()
+        if self._unsynced and self._file is not None:
+            fsync_file(self._file.path)
+            fsync_dir(self._file.path.parent)
+            self._unsynced = False
+
+    def mark_synced(self, generation: int) -> None:
+        """A background fsync covered every write up to ``generation``."""
+        if generation == self.write_generation:
+            self._unsynced = False

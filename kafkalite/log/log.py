@@ -101,6 +101,17 @@ def parse_topic_partition_name(name: str) -> tuple[str, int]:
     return topic, int(part)
 
 
+def _log_file_offsets(names: list[str]) -> list[int]:
+    """Base offsets of the ``<20 digits>.log`` files among ``names``."""
+    out = []
+    for name in names:
+        if name.endswith(LOG_FILE_SUFFIX):
+            stem = name[: -len(LOG_FILE_SUFFIX)]
+            if stem.isdigit():
+                out.append(int(stem))
+    return out
+
+
 def _validate_keys(buf: bytearray | memoryview, batches: list[tuple[int, int]], name: str) -> None:
     """Compacted topics need a key on every record (Kafka's LogValidator): INVALID_RECORD."""
     for pos, _size in batches:
@@ -185,12 +196,14 @@ class Log:
         #: bytes recovery truncated at load (LogManager logs it)
         self.recovery_truncated_bytes = 0
         self.dir.mkdir(parents=True, exist_ok=True)
+        epoch_path = self.dir / LEADER_EPOCH_CHECKPOINT_FILE
         try:
-            self._epoch_cache = LeaderEpochFileCache(self.dir / LEADER_EPOCH_CHECKPOINT_FILE)
+            # fsynced by flush() before the recovery point moves (see leader_epoch_cache)
+            self._epoch_cache = LeaderEpochFileCache(epoch_path, sync=False)
         except CorruptCheckpointError as e:
             log.warning("%s; rebuilding the leader epoch cache from the log", e)
-            (self.dir / LEADER_EPOCH_CHECKPOINT_FILE).unlink()
-            self._epoch_cache = LeaderEpochFileCache(self.dir / LEADER_EPOCH_CHECKPOINT_FILE)
+            epoch_path.unlink()
+            self._epoch_cache = LeaderEpochFileCache(epoch_path, sync=False)
             needs_recovery = True
             recovery_point = 0
         self._load(log_start_offset, recovery_point, needs_recovery)
@@ -198,11 +211,16 @@ class Log:
     # ------------------------------------------------------------------ load
 
     def _load(self, log_start_offset: int, recovery_point: int, needs_recovery: bool) -> None:
-        self._remove_temp_files()
-        self._complete_swap_operations()
+        # One listing serves every step unless one of them changed the directory.
+        names = os.listdir(self.dir)
+        if self._remove_temp_files(names):
+            names = os.listdir(self.dir)
+        if self._complete_swap_operations(names):
+            names = os.listdir(self.dir)
+        present = set(names)
         rebuild: set[int] = set()
-        for base in sorted(self._log_file_offsets()):
-            missing_index = not (self.dir / f"{base:020d}{INDEX_FILE_SUFFIX}").exists()
+        for base in sorted(_log_file_offsets(names)):
+            missing_index = f"{base:020d}{INDEX_FILE_SUFFIX}" not in present
             seg = LogSegment.open(self.dir, base, self.config, created_ms=0)
             self._add_segment(seg)
             if missing_index:
@@ -250,51 +268,50 @@ class Log:
         # Everything up to the log end is now either flushed (clean shutdown) or re-validated.
         self.recovery_point = leo
         self._segments[-1].resize_indexes(self.config.segment_index_bytes)
-        self._epoch_cache.truncate_from_end(leo)
-        self._epoch_cache.truncate_from_start(self._log_start_offset)
+        # In memory only: the file is rewritten by the next change or flush, and stale
+        # entries left by a crash before that are truncated again at the next load.
+        self._epoch_cache.truncate_from_end(leo, flush=False)
+        self._epoch_cache.truncate_from_start(self._log_start_offset, flush=False)
         self._hw = self._log_start_offset
 
     def _log_file_offsets(self) -> list[int]:
-        out = []
-        for p in self.dir.iterdir():
-            name = p.name
-            if name.endswith(LOG_FILE_SUFFIX):
-                stem = name[: -len(LOG_FILE_SUFFIX)]
-                if stem.isdigit():
-                    out.append(int(stem))
-        return out
+        return _log_file_offsets(os.listdir(self.dir))
 
-    def _remove_temp_files(self) -> None:
-        """Delete leftovers of interrupted deletes/cleans and orphaned indexes (as Kafka)."""
-        logs = set()
-        for p in self.dir.iterdir():
-            if p.name.endswith(LOG_FILE_SUFFIX):
-                logs.add(p.name[: -len(LOG_FILE_SUFFIX)])
-        for p in list(self.dir.iterdir()):
-            name = p.name
-            if not p.is_file():
-                continue
+    def _remove_temp_files(self, names: list[str]) -> bool:
+        """Delete leftovers of interrupted deletes/cleans and orphaned indexes (as Kafka).
+
+        Returns True when something was deleted."""
+        logs = {n[: -len(LOG_FILE_SUFFIX)] for n in names if n.endswith(LOG_FILE_SUFFIX)}
+        changed = False
+        for name in names:
             if name.endswith((DELETED_FILE_SUFFIX, CLEANED_FILE_SUFFIX, ".tmp")):
-                p.unlink()
+                p = self.dir / name
+                if p.is_file():
+                    p.unlink()
+                    changed = True
                 continue
             for suffix in (INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, TXN_INDEX_FILE_SUFFIX):
                 if name.endswith(suffix) and name[: -len(suffix)] not in logs:
-                    log.info("%s: deleting orphaned index %s", self.name, name)
-                    p.unlink()
+                    p = self.dir / name
+                    if p.is_file():
+                        log.info("%s: deleting orphaned index %s", self.name, name)
+                        p.unlink()
+                        changed = True
+        return changed
 
-    def _complete_swap_operations(self) -> None:
+    def _complete_swap_operations(self, names: list[str]) -> bool:
         """Finish a cleaner swap interrupted by a crash (hook for ``cleaner.py``).
 
         A ``.log.swap`` is a complete replacement for the segments whose base
         offsets fall in its offset range: delete those and drop the suffix.
-        Swap indexes are discarded and rebuilt.
+        Swap indexes are discarded and rebuilt. Returns True when there was one.
         """
-        for p in sorted(self.dir.iterdir()):
-            name = p.name
-            if name.endswith(SWAP_FILE_SUFFIX) and not name.endswith(
-                LOG_FILE_SUFFIX + SWAP_FILE_SUFFIX
-            ):
-                p.unlink()
+        swaps = sorted(n for n in names if n.endswith(SWAP_FILE_SUFFIX))
+        if not swaps:
+            return False
+        for name in swaps:
+            if not name.endswith(LOG_FILE_SUFFIX + SWAP_FILE_SUFFIX):
+                (self.dir / name).unlink()
         for p in sorted(self.dir.glob(f"*{LOG_FILE_SUFFIX}{SWAP_FILE_SUFFIX}")):
             base = int(p.name.split(".", 1)[0])
             seg = LogSegment.open(self.dir, base, self.config, file_suffix=SWAP_FILE_SUFFIX)
@@ -320,6 +337,7 @@ class Log:
                 if swap.exists():
                     os.replace(swap, self.dir / f"{base:020d}{suffix}")
             log.info("%s: completed interrupted swap of segment %d", self.name, base)
+        return True
 
     def _recover_from(self, recovery_point: int, rebuild: set[int]) -> None:
         """Re-validate segments holding offsets >= recovery_point (and those with bad
@@ -971,6 +989,7 @@ class Log:
             return
         for seg in self.unflushed_segments(offset):
             seg.flush()
+        self._epoch_cache.sync_to_disk()
         self.recovery_point = offset
         self.last_flush_ms = self._clock()
         if offset >= self._leo:
@@ -1051,8 +1070,16 @@ class Log:
             seg.change_file_suffixes(SWAP_FILE_SUFFIX, "")
         self._meta_cache.clear()
 
-    def close(self) -> None:
-        """Clean close: trim indexes, close files. Pending deletes keep their ``.deleted`` files."""
+    def close(self, *, sync: bool = True) -> None:
+        """Clean close: trim indexes, close files. Pending deletes keep their ``.deleted`` files.
+
+        ``sync=False`` leaves the leader-epoch checkpoint written but not fsynced
+        (the LogManager syncs the whole filesystem once at shutdown).
+        """
+        if sync:
+            self._epoch_cache.sync_to_disk()
+        else:
+            self._epoch_cache.flush()
         for seg in self._segments:
             try:
                 seg.close()

@@ -27,6 +27,7 @@ from kafkalite.log.errors import InconsistentBrokerIdError, InconsistentClusterI
 __all__ = [
     "META_PROPERTIES_FILE",
     "MetaProperties",
+    "check_log_dirs",
     "ensure_meta_properties",
     "read_meta_properties",
     "resolve_broker_id",
@@ -163,6 +164,26 @@ def read_meta_properties(log_dir: Path) -> MetaProperties | None:
     return MetaProperties(broker_id, cluster_id, version, props)
 
 
+def check_log_dirs(log_dirs: Iterable[Path]) -> tuple[list[Path], dict[Path, str]]:
+    """(healthy dirs, {failed dir: why}): Kafka's MetaPropertiesEnsemble at start-up.
+
+    A dir that cannot be created, or whose meta.properties cannot be read or
+    parsed, starts offline (Kafka's errorLogDirs); the broker runs on the rest.
+    """
+    healthy: list[Path] = []
+    failed: dict[Path, str] = {}
+    for d in log_dirs:
+        d = Path(d)
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+            read_meta_properties(d)
+        except (OSError, ValueError, UnicodeDecodeError) as e:
+            failed[d] = str(e)
+            continue
+        healthy.append(d)
+    return healthy, failed
+
+
 def write_meta_properties(
     log_dir: Path, meta: MetaProperties, *, now_s: float | None = None
 ) -> None:
@@ -214,8 +235,12 @@ def ensure_meta_properties(
     cluster_id: str | None = None,
     *,
     now_s: float | None = None,
+    on_write_error: Callable[[Path, OSError], None] | None = None,
 ) -> None:
-    """Check stored cluster ids agree, then write meta.properties where missing (or id-less)."""
+    """Check stored cluster ids agree, then write meta.properties where missing (or id-less).
+
+    A write that fails goes to ``on_write_error`` (the dir goes offline) when given.
+    """
     dirs = [Path(d) for d in log_dirs]
     metas = {d: read_meta_properties(d) for d in dirs}
     stored_clusters = {
@@ -237,8 +262,13 @@ def ensure_meta_properties(
                 f"{d}: stored broker.id {meta.broker_id} != {broker_id}"
             )
         if meta is None or (meta.cluster_id is None and effective_cluster is not None):
-            d.mkdir(parents=True, exist_ok=True)
             extra = meta.extra if meta is not None else {}
-            write_meta_properties(
-                d, MetaProperties(broker_id, effective_cluster, 0, extra), now_s=now_s
-            )
+            try:
+                d.mkdir(parents=True, exist_ok=True)
+                write_meta_properties(
+                    d, MetaProperties(broker_id, effective_cluster, 0, extra), now_s=now_s
+                )
+            except OSError as e:
+                if on_write_error is None:
+                    raise
+                on_write_error(d, e)

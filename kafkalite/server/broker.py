@@ -24,9 +24,12 @@ from kafkalite.controller.controlled_shutdown import controlled_shutdown
 from kafkalite.controller.kafka_controller import ControllerConfig, KafkaController
 from kafkalite.coordinator.group import GroupCoordinator
 from kafkalite.coordinator.transaction.producer_id_manager import ProducerIdManager
+from kafkalite.log.cleaner import CleanerConfig
+from kafkalite.log.errors import KafkaStorageError
 from kafkalite.log.log_config import LogConfig
 from kafkalite.log.log_manager import LogManager
 from kafkalite.log.meta_properties import (
+    check_log_dirs,
     ensure_meta_properties,
     read_meta_properties,
     resolve_broker_id,
@@ -108,6 +111,9 @@ class KafkaBroker:
         self._tasks: list[asyncio.Task[Any]] = []
         self.started = False
         self.advertised: list[Endpoint] = []
+        self._log_dirs = list(config.log_dirs)
+        #: log dirs that failed before the logs were loaded, with the reason
+        self.offline_log_dirs_at_start: dict[Path, str] = {}
 
     def _broker_log_defaults(self) -> LogConfig:
         props: dict[str, Any] = {}
@@ -124,8 +130,13 @@ class KafkaBroker:
     # ---- lifecycle ----------------------------------------------------------
     async def start(self) -> None:
         cfg = self.config
-        for d in cfg.log_dirs:
-            d.mkdir(parents=True, exist_ok=True)
+        # a dir that cannot be created or whose meta.properties is unreadable starts offline
+        self._log_dirs, self.offline_log_dirs_at_start = check_log_dirs(cfg.log_dirs)
+        if not self._log_dirs:
+            raise KafkaStorageError(
+                "every log dir failed at start-up: "
+                + "; ".join(f"{d}: {e}" for d, e in self.offline_log_dirs_at_start.items())
+            )
         self.store = await open_store(cfg, ensemble=self.ensemble)
         await KafkaZkClient(self.store).create_top_level_paths()
         self.cluster_id = await self._get_or_create_cluster_id()
@@ -146,6 +157,15 @@ class KafkaBroker:
             log_start_offset_checkpoint_interval_ms=int(
                 cfg["log.flush.start.offset.checkpoint.interval.ms"]
             ),
+            flush_check_interval_ms=int(cfg["log.flush.scheduler.interval.ms"]),
+            high_watermark_checkpoint_interval_ms=int(
+                cfg["replica.high.watermark.checkpoint.interval.ms"]
+            ),
+            recovery_threads_per_data_dir=int(cfg["num.recovery.threads.per.data.dir"]),
+            cleaner_config=CleanerConfig.from_properties(cfg),
+            # loaded logs get their topic's config at once, not the broker defaults
+            topic_configs={t: self.admin.log_config(t) for t in self.admin.topic_configs},
+            initial_offline_dirs=self.offline_log_dirs_at_start,
         )
         self.log_manager.startup()
         self.replica_manager = ReplicaManager(
@@ -341,14 +361,19 @@ class KafkaBroker:
                 stat = await self.store.set(paths.BROKER_SEQUENCE_ID, b"")
             return int(stat.version) + int(self.config["reserved.broker.max.id"])
 
-        dirs = self.config.log_dirs
+        dirs = self._log_dirs
         configured: int | None = self.config.broker_id
         if configured is not None and configured < 0:
             configured = None
             if all(read_meta_properties(d) is None for d in dirs):
                 configured = await generate()
         broker_id = resolve_broker_id(dirs, configured)
-        ensure_meta_properties(dirs, broker_id, self.cluster_id)
+        ensure_meta_properties(
+            dirs,
+            broker_id,
+            self.cluster_id,
+            on_write_error=lambda d, e: self.offline_log_dirs_at_start.setdefault(d, str(e)),
+        )
         return broker_id
 
     async def _register_broker(self) -> None:

@@ -499,3 +499,26 @@ def test_extra_disk_during_a_pass_is_about_one_segment(tmp_path: Path) -> None:
     assert all(n == 1 and size <= 2048 for n, size in seen)
     assert len(records(lg)) == 150
     lm.shutdown()
+
+
+def test_the_dirtiest_log_is_cleaned_first(tmp_path: Path) -> None:
+    """Kafka's grabFilthiestCompactedLog: the highest cleanable ratio wins, not log order."""
+    lm = new_manager(tmp_path)
+    a = lm.get_or_create_log("a", 0)  # first in every iteration order
+    _fill(a, 60)
+    assert [s.topic_partition for s in lm.cleaner.clean_all_sync()] == [("a", 0)]
+    _fill(a, 25)  # some new dirty data over a clean head: a lower ratio
+    b = lm.get_or_create_log("b", 0)
+    _fill(b, 60)  # never cleaned: everything below its active segment is dirty
+    ratios = {}
+    ltc = lm.cleaner.manager.grab_filthiest_compacted_log(NOW)
+    assert ltc is not None
+    ratios[ltc.topic_partition] = ltc.cleanable_ratio
+    lm.cleaner.manager.done_cleaning(ltc.topic_partition)
+    first = lm.cleaner.clean_once_sync()
+    second = lm.cleaner.clean_once_sync()
+    assert first is not None and second is not None
+    assert (first.topic_partition, second.topic_partition) == (("b", 0), ("a", 0))
+    assert ratios[("b", 0)] == 1.0
+    assert lm.cleaner.clean_once_sync() is None
+    lm.shutdown()

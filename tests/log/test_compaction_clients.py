@@ -36,7 +36,7 @@ class Crash(BaseException):
 @pytest.fixture
 def broker(kafka_broker_factory: Callable[..., ThreadedBroker]) -> ThreadedBroker:
     b = kafka_broker_factory(**{"log.cleaner.enable": False})
-    b.call(setattr, b.kafka.log_manager.cleaner.config, "enable_cleaner", False)
+    assert not b.kafka.log_manager.cleaner.config.enable_cleaner
     return b
 
 
@@ -264,11 +264,16 @@ def test_compact_delete_retention_advances_the_log_start(broker: ThreadedBroker)
     """44 with compact,delete: retention drops whole old segments; below the start is out of range."""
     cfg = dict(COMPACT, **{"cleanup.policy": "compact,delete", "retention.bytes": "3000"})
     broker.create_topic("c44", config=cfg)
-    _produce(broker, "c44", _keyed(200, 50))
+    # 50 keys x ~150 bytes: the compacted log alone is well over retention.bytes, however
+    # the client happened to batch the records
+    _produce(broker, "c44", [(k, v + b"x" * 100) for k, v in _keyed(200, 50)])
     assert _clean(broker) is not None
+    lg = _log(broker, "c44")
+    first = lg.segments[0].size
+    # precondition of size retention: deleting the oldest segment still leaves >= 3000 bytes
+    assert lg.size_in_bytes - 3000 >= first, (lg.size_in_bytes, first)
     deleted = broker.call(broker.kafka.log_manager.cleanup_logs)
     assert deleted > 0
-    lg = _log(broker, "c44")
     start = lg.log_start_offset
     assert start > 0 and lg.size_in_bytes <= 3000 + 1024
     got = _consume(broker, "c44", start)
@@ -353,7 +358,6 @@ def test_cleaner_crash_at_each_swap_step_is_recovered_at_restart(
     with pytest.raises(Crash):
         _clean(broker)
     broker.restart()
-    broker.call(setattr, _cleaner(broker).config, "enable_cleaner", False)
     got = _consume(broker, "c-crash")
     assert _latest(got) == _latest(acked)
     assert set(got) <= set(before)

@@ -174,3 +174,52 @@ def test_corrupt_checkpoint(tmp_path: Path) -> None:
         p.write_text(text)
         with pytest.raises(CorruptCheckpointError):
             LeaderEpochFileCache(p)
+
+
+def _vm_flags_of_mapping(path: Path) -> list[str]:
+    """VmFlags of this process's mapping of ``path`` (from /proc/self/smaps)."""
+    lines = Path("/proc/self/smaps").read_text().splitlines()
+    inside = False
+    for line in lines:
+        if line.split()[-1:] == [str(path)]:
+            inside = True
+        elif inside and line.startswith("VmFlags:"):
+            return line.split()[1:]
+    raise AssertionError(f"{path} is not mapped")
+
+
+@pytest.mark.parametrize("kind", ["offset", "time"])
+def test_index_mapping_reads_no_ahead(tmp_path: Path, kind: str) -> None:
+    """A fresh preallocated (sparse) index is mapped MADV_RANDOM ("rr"): the first store
+    into it must not make the kernel read ahead megabytes of holes on the event loop."""
+    if kind == "offset":
+        idx: OffsetIndex | TimeIndex = OffsetIndex(tmp_path / "a.index", 0, 10 * 1024 * 1024)
+        idx.append(10, 4096)  # type: ignore[union-attr]
+    else:
+        idx = TimeIndex(tmp_path / "a.timeindex", 0, 10 * 1024 * 1024)
+        idx.maybe_append(1000, 10)  # type: ignore[union-attr]
+    assert idx.is_mapped
+    assert "rr" in _vm_flags_of_mapping(idx.path)
+    assert "sr" not in _vm_flags_of_mapping(idx.path)
+    idx.close()
+
+
+def test_transaction_index_file_bytes(tmp_path: Path) -> None:
+    """Every entry byte for byte: version int16 0, producerId, firstOffset, lastOffset,
+    lastStableOffset (int64 each, big-endian), as Kafka's TransactionIndex writes them."""
+    p = tmp_path / "00000000000000000100.txnindex"
+    ti = TransactionIndex(p, 100)
+    entries = [(7, 100, 110, 111), (8, 105, 120, 121), (2**40 + 3, 125, 130, 140)]
+    for pid, first, last, lso in entries:
+        ti.append(AbortedTxn(pid, first, last, lso))
+    ti.close()
+    expected = b"".join(
+        b"\x00\x00" + b"".join(v.to_bytes(8, "big", signed=True) for v in e) for e in entries
+    )
+    assert p.read_bytes() == expected
+    again = TransactionIndex(p, 100)
+    assert [
+        (t.producer_id, t.first_offset, t.last_offset, t.last_stable_offset)
+        for t in again.all_aborted_txns()
+    ] == entries
+    again.close()

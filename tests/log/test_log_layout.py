@@ -134,6 +134,8 @@ def test_manager_dir_layout(tmp_path: Path) -> None:
         lg = lm.get_or_create_log(topic, p)
         for i in range(2):
             _append(lg, i, 0)
+        if p == 1:
+            lg.update_high_watermark(4)
     lm.shutdown()
     d = tmp_path / "d1"
     names = sorted(p.name for p in d.iterdir())
@@ -145,7 +147,11 @@ def test_manager_dir_layout(tmp_path: Path) -> None:
         "orders-eu-0",
         "orders-eu-1",
         "recovery-point-offset-checkpoint",
+        "replication-offset-checkpoint",
     ]
+    assert (d / "replication-offset-checkpoint").read_text() == (
+        "0\n3\n__consumer_offsets 12 0\norders-eu 0 0\norders-eu 1 4\n"
+    )
     assert (d / "recovery-point-offset-checkpoint").read_text() == (
         "0\n3\n__consumer_offsets 12 6\norders-eu 0 6\norders-eu 1 6\n"
     )

@@ -252,3 +252,243 @@ def test_duplicate_partition_across_dirs_fails(tmp_path: Path) -> None:
         (tmp_path / d / "t-0").mkdir(parents=True)
     with pytest.raises(Exception, match="duplicate"):
         _mgr([tmp_path / "a", tmp_path / "b"])
+
+
+def test_placement_counts_follow_deletes(tmp_path: Path) -> None:
+    """Placement uses per-dir counts: they must drop when a log is deleted."""
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    lm = _mgr(dirs, config=LogConfig(segment_bytes=400, file_delete_delay_ms=0))
+    for p in range(4):
+        lm.get_or_create_log("t", p)
+    in_a = [p for p in range(4) if lm.log_dir_of("t", p) == dirs[0]]
+    for p in in_a:
+        lm.delete_log("t", p)
+    # "a" now holds nothing, "b" two: the next two logs go to "a"
+    assert lm.log_dir_of(*lm.get_or_create_log("u", 0).topic_partition) == dirs[0]
+    assert lm.log_dir_of(*lm.get_or_create_log("u", 1).topic_partition) == dirs[0]
+    lm.shutdown()
+    lm = _mgr(dirs)  # counts rebuilt at load
+    assert lm.log_dir_of(*lm.get_or_create_log("v", 0).topic_partition) in dirs
+    assert sorted(len(v) for v in lm.logs_by_dir().values()) == [2, 3]
+    lm.shutdown()
+
+
+def test_high_watermarks_restored_at_load(tmp_path: Path) -> None:
+    """replication-offset-checkpoint -> each log's HW at load, clamped to [start, end]."""
+    lm = _mgr([tmp_path])
+    a, b = lm.get_or_create_log("a", 0), lm.get_or_create_log("b", 0)
+    fill(a, 6)
+    fill(b, 3)
+    a.update_high_watermark(4)
+    b.update_high_watermark(3)
+    lm.shutdown()  # writes the HWs
+    assert (tmp_path / "replication-offset-checkpoint").read_text() == "0\n2\na 0 4\nb 0 3\n"
+    OffsetCheckpointFile(tmp_path / "replication-offset-checkpoint").write(
+        {("a", 0): 4, ("b", 0): 99}
+    )
+    lm = _mgr([tmp_path])
+    assert lm.get_log("a", 0).high_watermark == 4  # type: ignore[union-attr]
+    assert lm.get_log("b", 0).high_watermark == 3  # clamped to the log end  # type: ignore[union-attr]
+    lm.shutdown()
+
+
+def test_tick_writes_due_checkpoints(tmp_path: Path) -> None:
+    """recovery points, log start offsets and HWs are written by tick when each is due."""
+    now = [1_000_000]
+    lm = _mgr(
+        [tmp_path],
+        now,
+        recovery_point_checkpoint_interval_ms=60_000,
+        log_start_offset_checkpoint_interval_ms=30_000,
+        high_watermark_checkpoint_interval_ms=5_000,
+        config=LogConfig(segment_bytes=100_000),
+    )
+    lg = lm.get_or_create_log("t", 0)
+    fill(lg, 5)
+    lg.update_high_watermark(5)
+    lg.delete_records(2)
+    lg.flush()
+    rp = tmp_path / "recovery-point-offset-checkpoint"
+    ls = tmp_path / "log-start-offset-checkpoint"
+    hw = tmp_path / "replication-offset-checkpoint"
+    lm.tick()
+    assert not rp.exists() and not ls.exists() and not hw.exists()
+    now[0] += 5_000
+    lm.tick()
+    assert hw.read_text() == "0\n1\nt 0 5\n"
+    assert not rp.exists() and not ls.exists()
+    now[0] += 25_000
+    lm.tick()
+    assert ls.read_text() == "0\n1\nt 0 2\n"
+    assert not rp.exists()
+    now[0] += 30_000
+    lm.tick()
+    assert rp.read_text() == "0\n1\nt 0 5\n"
+    fill(lg, 2)
+    lg.update_high_watermark(7)
+    now[0] += 5_000
+    lm.tick()
+    assert hw.read_text() == "0\n1\nt 0 7\n"
+    lm.shutdown()
+
+
+def test_run_loop_writes_high_watermarks_on_a_worker(tmp_path: Path) -> None:
+    lm = _mgr([tmp_path], high_watermark_checkpoint_interval_ms=10)
+    lg = lm.get_or_create_log("t", 0)
+    fill(lg, 3)
+    lg.update_high_watermark(3)
+    hw = tmp_path / "replication-offset-checkpoint"
+
+    async def go() -> None:
+        task = asyncio.create_task(lm.run(interval_ms=10))
+        for _ in range(200):
+            await asyncio.sleep(0.01)
+            if hw.exists() and hw.read_text() == "0\n1\nt 0 3\n":
+                break
+        assert hw.read_text() == "0\n1\nt 0 3\n"
+        lm.shutdown()
+        await asyncio.wait_for(task, 2)
+
+    asyncio.run(go())
+
+
+def _stat(p: Path) -> tuple[int, int]:
+    st = p.stat()
+    return st.st_ino, st.st_mtime_ns
+
+
+def test_restart_rewrites_no_leader_epoch_checkpoint(tmp_path: Path) -> None:
+    """Load + becoming leader again at the same epoch writes nothing (10k partitions start fast)."""
+    lm = _mgr([tmp_path])
+    empty = lm.get_or_create_log("empty", 0)
+    full = lm.get_or_create_log("full", 0)
+    empty.leader_epoch_cache.assign(3, 0)
+    fill(full, 4, epoch=3)
+    lm.shutdown()
+    files = [tmp_path / n / "leader-epoch-checkpoint" for n in ("empty-0", "full-0")]
+    assert [f.read_text() for f in files] == ["0\n1\n3 0\n"] * 2
+    before = [_stat(f) for f in files]
+    lm = _mgr([tmp_path])
+    for name in ("empty", "full"):
+        lg = lm.get_log(name, 0)
+        assert lg is not None
+        lg.leader_epoch_cache.assign(3, lg.log_end_offset)  # what make_leader does
+    lm.shutdown()
+    assert [_stat(f) for f in files] == before
+
+
+def test_leader_epoch_checkpoint_is_fsynced_before_the_recovery_point_moves(
+    tmp_path: Path,
+) -> None:
+    """A new epoch is written at once but fsynced in the background flush; the rolled
+    segments' recovery point only moves once the epoch file is durable."""
+    lm = _mgr([tmp_path], config=LogConfig(segment_bytes=300))
+    lg = lm.get_or_create_log("t", 0)
+    fill(lg, 10, epoch=7)
+    cache = lg.leader_epoch_cache
+    assert (lg.dir / "leader-epoch-checkpoint").read_text() == "0\n1\n7 0\n"
+    assert cache.needs_fsync
+    assert lg.num_segments > 1 and lg.recovery_point == 0
+
+    async def go() -> None:
+        task = asyncio.create_task(lm.run(interval_ms=10))
+        for _ in range(200):
+            await asyncio.sleep(0.01)
+            if lg.recovery_point == lg.active_segment.base_offset:
+                break
+        lm.shutdown()
+        await asyncio.wait_for(task, 2)
+
+    asyncio.run(go())
+    assert lg.recovery_point > 0 and not cache.needs_fsync
+
+
+def test_load_truncation_of_epochs_is_written_later(tmp_path: Path) -> None:
+    """Entries past the log end (a crash after the epoch write) are dropped at load in
+    memory, and the file follows at the next flush."""
+    lm = _mgr([tmp_path])
+    lg = lm.get_or_create_log("t", 0)
+    fill(lg, 2, epoch=1)
+    lg.leader_epoch_cache.assign(5, 2)  # a leader change with no data yet
+    lm.shutdown()
+    f = tmp_path / "t-0" / "leader-epoch-checkpoint"
+    assert f.read_text() == "0\n2\n1 0\n5 2\n"
+    lm = _mgr([tmp_path])
+    lg = lm.get_log("t", 0)
+    assert lg is not None
+    assert [(e.epoch, e.start_offset) for e in lg.leader_epoch_cache.entries()] == [(1, 0)]
+    assert f.read_text() == "0\n2\n1 0\n5 2\n"  # not written during the load
+    assert lg.leader_epoch_cache.is_dirty
+    lm.tick()
+    assert f.read_text() == "0\n1\n1 0\n"
+    assert not lg.leader_epoch_cache.is_dirty
+    lm.shutdown()
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_unclean_load_with_recovery_threads(tmp_path: Path, threads: int) -> None:
+    lm = _mgr([tmp_path])
+    expected = {}
+    for p in range(6):
+        lg = lm.get_or_create_log("t", p)
+        fill(lg, 5 + p)
+        expected[("t", p)] = read_all(lg)
+    lm.shutdown()
+    (tmp_path / CLEAN_SHUTDOWN_FILE).unlink()
+    (tmp_path / "recovery-point-offset-checkpoint").unlink()
+    seg = max((tmp_path / "t-4").glob("*.log"))  # the active segment
+    os.truncate(seg, seg.stat().st_size - 3)  # a torn tail in one of them
+    lm = _mgr([tmp_path], recovery_threads_per_data_dir=threads)
+    got = {lg.topic_partition: read_all(lg) for lg in lm.all_logs()}
+    assert got == {**expected, ("t", 4): expected[("t", 4)][:-1]}
+    lm.shutdown()
+
+
+def test_dirs_that_failed_before_startup_start_offline(tmp_path: Path) -> None:
+    good, bad = tmp_path / "good", tmp_path / "bad"
+    lm = _mgr([good, bad], initial_offline_dirs=[bad])
+    assert lm.offline_dirs == {bad.absolute()}
+    assert not bad.exists()  # never touched
+    assert lm.log_dir_of(*lm.get_or_create_log("t", 0).topic_partition) == good.absolute()
+    lm.shutdown()
+    with pytest.raises(KafkaStorageError, match="every log dir is offline"):
+        _mgr([bad], initial_offline_dirs=[bad])
+
+
+def test_many_logs_are_made_durable_in_bulk(tmp_path: Path) -> None:
+    """>= BULK_SYNC_MIN_LOGS logs: the background flush and the shutdown use one syncfs
+    per dir; recovery points and epoch files end up exactly as with per-file fsyncs."""
+    from kafkalite.log.checkpoint import syncfs_available
+    from kafkalite.log.log_manager import BULK_SYNC_MIN_LOGS
+
+    assert syncfs_available()  # Linux: the bulk path is what runs here
+    lm = _mgr([tmp_path], config=LogConfig(segment_bytes=300))
+    logs = [lm.get_or_create_log("t", p) for p in range(BULK_SYNC_MIN_LOGS + 6)]
+    for lg in logs:
+        fill(lg, 8, epoch=2)
+    assert all(lg.leader_epoch_cache.needs_fsync and lg.recovery_point == 0 for lg in logs)
+
+    async def go() -> None:
+        task = asyncio.create_task(lm.run(interval_ms=10))
+        for _ in range(300):
+            await asyncio.sleep(0.01)
+            if all(lg.recovery_point == lg.active_segment.base_offset for lg in logs):
+                break
+        assert all(not lg.leader_epoch_cache.needs_fsync for lg in logs)
+        assert all(lg.recovery_point == lg.active_segment.base_offset > 0 for lg in logs)
+        for lg in logs:
+            fill(lg, 1, epoch=3)  # unflushed tails and new epochs for the shutdown
+        lm.shutdown()
+        await asyncio.wait_for(task, 5)
+
+    asyncio.run(go())
+    assert (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
+    assert OffsetCheckpointFile(tmp_path / "recovery-point-offset-checkpoint").read() == {
+        ("t", p): 9 for p in range(len(logs))
+    }
+    lm = _mgr([tmp_path])
+    for p in range(len(logs)):
+        lg = lm.get_log("t", p)
+        assert lg is not None and lg.log_end_offset == 9 and lg.latest_epoch == 3
+        assert (lg.dir / "leader-epoch-checkpoint").read_text() == "0\n2\n2 0\n3 8\n"
+    lm.shutdown()

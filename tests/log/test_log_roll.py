@@ -124,3 +124,46 @@ def test_any_offset_maps_to_its_batch(
         recovered.update_high_watermark(recovered.log_end_offset)
         check(recovered)
         recovered.close()
+
+
+def test_segment_jitter_shortens_the_roll_age(tmp_path: Path) -> None:
+    """should_roll rolls at segment.ms - jitter, with the jitter drawn for each segment."""
+    import random
+
+    random.seed(7)
+    lg = new_log(tmp_path, LogConfig(segment_ms=1000, segment_jitter_ms=1000))
+    lg.append_as_leader(make_batch(1, timestamp=10_000), 0)
+    jitter = lg.active_segment.roll_jitter_ms
+    assert 0 < jitter < 1000
+    lg.append_as_leader(make_batch(1, timestamp=10_000 + 1000 - jitter), 0)
+    assert lg.num_segments == 1  # not older than segment.ms - jitter yet
+    lg.append_as_leader(make_batch(1, timestamp=10_000 + 1000 - jitter + 1), 0)
+    assert [s.base_offset for s in lg.segments] == [0, 2]  # well before segment.ms itself
+    # each segment draws its own jitter
+    jitters = set()
+    for i in range(8):
+        lg.roll()
+        jitters.add(lg.active_segment.roll_jitter_ms)
+        lg.append_as_leader(make_batch(1, timestamp=20_000 + i), 0)
+    assert len(jitters) > 1
+
+
+def test_indexes_are_trimmed_as_soon_as_the_segment_rolls(tmp_path: Path) -> None:
+    """A rolled segment's preallocated indexes shrink to their entries at once, not at close."""
+    one = len(make_batch(1))
+    lg = new_log(
+        tmp_path,
+        LogConfig(segment_bytes=5 * one, index_interval_bytes=0, segment_index_bytes=4096),
+    )
+    fill(lg, 4)
+    active = lg.active_segment
+    assert active.offset_index.path.stat().st_size == 4096  # preallocated while active
+    assert active.time_index.path.stat().st_size == 4092  # rounded down to 12-byte entries
+    fill(lg, 3)  # the 6th batch rolls
+    old, new = lg.segments
+    assert old.offset_index.path.stat().st_size == 8 * old.offset_index.entries == 8 * 4
+    assert old.time_index.path.stat().st_size == 12 * old.time_index.entries
+    assert old.time_index.entries >= 1
+    assert new.offset_index.path.stat().st_size == 4096
+    # and the trimmed index still answers lookups
+    assert read_all(lg) == [(i, i) for i in range(7)]

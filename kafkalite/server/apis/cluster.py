@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kafkalite.protocol.errors import ErrorCode
@@ -61,41 +62,55 @@ def handle_describe_cluster(broker: KafkaBroker, ctx: RequestContext, req: Any) 
 
 
 def handle_describe_log_dirs(broker: KafkaBroker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    """Every configured log dir with its logs (Kafka's ReplicaManager.describeLogDirs).
+
+    An offline dir (I/O error, or failed at start-up) is reported with
+    KAFKA_STORAGE_ERROR and nothing else, as Kafka does.
+    """
     wanted: set[tuple[str, int]] | None = None
     if req.topics is not None:
         wanted = {(t.topic, int(p)) for t in req.topics for p in t.partitions}
-    by_dir: dict[str, dict[str, list[dict[str, Any]]]] = {
-        str(d): {} for d in broker.config.log_dirs
-    }
-    for (topic, part), p in sorted(broker.replica_manager.partitions.items()):
-        if p.log is None or (wanted is not None and (topic, part) not in wanted):
-            continue
-        d = str(p.log.dir.parent)
-        lag = max(p.log.log_end_offset - p.high_watermark, 0) if p.is_leader else 0
-        by_dir.setdefault(d, {}).setdefault(topic, []).append(
-            {
-                "partition_index": part,
-                "partition_size": p.log.size_in_bytes,
-                "offset_lag": lag,
-                "is_future_key": False,
-            }
-        )
+    lm = broker.log_manager
     results = []
-    for d, topics in by_dir.items():
+    for d, logs in lm.logs_by_dir().items():
+        if d in lm.offline_dirs:
+            results.append(_log_dir_error(d, ErrorCode.kafka_storage_error))
+            continue
         try:
             st = os.statvfs(d)
-            total, usable = st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
-            err = 0
         except OSError:
-            total = usable = -1
-            err = ErrorCode.kafka_storage_error
+            results.append(_log_dir_error(d, ErrorCode.kafka_storage_error))
+            continue
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for lg in sorted(logs, key=lambda x: x.topic_partition):
+            if wanted is not None and lg.topic_partition not in wanted:
+                continue
+            topics.setdefault(lg.topic, []).append(
+                {
+                    "partition_index": lg.partition,
+                    "partition_size": lg.size_in_bytes,
+                    # Kafka: max(HW - LEO, 0) for a current (non-future) log
+                    "offset_lag": max(lg.high_watermark - lg.log_end_offset, 0),
+                    "is_future_key": False,
+                }
+            )
         results.append(
             {
-                "error_code": err,
-                "log_dir": d,
-                "total_bytes": total,
-                "usable_bytes": usable,
+                "error_code": 0,
+                "log_dir": str(d),
+                "total_bytes": st.f_blocks * st.f_frsize,
+                "usable_bytes": st.f_bavail * st.f_frsize,
                 "topics": [{"name": t, "partitions": ps} for t, ps in sorted(topics.items())],
             }
         )
     return {"throttle_time": 0, "error_code": 0, "results": results}
+
+
+def _log_dir_error(d: Path, code: int) -> dict[str, Any]:
+    return {
+        "error_code": code,
+        "log_dir": str(d),
+        "total_bytes": -1,
+        "usable_bytes": -1,
+        "topics": [],
+    }
