@@ -284,6 +284,11 @@ class ControllerChannelManager:
         sender = self._senders.get(broker_id)
         return sender.queue.qsize() if sender is not None else 0
 
+    def requests_sent(self, broker_id: int) -> int:
+        """Requests this broker has answered since its sender started."""
+        sender = self._senders.get(broker_id)
+        return sender.sent if sender is not None else 0
+
     async def shutdown(self) -> None:
         """Drop every queue and connection (controller resignation or broker stop).
 

@@ -84,6 +84,9 @@ class ControllerContext:
     partitions_undergoing_preferred_replica_election: set[TopicPartition] = field(
         default_factory=set
     )
+    #: per live broker, its replicas in failed log dirs (LeaderAndIsr answered
+    #: KAFKA_STORAGE_ERROR); dropped when the broker restarts or dies
+    replicas_on_offline_dirs: dict[int, set[TopicPartition]] = field(default_factory=dict)
 
     def reset(self) -> None:
         """Forget everything, in place (the state machines and selectors keep this object)."""
@@ -158,8 +161,25 @@ class ControllerContext:
     def all_live_replicas(self) -> list[PartitionAndReplica]:
         return self.replicas_on_brokers(self.live_broker_ids)
 
-    def is_replica_online(self, replica: int) -> bool:
-        return replica in self.live_brokers
+    def is_replica_online(
+        self, broker_id: int, tp: TopicPartition, include_shutting_down: bool = False
+    ) -> bool:
+        """Kafka's isReplicaOnline: the broker is live (or shutting down, if asked) and the
+        replica's log dir has not failed. What elections and ISR decisions go by."""
+        if broker_id not in self.live_brokers:
+            return False
+        if not include_shutting_down and broker_id in self.shutting_down_broker_ids:
+            return False
+        offline = self.replicas_on_offline_dirs.get(broker_id)
+        return offline is None or tp not in offline
+
+    def offline_replicas(self, tp: TopicPartition, replicas: list[int]) -> tuple[int, ...]:
+        """The replicas of ``tp`` on live brokers whose log dir failed (Metadata lists them
+        with the dead brokers' replicas in offline_replicas)."""
+        dirs = self.replicas_on_offline_dirs
+        if not dirs:
+            return ()
+        return tuple(r for r in replicas if tp in dirs.get(r, ()))
 
     def remove_topic(self, topic: str) -> None:
         parts = self.assignments.pop(topic, {})

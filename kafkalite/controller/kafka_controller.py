@@ -76,6 +76,7 @@ log = logging.getLogger(__name__)
 TopicPartition = tuple[str, int]
 
 UNCLEAN_LEADER_ELECTION_ENABLE = "unclean.leader.election.enable"
+KAFKA_STORAGE_ERROR = int(ErrorCode.kafka_storage_error)
 
 #: ElectLeaders election types (KIP-460)
 PREFERRED_ELECTION = 0
@@ -120,6 +121,7 @@ class KafkaController:
             lambda: self.ctx,
             channel,
             is_topic_queued_for_deletion=self._is_topic_queued_for_deletion,
+            leader_and_isr_callback=self._on_leader_and_isr_response,
         )
         self.offline_selector = OfflinePartitionLeaderSelector(
             self.ctx, self._unclean_election_topics
@@ -334,6 +336,7 @@ class KafkaController:
         ctx.epoch, ctx.epoch_zk_version = epoch, epoch_zk_version
         log.info("broker %d is the controller (epoch %d)", self.broker_id, epoch)
         await self.zk.create_top_level_paths()
+        await self._initialize_log_dir_event_notifications()
         await self._initialize_controller_context()
         pending_preferred = await self.zk.get_preferred_replica_election(
             watch=self._watch("PreferredReplicaLeaderElection", self._preferred_replica_election)
@@ -422,9 +425,13 @@ class KafkaController:
             if queued:
                 await self.zk.delete_topic_deletions(queued, ctx.epoch_zk_version)
             return set(), set()
-        live = ctx.live_broker_ids
         ineligible = {
-            t for t in queued if any(r.replica not in live for r in ctx.replicas_for_topic(t))
+            t
+            for t in queued
+            if any(
+                not ctx.is_replica_online(r.replica, r.topic_partition)
+                for r in ctx.replicas_for_topic(t)
+            )
         }
         ineligible |= {tp[0] for tp in ctx.partitions_being_reassigned}
         return queued, ineligible
@@ -494,6 +501,8 @@ class KafkaController:
 
     async def _on_broker_startup(self, new: list[int]) -> None:
         ctx = self.ctx
+        for b in new:  # a new incarnation: its log dirs are probed afresh (LeaderAndIsr)
+            ctx.replicas_on_offline_dirs.pop(b, None)
         existing = ctx.live_or_shutting_down_broker_ids - set(new)
         # the others learn the new broker list; the new brokers get every partition
         await self.send_update_metadata_request(existing, [])
@@ -515,17 +524,23 @@ class KafkaController:
 
     async def _on_broker_failure(self, dead: list[int]) -> None:
         ctx = self.ctx
+        for b in dead:
+            ctx.replicas_on_offline_dirs.pop(b, None)
         ctx.shutting_down_broker_ids -= set(dead)
-        replicas = ctx.replicas_on_brokers(dead)
+        await self._on_replicas_become_offline(ctx.replicas_on_brokers(dead))
+
+    async def _on_replicas_become_offline(self, replicas: list[PartitionAndReplica]) -> None:
+        """Kafka's onReplicasBecomeOffline, for dead brokers and failed log dirs alike.
+
+        Partitions whose leader is no longer online go Offline and are elected again
+        (the offline selector skips offline replicas), the replicas go OfflineReplica
+        (StopReplica, out of the ISRs), and replicas of topics being deleted fail
+        their deletion.
+        """
+        ctx = self.ctx
         for_deletion = [r for r in replicas if self._is_topic_queued_for_deletion(r.topic)]
         not_for_deletion = [r for r in replicas if not self._is_topic_queued_for_deletion(r.topic)]
-        live = ctx.live_or_shutting_down_broker_ids
-        offline_leader = [
-            tp
-            for tp, lic in ctx.partition_leadership_info.items()
-            if lic.leader_and_isr.leader not in live
-            and not self._is_topic_queued_for_deletion(tp[0])
-        ]
+        offline_leader = self._partitions_with_offline_leader()
         psm = self.partition_state_machine
         await psm.handle_state_changes(offline_leader, PartitionState.OFFLINE)
         await psm.trigger_online_partition_state_change()
@@ -534,8 +549,25 @@ class KafkaController:
         )
         if for_deletion:
             await self.topic_deletion_manager.fail_replica_deletion(for_deletion)
-        if not offline_leader:
-            await self.send_update_metadata_request(ctx.live_or_shutting_down_broker_ids, [])
+        # replicas in failed log dirs of live brokers change offline_replicas even when
+        # no leader or ISR changed (a follower already out of the ISR): tell everyone
+        in_failed_dirs = sorted(
+            {r.topic_partition for r in not_for_deletion if r.replica in ctx.live_brokers}
+        )
+        if not offline_leader or in_failed_dirs:
+            await self.send_update_metadata_request(
+                ctx.live_or_shutting_down_broker_ids, in_failed_dirs
+            )
+
+    def _partitions_with_offline_leader(self) -> list[TopicPartition]:
+        """Partitions (of topics not being deleted) whose leader is dead or in a failed log dir."""
+        ctx = self.ctx
+        return [
+            tp
+            for tp, lic in ctx.partition_leadership_info.items()
+            if not ctx.is_replica_online(lic.leader_and_isr.leader, tp, include_shutting_down=True)
+            and not self._is_topic_queued_for_deletion(tp[0])
+        ]
 
     # ---- topics ---------------------------------------------------------------------
     async def _topic_change(self) -> None:
@@ -680,6 +712,135 @@ class KafkaController:
         finally:
             await self.zk.delete_isr_change_notifications(names, ctx.epoch_zk_version)
 
+    # ---- log dir failures (JBOD) --------------------------------------------------------
+    async def _log_dir_event_notifications_watch(self) -> list[str]:
+        return await self.zk.get_log_dir_event_notifications(
+            watch=self._watch("LogDirEventNotification", self._log_dir_event_notification)
+        )
+
+    async def _initialize_log_dir_event_notifications(self) -> None:
+        """Watch /log_dir_event_notification and drop what is pending, as Kafka does at
+        failover: the LeaderAndIsr that the replica state machine's start-up sends to
+        every live replica finds the failed dirs anyway."""
+        names = await self._log_dir_event_notifications_watch()
+        if names:
+            await self.zk.delete_log_dir_event_notifications(names, self.ctx.epoch_zk_version)
+
+    async def _log_dir_event_notification(self) -> None:
+        """Brokers had a log dir fail (KafkaBroker wrote log_dir_event_<seq>): ask them
+        which replicas are offline (Kafka's onBrokerLogDirFailure), then delete the
+        notifications, malformed ones and those of brokers that are not live too."""
+        ctx = self.ctx
+        names = await self._log_dir_event_notifications_watch()
+        if not names:
+            return
+        try:
+            brokers = await self.zk.get_broker_ids_from_log_dir_events(names)
+            gone = brokers - set(ctx.live_brokers)
+            if gone:
+                log.info(
+                    "controller %d: ignoring log dir events of brokers %s, which are not live",
+                    self.broker_id,
+                    sorted(gone),
+                )
+            await self._on_broker_log_dir_failure(sorted(brokers - gone))
+        finally:
+            await self.zk.delete_log_dir_event_notifications(names, ctx.epoch_zk_version)
+
+    async def _on_broker_log_dir_failure(self, brokers: list[int]) -> None:
+        """LeaderAndIsr for every replica on ``brokers`` (OnlineReplica): a broker answers
+        KAFKA_STORAGE_ERROR for the replicas in its failed dirs, and the response, a
+        controller event, takes them offline. Replicas of topics being deleted are left
+        to the deletion (their StopReplica fails instead)."""
+        if not brokers:
+            return
+        log.info("controller %d: handling log dir failure on brokers %s", self.broker_id, brokers)
+        replicas = [
+            r
+            for r in self.ctx.replicas_on_brokers(brokers)
+            if not self._is_topic_queued_for_deletion(r.topic)
+        ]
+        await self.replica_state_machine.handle_state_changes(replicas, ReplicaState.ONLINE)
+
+    def _on_leader_and_isr_response(self, broker_id: int, response: Any) -> None:
+        """A LeaderAndIsr was answered (channel sender task): handle it as an event."""
+        generation = self._generation
+        info = self.ctx.live_brokers.get(broker_id)
+        broker_epoch = info.epoch if info is not None else None
+
+        async def process() -> None:
+            if generation != self._generation or not self.is_active:
+                return
+            info = self.ctx.live_brokers.get(broker_id)
+            if info is None or info.epoch != broker_epoch:
+                return  # the broker died or restarted since: its dirs are probed afresh
+            await self._leader_and_isr_response_received(broker_id, response)
+
+        self._put_nowait("LeaderAndIsrResponseReceived", process)
+
+    async def _leader_and_isr_response_received(self, broker_id: int, response: Any) -> None:
+        """Kafka's LeaderAndIsrResponseReceived: KAFKA_STORAGE_ERROR marks a replica as in a
+        failed log dir, NONE as back online; the newly offline ones go through
+        :meth:`_on_replicas_become_offline`."""
+        ctx = self.ctx
+        if response.error_code:
+            log.error(
+                "controller %d: LeaderAndIsr answered with error %d by broker %d",
+                self.broker_id,
+                response.error_code,
+                broker_id,
+            )
+            return
+        previous = ctx.replicas_on_offline_dirs.get(broker_id, set())
+        if not previous and not _any_storage_error(response):
+            return  # the common case: nothing offline before or now
+        offline: set[TopicPartition] = set()
+        online: set[TopicPartition] = set()
+        for tp, error in self._leader_and_isr_partition_errors(response):
+            if error == KAFKA_STORAGE_ERROR:
+                offline.add(tp)
+            elif error == 0:
+                online.add(tp)
+        current = (previous - online) | offline
+        if current:
+            ctx.replicas_on_offline_dirs[broker_id] = current
+        else:
+            ctx.replicas_on_offline_dirs.pop(broker_id, None)
+        back = previous & online
+        if back:
+            log.info(
+                "controller %d: replicas %s on broker %d are online again",
+                self.broker_id,
+                sorted(back),
+                broker_id,
+            )
+        new = current - previous
+        if new:
+            log.warning(
+                "controller %d: replicas %s on broker %d are in a failed log dir; "
+                "marking them offline",
+                self.broker_id,
+                sorted(new),
+                broker_id,
+            )
+            await self._on_replicas_become_offline(
+                [PartitionAndReplica(tp[0], tp[1], broker_id) for tp in sorted(new)]
+            )
+
+    def _leader_and_isr_partition_errors(self, response: Any) -> list[tuple[TopicPartition, int]]:
+        """(partition, error) of a LeaderAndIsr response: by name up to v4, by topic id
+        from v5 (ids of topics this controller no longer knows are skipped)."""
+        out = [((e.topic_name, e.partition_index), e.error_code) for e in response.partition_errors]
+        if response.topics:
+            names = {tid: t for t, tid in self.ctx.topic_ids.items() if tid != ZERO_UUID}
+            for t in response.topics:
+                name = names.get(t.topic_id)
+                if name is not None:
+                    out.extend(
+                        ((name, e.partition_index), e.error_code) for e in t.partition_errors
+                    )
+        return out
+
     # ---- preferred replica election ---------------------------------------------------
     async def _preferred_replica_election(self) -> None:
         partitions = await self.zk.get_preferred_replica_election(
@@ -777,6 +938,7 @@ class KafkaController:
                 if not self._is_topic_queued_for_deletion(tp[0])
                 and tp[0] in ctx.all_topics
                 and broker in ctx.partition_leadership_info[tp].leader_and_isr.isr
+                and ctx.is_replica_online(broker, tp)
             ]
             if candidates:
                 log.info(
@@ -930,7 +1092,7 @@ class KafkaController:
         leader = lic.leader_and_isr.leader if lic is not None else NO_LEADER
         # LeaderAndIsr from now on carries AR = RAR, so the leader drops the old replicas
         ctx.update_partition_replica_assignment(tp, rar)
-        if leader not in rar or leader not in ctx.live_broker_ids:
+        if leader not in rar or not ctx.is_replica_online(leader, tp):
             await self.partition_state_machine.handle_state_changes(
                 [tp], PartitionState.ONLINE, self.reassigned_selector
             )
@@ -1031,14 +1193,14 @@ class KafkaController:
         return 0, self._replicated_partitions_broker_leads(broker_id)
 
     def _replicated_partitions_broker_leads(self, broker_id: int) -> list[TopicPartition]:
-        """Partitions ``broker_id`` still leads that have another live replica (Kafka 1.1+)."""
+        """Partitions ``broker_id`` still leads that have another online replica (Kafka 1.1+)."""
         ctx = self.ctx
-        live = ctx.live_or_shutting_down_broker_ids
         out = []
         for tp, lic in ctx.partition_leadership_info.items():
             if lic.leader_and_isr.leader != broker_id or self._is_topic_queued_for_deletion(tp[0]):
                 continue
-            if sum(1 for r in ctx.partition_replica_assignment(tp) if r in live) > 1:
+            ar = ctx.partition_replica_assignment(tp)
+            if sum(1 for r in ar if ctx.is_replica_online(r, tp, include_shutting_down=True)) > 1:
                 out.append(tp)
         return sorted(out)
 
@@ -1070,11 +1232,10 @@ class KafkaController:
                 else:
                     todo.append(tp)
             if election_type == UNCLEAN_ELECTION:
-                live = ctx.live_broker_ids
                 leaderless = []
                 for tp in todo:
                     lic = ctx.partition_leadership_info.get(tp)
-                    if lic is not None and lic.leader_and_isr.leader in live:
+                    if lic is not None and ctx.is_replica_online(lic.leader_and_isr.leader, tp):
                         out[tp] = (int(ErrorCode.election_not_needed), None)
                     else:
                         leaderless.append(tp)
@@ -1242,6 +1403,13 @@ class KafkaController:
         )
         await self.batch.send_requests_to_brokers(ctx.epoch)
         return new.leader_epoch
+
+
+def _any_storage_error(response: Any) -> bool:
+    """Whether a LeaderAndIsr response names a replica in a failed log dir."""
+    return any(e.error_code == KAFKA_STORAGE_ERROR for e in response.partition_errors) or any(
+        e.error_code == KAFKA_STORAGE_ERROR for t in response.topics for e in t.partition_errors
+    )
 
 
 async def _all_topics(topics: Iterable[str]) -> set[str]:

@@ -4,8 +4,10 @@ Each takes the partition's current LeaderAndIsr and returns the new one (leader
 epoch + 1) and the brokers that must receive LeaderAndIsr. AR order is the
 preference order: AR is fixed at assignment time while the ISR order changes,
 so "the first live AR replica that is in the ISR" is the same on every
-controller. Selectors raise instead of returning "no leader"; the partition
-state machine then leaves the partition as it was (no znode write).
+controller. A replica counts as live when it is online in Kafka's sense
+(:meth:`ControllerContext.is_replica_online`): its broker is live and its log
+dir has not failed. Selectors raise instead of returning "no leader"; the
+partition state machine then leaves the partition as it was (no znode write).
 """
 
 from __future__ import annotations
@@ -80,21 +82,21 @@ class OfflinePartitionLeaderSelector:
 
     async def prepare(self, partitions: Iterable[TopicPartition]) -> None:
         """Read the unclean setting of the topics that may need it (no live ISR)."""
-        live = self.ctx.live_broker_ids
+        ctx = self.ctx
         topics = set()
         for tp in partitions:
-            lic = self.ctx.partition_leadership_info.get(tp)
-            if lic is None or not any(r in live for r in lic.leader_and_isr.isr):
+            lic = ctx.partition_leadership_info.get(tp)
+            if lic is None or not any(ctx.is_replica_online(r, tp) for r in lic.leader_and_isr.isr):
                 topics.add(tp[0])
         self.unclean_topics = await self._load_unclean(topics) if topics else set()
 
     def select_leader(
         self, tp: TopicPartition, current: LeaderAndIsr
     ) -> tuple[LeaderAndIsr, list[int]]:
-        live = self.ctx.live_broker_ids
-        ar = self.ctx.partition_replica_assignment(tp)
-        live_ar = [r for r in ar if r in live]
-        live_isr = [r for r in current.isr if r in live]
+        ctx = self.ctx
+        ar = ctx.partition_replica_assignment(tp)
+        live_ar = [r for r in ar if ctx.is_replica_online(r, tp)]
+        live_isr = [r for r in current.isr if ctx.is_replica_online(r, tp)]
         if live_isr:
             leader = next((r for r in live_ar if r in live_isr), None)
             if leader is None:  # an ISR member outside the AR: cannot happen with a sane store
@@ -104,12 +106,12 @@ class OfflinePartitionLeaderSelector:
             return current.new_leader_and_isr(leader, live_isr), live_ar
         if tp[0] not in self.unclean_topics:
             raise NoReplicaOnlineException(
-                f"no replica in ISR {list(current.isr)} of {tp[0]}-{tp[1]} is alive "
-                f"(live brokers {sorted(live)}) and unclean leader election is disabled"
+                f"no replica in ISR {list(current.isr)} of {tp[0]}-{tp[1]} is online "
+                f"(online replicas {live_ar}) and unclean leader election is disabled"
             )
         if not live_ar:
             raise NoReplicaOnlineException(
-                f"no replica of {tp[0]}-{tp[1]} (assigned {ar}) is alive"
+                f"no replica of {tp[0]}-{tp[1]} (assigned {ar}) is online"
             )
         leader = live_ar[0]
         self.unclean_elections += 1
@@ -140,8 +142,7 @@ class ReassignedPartitionLeaderSelector:
         if reassignment is None:
             raise StateChangeFailedException(f"{tp[0]}-{tp[1]} is not being reassigned")
         rar = reassignment.new_replicas
-        live = self.ctx.live_broker_ids
-        candidates = [r for r in rar if r in live and r in current.isr]
+        candidates = [r for r in rar if self.ctx.is_replica_online(r, tp) and r in current.isr]
         if not candidates:
             raise NoReplicaOnlineException(
                 f"none of the reassigned replicas {rar} of {tp[0]}-{tp[1]} is alive and in "
@@ -170,7 +171,7 @@ class PreferredReplicaPartitionLeaderSelector:
             raise LeaderElectionNotNeededException(
                 f"preferred replica {preferred} is already the leader of {tp[0]}-{tp[1]}"
             )
-        if preferred in self.ctx.live_broker_ids and preferred in current.isr:
+        if self.ctx.is_replica_online(preferred, tp) and preferred in current.isr:
             return current.new_leader_and_isr(preferred, current.isr), list(ar)
         raise StateChangeFailedException(
             f"preferred replica {preferred} of {tp[0]}-{tp[1]} is not alive or not in the "
@@ -190,15 +191,15 @@ class ControlledShutdownLeaderSelector:
     def select_leader(
         self, tp: TopicPartition, current: LeaderAndIsr
     ) -> tuple[LeaderAndIsr, list[int]]:
-        ar = self.ctx.partition_replica_assignment(tp)
-        live_or_shutting = self.ctx.live_or_shutting_down_broker_ids
-        shutting = self.ctx.shutting_down_broker_ids
-        live_ar = [r for r in ar if r in live_or_shutting]
+        ctx = self.ctx
+        ar = ctx.partition_replica_assignment(tp)
+        shutting = ctx.shutting_down_broker_ids
+        live_ar = [r for r in ar if ctx.is_replica_online(r, tp, include_shutting_down=True)]
         new_isr = [r for r in current.isr if r not in shutting]
         leader = next((r for r in live_ar if r in new_isr), None)
         if leader is None:
             raise StateChangeFailedException(
-                f"no replica of {tp[0]}-{tp[1]} outside the shutting-down brokers "
+                f"no online replica of {tp[0]}-{tp[1]} outside the shutting-down brokers "
                 f"{sorted(shutting)} is in the ISR {list(current.isr)}"
             )
         return current.new_leader_and_isr(leader, new_isr), live_ar

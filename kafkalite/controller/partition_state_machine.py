@@ -102,14 +102,13 @@ class PartitionStateMachine:
         self.partition_state.clear()
 
     def initialize_partition_state(self) -> None:
-        """Online if the cached leader is live, Offline if it is not, New without a leader."""
+        """Online if the cached leader is online, Offline if it is not, New without a leader."""
         ctx = self.ctx
-        live = ctx.live_broker_ids
         for tp in ctx.all_partitions():
             lic = ctx.partition_leadership_info.get(tp)
             if lic is None:
                 self.partition_state[tp] = PartitionState.NEW
-            elif lic.leader_and_isr.leader in live:
+            elif ctx.is_replica_online(lic.leader_and_isr.leader, tp):
                 self.partition_state[tp] = PartitionState.ONLINE
             else:
                 self.partition_state[tp] = PartitionState.OFFLINE
@@ -235,20 +234,19 @@ class PartitionStateMachine:
     async def _initialize_leader_and_isr_for_partitions(
         self, partitions: list[TopicPartition]
     ) -> dict[TopicPartition, Exception]:
-        """New → Online: leader = first live AR replica, ISR = live AR, leader epoch 0."""
+        """New → Online: leader = first online AR replica, ISR = online AR, leader epoch 0."""
         ctx = self.ctx
-        live = ctx.live_broker_ids
         failures: dict[TopicPartition, Exception] = {}
         planned: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
         for tp in partitions:
             ar = ctx.partition_replica_assignment(tp)
-            live_ar = [r for r in ar if r in live]
+            live_ar = [r for r in ar if ctx.is_replica_online(r, tp)]
             if not live_ar:
                 self._fail(
                     failures,
                     tp,
-                    f"New → Online: no assigned replica is alive (assigned {ar}, "
-                    f"live brokers {sorted(live)})",
+                    f"New → Online: no assigned replica is online (assigned {ar}, "
+                    f"live brokers {sorted(ctx.live_broker_ids)})",
                 )
                 continue
             planned[tp] = LeaderIsrAndControllerEpoch(

@@ -98,12 +98,13 @@ class ReplicaStateMachine:
 
     def initialize_replica_state(self) -> None:
         ctx = self.ctx
-        live = ctx.live_broker_ids
         for topic, parts in ctx.assignments.items():
             for p, replicas in parts.items():
                 for r in replicas:
                     self.replica_state[PartitionAndReplica(topic, p, r)] = (
-                        ReplicaState.ONLINE if r in live else ReplicaState.DELETION_INELIGIBLE
+                        ReplicaState.ONLINE
+                        if ctx.is_replica_online(r, (topic, p))
+                        else ReplicaState.DELETION_INELIGIBLE
                     )
 
     # ---- queries -------------------------------------------------------------------

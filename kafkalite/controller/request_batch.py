@@ -3,7 +3,8 @@
 A state machine starts a batch, records LeaderAndIsr, UpdateMetadata and
 StopReplica requests per broker while it changes partitions and replicas, and
 sends them together at the end: per broker one LeaderAndIsr (with the leaders'
-endpoints), then one UpdateMetadata, then StopReplica (one without deletion,
+endpoints; its response goes to the LeaderAndIsr callback, which is how the
+controller learns of replicas in failed log dirs), then one UpdateMetadata, then StopReplica (one without deletion,
 then one with deletion, whose response goes to the deletion callback). The
 channel keeps each broker's requests in FIFO order, so a replica stopped in one
 step and deleted in the next receives StopReplica(delete=false) before
@@ -32,6 +33,8 @@ log = logging.getLogger(__name__)
 TopicPartition = tuple[str, int]
 #: (broker id, StopReplicaResponse) -> None; called on the channel's sender task
 StopReplicaCallback = Callable[[int, Any], None]
+#: (broker id, LeaderAndIsrResponse) -> None; called on the channel's sender task
+LeaderAndIsrCallback = Callable[[int, Any], None]
 
 
 class BrokerChannel(Protocol):
@@ -48,6 +51,7 @@ class BrokerChannel(Protocol):
         controller_epoch: int,
         states: list[dict[str, Any]],
         live_brokers: list[dict[str, Any]],
+        callback: LeaderAndIsrCallback | None = None,
     ) -> None: ...
 
     async def update_metadata(
@@ -91,7 +95,10 @@ def partition_state_dict(
     leader: int | None = None,
     is_new: bool = False,
 ) -> dict[str, Any]:
-    """A partition as the channel manager encodes it into LeaderAndIsr/UpdateMetadata."""
+    """A partition as the channel manager encodes it into LeaderAndIsr/UpdateMetadata.
+
+    ``offline_replicas`` names the replicas in failed log dirs; the channel adds the
+    replicas on brokers missing from the live list (UpdateMetadata's offline_replicas)."""
     lai = lic.leader_and_isr
     return {
         "topic": tp[0],
@@ -101,6 +108,7 @@ def partition_state_dict(
         "leader_epoch": lai.leader_epoch,
         "isr": list(lai.isr),
         "replicas": list(replicas),
+        "offline_replicas": ctx.offline_replicas(tp, replicas),
         "controller_epoch": lic.controller_epoch,
         "partition_epoch": lai.zk_version,
         "is_new": is_new,
@@ -115,11 +123,14 @@ class ControllerBrokerRequestBatch:
         channel: BrokerChannel,
         *,
         is_topic_queued_for_deletion: Callable[[str], bool] = lambda _t: False,
+        leader_and_isr_callback: LeaderAndIsrCallback | None = None,
     ) -> None:
         self.controller_id = controller_id
         self._ctx = ctx
         self.channel = channel
         self.is_topic_queued_for_deletion = is_topic_queued_for_deletion
+        #: every LeaderAndIsr response goes here (Kafka's LeaderAndIsrResponseReceived)
+        self.leader_and_isr_callback = leader_and_isr_callback
         self._leader_and_isr: dict[int, dict[TopicPartition, dict[str, Any]]] = {}
         self._update_metadata_brokers: set[int] = set()
         self._update_metadata_partitions: dict[TopicPartition, dict[str, Any]] = {}
@@ -225,7 +236,14 @@ class ControllerBrokerRequestBatch:
         cid, ch = self.controller_id, self.channel
         for b in sorted(lair):
             if b in live:
-                await ch.leader_and_isr(b, cid, controller_epoch, list(lair[b].values()), live_list)
+                await ch.leader_and_isr(
+                    b,
+                    cid,
+                    controller_epoch,
+                    list(lair[b].values()),
+                    live_list,
+                    callback=self.leader_and_isr_callback,
+                )
         if um_brokers:
             states = list(um_states.values())
             deleted_list = sorted(deleted)

@@ -5,9 +5,10 @@ controller queues the topic here. Deleting a topic is asynchronous and may take
 several controller events:
 
 1. ``onTopicDeletion``: UpdateMetadata with leader -2 for its partitions (brokers
-   stop serving it), replicas on dead brokers → ReplicaDeletionIneligible, live
-   ones → OfflineReplica (StopReplica without deletion) → ReplicaDeletionStarted
-   (StopReplica with deletion, whose response comes back as a controller event).
+   stop serving it), offline replicas (dead broker or failed log dir) →
+   ReplicaDeletionIneligible, online ones → OfflineReplica (StopReplica without
+   deletion) → ReplicaDeletionStarted (StopReplica with deletion, whose response
+   comes back as a controller event).
 2. Each response moves the replica to ReplicaDeletionSuccessful, or, on error,
    to ReplicaDeletionIneligible and the topic becomes ineligible.
 3. When every replica is ReplicaDeletionSuccessful the topic is completed:
@@ -169,15 +170,17 @@ class TopicDeletionManager:
         ctx = self.controller.ctx
         rsm = self.controller.replica_state_machine
         replicas = ctx.replicas_for_topic(topic)
-        dead = [r for r in replicas if not ctx.is_replica_online(r.replica)]
+        online = {r for r in replicas if ctx.is_replica_online(r.replica, r.topic_partition, True)}
+        dead = [r for r in replicas if r not in online]
         done = set(rsm.replicas_in_state(topic, ReplicaState.DELETION_SUCCESSFUL))
-        retry = [r for r in replicas if ctx.is_replica_online(r.replica) and r not in done]
+        retry = [r for r in replicas if r in online and r not in done]
         await rsm.handle_state_changes(dead, ReplicaState.DELETION_INELIGIBLE)
         await rsm.handle_state_changes(retry, ReplicaState.OFFLINE)
         await rsm.handle_state_changes(retry, ReplicaState.DELETION_STARTED)
         if dead:
             self.mark_topic_ineligible_for_deletion(
-                {topic}, f"replicas on dead brokers {sorted({r.replica for r in dead})}"
+                {topic},
+                f"replicas on dead brokers or failed log dirs {sorted({r.replica for r in dead})}",
             )
 
     async def _complete_delete_topic(self, topic: str) -> None:

@@ -386,6 +386,35 @@ class KafkaZkClient:
             except NoNodeError:
                 pass
 
+    # ---- /log_dir_event_notification -------------------------------------------------
+    async def get_log_dir_event_notifications(
+        self, watch: WatchCallback | None = None
+    ) -> list[str]:
+        return await self.store.get_children(paths.LOG_DIR_EVENT_NOTIFICATION, watch=watch)
+
+    async def get_broker_ids_from_log_dir_events(self, names: Sequence[str]) -> set[int]:
+        """Brokers named by the notifications; malformed ones name none."""
+        got = await self.store.get_many([f"{paths.LOG_DIR_EVENT_NOTIFICATION}/{n}" for n in names])
+        out: set[int] = set()
+        for name, item in zip(names, got, strict=True):
+            if item is None:
+                continue
+            try:
+                out.add(paths.LogDirEventNotification.decode(item[0]).broker)
+            except paths.MetadataFormatError as e:
+                log.warning("ignoring malformed log dir event notification %s: %s", name, e)
+        return out
+
+    async def delete_log_dir_event_notifications(
+        self, names: Iterable[str], epoch_zk_version: int | None
+    ) -> None:
+        await self._check_epoch(epoch_zk_version)
+        for n in names:
+            try:
+                await self.store.delete(f"{paths.LOG_DIR_EVENT_NOTIFICATION}/{n}")
+            except NoNodeError:
+                pass
+
     # ---- /admin/reassign_partitions -----------------------------------------------
     async def get_partition_reassignment(
         self, watch: WatchCallback | None = None

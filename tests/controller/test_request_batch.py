@@ -21,7 +21,9 @@ class Sink:
     def __init__(self) -> None:
         self.calls: list[tuple[Any, ...]] = []
 
-    async def leader_and_isr(self, broker_id, controller_id, epoch, states, live) -> None:
+    async def leader_and_isr(
+        self, broker_id, controller_id, epoch, states, live, callback=None
+    ) -> None:
         self.calls.append(("LeaderAndIsr", broker_id, epoch, states, live))
 
     async def update_metadata(self, broker_id, controller_id, epoch, states, live, deleted) -> None:
