@@ -176,3 +176,53 @@ def test_noop_selector_keeps_everything_and_tells_the_ar():
     ctx = _ctx([3, 1, 2], 1, [1, 2], [1, 2, 3])
     new, to = NoOpLeaderSelector(ctx).select_leader(TP, _current(ctx))
     assert new == _current(ctx) and to == [3, 1, 2]
+
+
+# ---- replicas in failed log dirs (ControllerContext.replicas_on_offline_dirs) ----------
+
+
+def test_a_replica_in_a_failed_log_dir_is_not_online():
+    ctx = _ctx([1, 2, 3], 1, [1, 2, 3], [1, 2, 3])
+    ctx.replicas_on_offline_dirs[2] = {TP}
+    assert [r for r in (1, 2, 3) if ctx.is_replica_online(r, TP)] == [1, 3]
+    assert ctx.is_replica_online(2, ("t", 1))  # only that partition's replica
+    assert ctx.offline_replicas(TP, [1, 2, 3]) == (2,)
+    ctx.shutting_down_broker_ids.add(3)
+    assert not ctx.is_replica_online(3, TP)
+    assert ctx.is_replica_online(3, TP, include_shutting_down=True)
+    assert not ctx.is_replica_online(4, TP, include_shutting_down=True)
+
+
+async def test_offline_selector_skips_a_leader_and_followers_in_failed_log_dirs():
+    ctx = _ctx([1, 2, 3], 1, [1, 2, 3], [1, 2, 3])
+    ctx.replicas_on_offline_dirs.update({1: {TP}, 2: {TP}})
+    new, to = (await _offline(ctx)).select_leader(TP, _current(ctx))
+    assert (new.leader, list(new.isr), to) == (3, [3], [3])
+
+
+async def test_offline_selector_unclean_never_picks_a_replica_in_a_failed_log_dir():
+    ctx = _ctx([1, 2, 3], 1, [1], [1, 2, 3])
+    ctx.replicas_on_offline_dirs.update({1: {TP}, 2: {TP}})
+    selector = await _offline(ctx, unclean={"t"})
+    new, to = selector.select_leader(TP, _current(ctx))
+    assert (new.leader, list(new.isr), to) == (3, [3], [3])
+    ctx.replicas_on_offline_dirs[3] = {TP}
+    with pytest.raises(NoReplicaOnlineException):
+        selector.select_leader(TP, _current(ctx))
+
+
+def test_preferred_selector_fails_when_ar0_is_in_a_failed_log_dir():
+    ctx = _ctx([1, 2, 3], 2, [1, 2, 3], [1, 2, 3])
+    ctx.replicas_on_offline_dirs[1] = {TP}
+    with pytest.raises(StateChangeFailedException):
+        PreferredReplicaPartitionLeaderSelector(ctx).select_leader(TP, _current(ctx))
+
+
+def test_reassigned_and_controlled_shutdown_selectors_skip_failed_log_dirs():
+    ctx = _ctx([4, 5, 1], 1, [1, 4, 5], [1, 4, 5])
+    ctx.partitions_being_reassigned[TP] = ReassignedPartitionsContext([4, 5])
+    ctx.replicas_on_offline_dirs[4] = {TP}
+    assert ReassignedPartitionLeaderSelector(ctx).select_leader(TP, _current(ctx))[0].leader == 5
+    ctx.shutting_down_broker_ids.add(1)
+    new, to = ControlledShutdownLeaderSelector(ctx).select_leader(TP, _current(ctx))
+    assert (new.leader, to) == (5, [5, 1])
