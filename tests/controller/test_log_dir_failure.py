@@ -158,7 +158,8 @@ async def test_a_leader_in_a_failed_log_dir_is_replaced_by_another_isr_replica(t
         assert all(
             ("t", 0) not in r.partitions for r in cluster.requests(JBOD, "LeaderAndIsr", "t")
         )
-        assert cluster.broker(0).replica_manager.get_partition(("t", 0)).is_leader
+        rm = cluster.broker(0).replica_manager
+        await eventually(lambda: rm.get_partition(("t", 0)).is_leader)
         await eventually(
             lambda: cluster.all_see(
                 "t", 0, lambda m: m.leader == 0 and m.offline_replicas == [JBOD]
@@ -262,10 +263,13 @@ async def test_a_restart_with_a_healthy_log_dir_brings_the_replica_back(tmp_path
         assert st.isr == [JBOD]
         ctrl = cluster.controller().controller
         assert JBOD not in ctrl.ctx.replicas_on_offline_dirs
-        # the broker accepted the LeaderAndIsr (the handler runs only for replicas it
-        # hosts; one in a failed dir would be answered KAFKA_STORAGE_ERROR before it)
+        # the broker accepted the LeaderAndIsr of its startup (the handler runs only for
+        # replicas it hosts; one in a failed dir is answered KAFKA_STORAGE_ERROR before
+        # it), then the one that made it leader again
         await eventually(lambda: cluster.requests(JBOD, "LeaderAndIsr", "solo"))
-        assert cluster.broker(JBOD).replica_manager.get_partition(("solo", 0)).is_leader
+        rm = cluster.broker(JBOD).replica_manager
+        await eventually(lambda: (p := rm.get_partition(("solo", 0))) is not None and p.is_leader)
+        assert ("solo", 0) not in rm.offline_partitions
         await eventually(
             lambda: cluster.all_see(
                 "solo", 0, lambda m: m.leader == JBOD and m.offline_replicas == []
