@@ -174,10 +174,12 @@ def test_kafka4_stock_server_properties_loads(tmp_path, caplog):
         "share.coordinator.state.topic.replication.factor",
         "share.coordinator.state.topic.min.isr",
         "num.network.threads",
-        "num.recovery.threads.per.data.dir",
     ):
         assert key in c.ignored, key
         assert f"ignoring Kafka broker key {key}" in caplog.text
+    # honoured by kafkalite (parallel recovery of unclean logs), so not ignored
+    assert c["num.recovery.threads.per.data.dir"] == 1
+    assert "num.recovery.threads.per.data.dir" not in c.ignored
 
 
 def test_kafka4_stock_file_runs_a_broker_process(tmp_path):
