@@ -6,7 +6,7 @@ Fixtures:
 - ``kafka_topic``: a fresh, uniquely named topic per test (3 partitions), deleted after;
 - ``kafka_broker_factory``: start brokers with custom configs, stopped at teardown;
 - ``kafka_cluster``: a fresh 3-broker in-process cluster per test (``crash``, ``pause``,
-  ``restart``, ``leader_of``, ...; see ``kafkalite.testing.cluster``);
+  ``restart``, ``leader_of``, ...; see ``kafkalite.testing.in_process_cluster``);
 - ``kafka_faults``: the shared broker's fault injector, cleared after the test.
 
 ``--kafka-bootstrap HOST:PORT`` (or the ``kafka_bootstrap`` ini option) points the
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from kafkalite.testing.cluster import ThreadedCluster
+    from kafkalite.testing.in_process_cluster import ThreadedCluster
     from kafkalite.testing.embedded import SyncFaults, ThreadedBroker
 
 
@@ -144,7 +144,7 @@ def kafka_broker_factory(
 def kafka_cluster(request: pytest.FixtureRequest) -> Iterator[ThreadedCluster]:
     if _external(request.config):
         pytest.skip("kafka_cluster needs in-process brokers (not with --kafka-bootstrap)")
-    from kafkalite.testing.cluster import ThreadedCluster
+    from kafkalite.testing.in_process_cluster import ThreadedCluster
 
     c = ThreadedCluster(3)
     c.start()

@@ -10,7 +10,7 @@ from confluent_kafka.admin import AdminClient
 
 from kafkalite.protocol import messages
 from kafkalite.protocol.api_keys import ApiKey
-from kafkalite.testing.cluster import AsyncCluster, cluster
+from kafkalite.testing.in_process_cluster import AsyncCluster, cluster
 
 
 def _client_view(bootstrap: str) -> tuple[int, set[int]]:

@@ -468,7 +468,7 @@ class ThreadedCluster:
 def cluster(
     n: int = 3, data_dir: str | Path | None = None, **config: Any
 ) -> Iterator[ThreadedCluster]:
-    """``with kafkalite.testing.cluster(3) as c: Producer({"bootstrap.servers": c.bootstrap_servers})``."""
+    """``with kafkalite.testing.cluster(n=3) as c: Producer({"bootstrap.servers": c.bootstrap_servers})``."""
     c = ThreadedCluster(n, data_dir, **config)
     c.start()
     try:
