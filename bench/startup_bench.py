@@ -46,8 +46,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from kafkalite.cli.wire_client import WireClient  # noqa: E402
 from kafkalite.protocol.api_keys import ApiKey  # noqa: E402
 from kafkalite.protocol.records import build_batch, iter_records  # noqa: E402
-from kafkalite.testing.in_process_cluster import ThreadedCluster  # noqa: E402
 from kafkalite.testing.embedded import ThreadedBroker  # noqa: E402
+from kafkalite.testing.in_process_cluster import ThreadedCluster  # noqa: E402
 
 TOPIC = "startup"
 

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from kafkalite.testing.in_process_cluster import ThreadedCluster
     from kafkalite.testing.embedded import SyncFaults, ThreadedBroker
+    from kafkalite.testing.in_process_cluster import ThreadedCluster
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
