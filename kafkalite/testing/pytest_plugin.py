@@ -9,8 +9,10 @@ Fixtures:
   ``restart``, ``leader_of``, ...; see ``kafkalite.testing.in_process_cluster``);
 - ``kafka_faults``: the shared broker's fault injector, cleared after the test.
 
-``--kafka-bootstrap HOST:PORT`` (or the ``kafka_bootstrap`` ini option) points the
-same fixtures at an existing cluster, so a suite can also run against Apache Kafka.
+``--kafka-bootstrap HOST:PORT`` (or the ``kafka_bootstrap`` ini option, or the
+``KAFKALITE_TEST_BOOTSTRAP`` environment variable) points the same fixtures at an
+existing cluster, so a suite can also run against Apache Kafka: ``kafka_broker`` is
+then an :class:`ExternalBroker` working over the protocol. ``kafka_broker_factory``,
 ``kafka_cluster`` and ``kafka_faults`` need brokers in the test process, so they
 skip the test in that mode.
 """
