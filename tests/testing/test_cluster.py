@@ -96,6 +96,18 @@ def test_a_crashed_broker_restarts_with_its_records_and_takes_its_partitions_bac
         assert _consume(c.bootstrap_servers, "durable", [0], 51) == [*values, b"after"]
 
 
+def test_leader_of_matches_what_clients_see_after_the_controller_crashes(kafka_cluster):
+    kafka_cluster.create_topic("ctrl-led", partitions=6)
+    ctrl = kafka_cluster.controller_id
+    p = next(p for p in range(6) if kafka_cluster.leader_of("ctrl-led", p) == ctrl)
+    kafka_cluster.crash(ctrl)
+    kafka_cluster.wait_for_controller(not_=ctrl)
+    assert kafka_cluster.leader_of("ctrl-led", p) == -1
+    survivors = ",".join(kafka_cluster.bootstrap_of(i) for i in kafka_cluster.live_ids)
+    md = AdminClient({"bootstrap.servers": survivors}).list_topics("ctrl-led", timeout=10)
+    assert md.topics["ctrl-led"].partitions[p].leader == -1
+
+
 def test_move_leader_takes_an_rf1_partition_and_its_records_to_another_broker(kafka_cluster):
     kafka_cluster.create_topic("moving", assignments={0: [0]})
     bootstrap = kafka_cluster.bootstrap_servers
