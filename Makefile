@@ -6,7 +6,7 @@ PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: run test install install-test system-deps lint bench docs clean
+.PHONY: run test test-example install install-test system-deps lint bench docs clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,9 +34,19 @@ $(TEST_STAMP): pyproject.toml $(STAMP)
 
 install-test: system-deps $(TEST_STAMP)
 
-## make test: install everything (Python deps, kcat, zookeeper) and run the whole suite
+## make test: install everything (Python deps, kcat, zookeeper), run the whole suite, then
+## the example project's tests; both always run, and it fails if either failed
 test: install-test
-	$(PY) -m pytest -q
+	@status=0; \
+	$(PY) -m pytest -q || status=1; \
+	$(MAKE) --no-print-directory test-example || status=1; \
+	exit $$status
+
+## make test-example: examples/pytest-app's tests in their own venv (.venv-example) holding
+## only kafkalite (built from this checkout) and the example's dependencies: the plugin's
+## fixtures come from the pytest11 entry point, as for any project that installs kafkalite
+test-example:
+	VENV=$(CURDIR)/.venv-example PYTHON=$(PYTHON) examples/pytest-app/run_tests.sh
 
 lint: $(TEST_STAMP)
 	$(VENV)/bin/ruff check kafkalite tests bench
@@ -48,4 +58,4 @@ bench: $(STAMP)
 	$(PY) -m bench all
 
 clean:
-	rm -rf $(VENV) data build *.egg-info
+	rm -rf $(VENV) .venv-example data build *.egg-info

@@ -34,8 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
-from kafkalite.testing.cluster import AsyncCluster  # noqa: E402
 from kafkalite.testing.embedded import AsyncBroker  # noqa: E402
+from kafkalite.testing.in_process_cluster import AsyncCluster  # noqa: E402
 
 
 def _busy(controller: object, *names: str) -> float:

@@ -46,8 +46,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from kafkalite.cli.wire_client import WireClient  # noqa: E402
 from kafkalite.protocol.api_keys import ApiKey  # noqa: E402
 from kafkalite.protocol.records import build_batch, iter_records  # noqa: E402
-from kafkalite.testing.cluster import ThreadedCluster  # noqa: E402
 from kafkalite.testing.embedded import ThreadedBroker  # noqa: E402
+from kafkalite.testing.in_process_cluster import ThreadedCluster  # noqa: E402
 
 TOPIC = "startup"
 
@@ -233,7 +233,7 @@ for line in open("/proc/self/status"):
 def import_time() -> float:
     """Fresh-process time to import the embedded broker (paid once per test session)."""
     code = (
-        "import time; t=time.perf_counter(); import kafkalite.testing.embedded, kafkalite.testing.cluster;"
+        "import time; t=time.perf_counter(); import kafkalite.testing.embedded, kafkalite.testing.in_process_cluster;"
         " print((time.perf_counter()-t)*1000)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -14,7 +14,10 @@ if [ -z "$venv" ]; then
     venv="$tmp/venv"
 fi
 [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
+# kafkalite as a regular (non-editable) install of this checkout, rebuilt every run
+"$venv/bin/python" -m pip uninstall --quiet --yes kafkalite >/dev/null 2>&1 || true
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$root"
+rm -rf "$root/build"  # setuptools builds in the source tree
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$here[test]"
 rm -rf "$here/build" "$here/shouter.egg-info"  # setuptools builds in the source tree
 cd "$here"

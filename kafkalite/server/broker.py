@@ -540,7 +540,10 @@ class KafkaBroker:
             return {tp: ErrorCode.stale_controller_epoch for tp in partitions}
         errors = self.replica_manager.stop_replicas(partitions, delete=delete)
         if delete:
-            for t in {tp[0] for tp in partitions}:
+            # forget a topic's config only with its last replica here: a reassignment
+            # deletes one partition's replica while the broker keeps the others
+            hosted = {t for t, _p in self.replica_manager.partitions}
+            for t in {tp[0] for tp in partitions} - hosted:
                 self.admin.topic_configs.pop(t, None)
         return errors
 

@@ -43,17 +43,16 @@ import contextlib
 import inspect
 import logging
 import re
-import shutil
 import threading
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kafkalite.log.leader_epoch_cache import LEADER_EPOCH_CHECKPOINT_FILE
-from kafkalite.log.log_segment import LOG_FILE_SUFFIX
+from kafkalite.controller.kafka_controller import PREFERRED_ELECTION
+from kafkalite.metadata.isr_change import update_leader_and_isr, write_isr_change_notification
+from kafkalite.metadata.kafka_zk_client import KafkaZkClient
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.server.connection import CloseConnection
@@ -442,43 +441,86 @@ class FaultInjector:
     async def move_leader(
         self, topic: str, partition: int, to_broker: int, *, timeout_s: float = 10.0
     ) -> int:
-        """Make ``to_broker`` the partition's leader (a controller-driven election); returns the new leader epoch.
+        """Make ``to_broker`` the partition's leader through the active controller; returns the new leader epoch.
 
-        If ``to_broker`` is already a replica in the ISR, this is a preferred-style
-        election: new leader, leader epoch + 1, LeaderAndIsr to the replicas.
-        Otherwise the partition must have one replica (RF=1; in-process clusters
-        have no replication yet): the move is a reassignment to ``[to_broker]``
-        whose data transfer is a file copy instead of follower fetching. The old
-        broker stops the replica (clients get UNKNOWN_TOPIC_OR_PARTITION, then
-        NOT_LEADER_OR_FOLLOWER-style metadata refreshes), its flushed segments are
-        copied to ``to_broker`` (indexes are rebuilt there), the assignment and
-        leader are written with epoch + 1, and LeaderAndIsr/UpdateMetadata go out.
-        Offsets, records and producer state (rebuilt from batch headers) survive;
-        a DeleteRecords'd log start offset does not. Both brokers must run in this
-        process (``peers``).
+        This goes through the controller paths an operator would use with Kafka's tools:
+
+        - ``to_broker`` is a replica in the ISR: a preferred replica election
+          (ElectLeaders). If it is not the preferred replica (first in the
+          assignment) yet, a reassignment to the same replicas with ``to_broker``
+          first (AlterPartitionReassignments) makes it so; it completes at once,
+          every target replica being in sync.
+        - otherwise: a reassignment (AlterPartitionReassignments) to ``to_broker``
+          plus the other current replicas, without the current leader. The
+          controller runs phase A (``to_broker`` starts as a follower), then, once
+          the new replica is in the ISR, phase B: ``to_broker`` is elected, the old
+          leader's replica is stopped and deleted. Follower fetching is not built
+          yet, so the catch-up is done here the way the replica fetcher and the
+          leader would do it (:func:`_catch_up_follower`): the leader's batches are
+          appended as follower, the leader records the follower's position and
+          writes the ISR expansion to the state znode, which the controller
+          watches. Produce requests for the partition are held on the old leader
+          until the move is done (then answered NOT_LEADER_OR_FOLLOWER-style), so
+          nothing appended during the move is lost. Both brokers must run in this
+          process (``peers``).
+
+        Offsets, records and idempotent producer state (rebuilt from the batch
+        headers) survive the move.
         """
         broker = self._require_broker()
         ctrl = _active_controller(broker)
         tp = (topic, partition)
-
-        _plan_move(ctrl, broker, tp, to_broker)  # fail here, not inside the controller
-
-        async def event() -> tuple[int, int]:
-            _st, copy_from = _plan_move(ctrl, broker, tp, to_broker)
-            if copy_from is None:
-                return to_broker, await ctrl.set_partition_leader(tp, to_broker)
-            _copy_replica(copy_from, broker.peers[to_broker], tp, ctrl.epoch)
-            epoch = await ctrl.set_partition_leader(
-                tp, to_broker, isr=[to_broker], replicas=[to_broker]
+        st, replicas = _partition_of(ctrl, tp)
+        if to_broker not in ctrl.ctx.live_broker_ids:
+            raise ValueError(f"broker {to_broker} is not alive")
+        if to_broker in replicas:
+            if to_broker not in st.isr:
+                raise ValueError(
+                    f"broker {to_broker} is not in the ISR {list(st.isr)} of {topic}-{partition}"
+                )
+            if st.leader == to_broker:
+                return int(st.leader_epoch)
+            if replicas[0] != to_broker:
+                await _reassign(ctrl, tp, [to_broker, *(r for r in replicas if r != to_broker)])
+                await _until(lambda: tp not in ctrl.ctx.partitions_being_reassigned, timeout_s)
+            result = await ctrl.elect_leaders([tp], PREFERRED_ELECTION)
+            if result is None:
+                raise RuntimeError("the controller moved during the election; try again")
+            code, message = result[tp]
+            if code != 0:
+                raise RuntimeError(
+                    f"preferred election of {topic}-{partition} failed: {ErrorCode(code).name} {message or ''}"
+                )
+        else:
+            src = _peer(broker, st.leader)
+            dst = _peer(broker, to_broker)
+            if src is None or dst is None or not src.started:
+                raise ValueError(
+                    f"brokers {st.leader} and {to_broker} must both run in this process"
+                )
+            src_faults = src.channel.faults
+            hold = (
+                src_faults.add(ApiKey.PRODUCE, Delay(None), when=_produces_to(tp), times=None)
+                if isinstance(src_faults, FaultInjector)
+                else None
             )
-            return to_broker, epoch
-
-        leader, epoch = await ctrl.put(event)
+            try:
+                target = [to_broker, *(r for r in replicas if r != st.leader)]
+                await _reassign(ctrl, tp, target)
+                # phase A reached both brokers: the follower exists and the leader knows it
+                await _until(lambda: _is_follower_of(dst, tp, st.leader), timeout_s)
+                await _until(lambda: _leads_with(src, tp, to_broker), timeout_s)
+                await _catch_up_follower(src, dst, tp)
+                await _until(lambda: tp not in ctrl.ctx.partitions_being_reassigned, timeout_s)
+            finally:
+                if hold is not None and isinstance(src_faults, FaultInjector):
+                    src_faults.remove(hold)
+        lic = ctrl.ctx.partition_leadership_info[tp]
+        leader, epoch = lic.leader_and_isr.leader, lic.leader_and_isr.leader_epoch
+        if leader != to_broker:
+            raise RuntimeError(f"{topic}-{partition} is led by {leader}, not {to_broker}")
         await self._await_leader(tp, leader, epoch, timeout_s)
-        dst = broker.peers.get(leader)
-        if dst is not None:  # its log was opened before it knew the topic's config
-            dst.on_topic_config_changed(topic)
-        return epoch
+        return int(epoch)
 
     async def _await_leader(
         self, tp: TopicPartition, leader: int, epoch: int, timeout_s: float
@@ -540,66 +582,97 @@ def _partition_of(ctrl: KafkaController, tp: TopicPartition) -> tuple[Any, list[
     return st, list(replicas)
 
 
-def _plan_move(
-    ctrl: KafkaController, broker: KafkaBroker, tp: TopicPartition, to_broker: int
-) -> tuple[Any, KafkaBroker | None]:
-    """(current state, broker to copy the RF=1 replica from, or None for an election)."""
-    st, replicas = _partition_of(ctrl, tp)
-    if to_broker not in ctrl.ctx.live_broker_ids:
-        raise ValueError(f"broker {to_broker} is not alive")
-    if to_broker in replicas:
-        if to_broker not in st.isr:
-            raise ValueError(
-                f"broker {to_broker} is not in the ISR {list(st.isr)} of {tp[0]}-{tp[1]}"
-            )
-        return st, None
-    if len(replicas) != 1:
-        raise NotImplementedError(
-            "moving a partition with several replicas to a new broker needs "
-            "reassignment through replication, which is not built yet"
+def _peer(broker: KafkaBroker, broker_id: int) -> KafkaBroker | None:
+    if broker.broker_id == broker_id:
+        return broker
+    return broker.peers.get(broker_id)
+
+
+async def _until(pred: Callable[[], bool], timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not pred():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"leader move: condition not met within {timeout_s}s")
+        await asyncio.sleep(0.002)
+
+
+async def _reassign(ctrl: KafkaController, tp: TopicPartition, replicas: list[int]) -> None:
+    """AlterPartitionReassignments, as the admin API hands it to the controller."""
+    result = await ctrl.alter_partition_reassignments({tp: replicas})
+    if result is None:
+        raise RuntimeError("the controller moved during the reassignment; try again")
+    code, message = result[tp]
+    if code != 0:
+        raise RuntimeError(
+            f"reassignment of {tp[0]}-{tp[1]} to {replicas} failed: {ErrorCode(code).name} {message or ''}"
         )
-    src, dst = broker.peers.get(replicas[0]), broker.peers.get(to_broker)
-    if src is None or dst is None or not src.started:
-        raise ValueError(f"brokers {replicas[0]} and {to_broker} must both run in this process")
-    return st, src
 
 
-def _copy_replica(
-    src: KafkaBroker, dst: KafkaBroker, tp: TopicPartition, controller_epoch: int
-) -> None:
-    """Move an RF=1 replica's files from ``src`` to ``dst`` (synchronous: no request interleaves)."""
-    src.handle_stop_replica(controller_epoch, [tp], delete=False)  # no more appends
-    lg = src.log_manager.get_log(*tp)
-    if lg is not None:
-        lg.flush()
-        lm = dst.log_manager
-        counts = {d: len(logs) for d, logs in lm.logs_by_dir().items() if d in lm.online_dirs}
-        target = min(counts, key=lambda d: counts[d]) / lg.dir.name
-        if target.exists():
-            shutil.rmtree(target)
-        target.mkdir(parents=True)
-        for f in _replica_files(lg.dir.iterdir()):
-            shutil.copy2(f, target / f.name)
-        # open it now, on the dir it was copied to; LeaderAndIsr finds it loaded
-        lm.get_or_create_log(*tp)
-    # StopReplica(delete) forgets the topic's config, right for a deleted topic only
-    saved = src.admin.topic_configs.get(tp[0])
-    src.handle_stop_replica(controller_epoch, [tp], delete=True)
-    if saved is not None and any(t == tp[0] for t, _p in src.replica_manager.partitions):
-        src.admin.topic_configs[tp[0]] = saved
+def _produces_to(tp: TopicPartition) -> Callable[[RequestContext, Any], bool]:
+    """A rule predicate: a Produce request carrying records for ``tp``."""
+
+    def match(_ctx: RequestContext, req: Any) -> bool:
+        for t in getattr(req, "topic_data", None) or ():
+            if t.name == tp[0] and any(int(p.index) == tp[1] for p in t.partition_data):
+                return True
+        return False
+
+    return match
 
 
-def _replica_files(entries: Iterable[Path]) -> list[Path]:
-    """Segments, the leader epoch checkpoint and partition.metadata; indexes are rebuilt."""
-    return [
-        f
-        for f in entries
-        if f.is_file()
-        and (
-            f.name.endswith(LOG_FILE_SUFFIX)
-            or f.name in (LEADER_EPOCH_CHECKPOINT_FILE, "partition.metadata")
-        )
-    ]
+def _is_follower_of(b: KafkaBroker, tp: TopicPartition, leader: int) -> bool:
+    p = b.replica_manager.get_partition(tp)
+    return p is not None and p.log is not None and p.leader_id == leader
+
+
+def _leads_with(b: KafkaBroker, tp: TopicPartition, replica: int) -> bool:
+    p = b.replica_manager.get_partition(tp)
+    return p is not None and p.is_leader and replica in p.remote_replicas
+
+
+async def _catch_up_follower(src: KafkaBroker, dst: KafkaBroker, tp: TopicPartition) -> None:
+    """What the replica fetcher and the leader do until ``dst`` joins the ISR of ``tp``.
+
+    A stand-in for follower fetching (not built yet): ``dst`` appends the leader's
+    batches as a follower and takes the leader's high watermark; the leader records
+    the follower's log end offset (its next fetch offset) and, the follower being
+    caught up, writes the expanded ISR to the partition's state znode conditionally
+    on its version (Kafka's Partition.maybeExpandIsr in ZooKeeper mode) and an ISR
+    change notification. The caller holds produce requests for ``tp`` on ``src``.
+    """
+    leader = src.replica_manager.get_partition(tp)
+    follower = dst.replica_manager.get_partition(tp)
+    assert leader is not None and leader.log is not None
+    assert follower is not None and follower.log is not None
+    llog, flog = leader.log, follower.log
+    if flog.log_end_offset < llog.log_start_offset or flog.log_end_offset > llog.log_end_offset:
+        flog.truncate_fully_and_start_at(llog.log_start_offset)
+    while flog.log_end_offset < llog.log_end_offset:
+        data = llog.read(flog.log_end_offset, 1 << 20, max_offset=None, min_one_message=True)
+        raw = data.records
+        raw = raw if isinstance(raw, bytes | bytearray) else raw.read_bytes()
+        if not raw or not flog.append_as_follower(raw).num_messages:
+            break
+    flog.update_high_watermark(min(llog.high_watermark, flog.log_end_offset))
+    leader.update_follower_fetch_state(dst.broker_id, flog.log_end_offset, flog.log_start_offset)
+    states = await KafkaZkClient(src.store).get_partition_states([tp])
+    state, version = states[tp]
+    if state.leader != src.broker_id or state.leader_epoch != leader.leader_epoch:
+        raise RuntimeError(f"{tp[0]}-{tp[1]} changed leadership during the move; try again")
+    isr = [*state.isr, dst.broker_id] if dst.broker_id not in state.isr else list(state.isr)
+    written = await update_leader_and_isr(
+        src.store,
+        tp,
+        leader=state.leader,
+        leader_epoch=state.leader_epoch,
+        isr=isr,
+        controller_epoch=state.controller_epoch,
+        zk_version=version,
+    )
+    if written is None:
+        raise RuntimeError(f"{tp[0]}-{tp[1]}: the state znode changed during the move; try again")
+    leader.isr = isr
+    await write_isr_change_notification(src.store, [tp])
 
 
 # --------------------------------------------------------------------------- error responses

@@ -22,6 +22,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
+from kafkalite.protocol.errors import ErrorCode
 from kafkalite.server.broker import KafkaBroker
 from kafkalite.server.config import BrokerConfig
 from kafkalite.server.faults import FaultInjector
@@ -128,6 +129,13 @@ class AsyncBroker:
         [r] = await self.broker.admin.create_topics([t], validate_only=False, timeout_ms=10000)
         if r.error:
             raise RuntimeError(f"create_topic({name}) failed: error {r.error} {r.message or ''}")
+
+    async def delete_topic(self, name: str, timeout_ms: int = 10000) -> None:
+        """Delete ``name`` as DeleteTopics does (an unknown topic is not an error here)."""
+        assert self.broker is not None
+        [code] = (await self.broker.admin.delete_topics([name], timeout_ms)).values()
+        if code not in (0, ErrorCode.unknown_topic_or_partition):
+            raise RuntimeError(f"delete_topic({name}) failed: {ErrorCode(code).name}")
 
     def records(self, topic: str, partition: int | None = None) -> list[Any]:
         """Every record stored in ``topic`` (all partitions, or one), decoded."""
@@ -333,6 +341,9 @@ class ThreadedBroker:
                 name, partitions, replication_factor, config, assignments=assignments
             )
         )
+
+    def delete_topic(self, name: str, timeout_ms: int = 10000) -> None:
+        self._run(self._async.delete_topic(name, timeout_ms))
 
     def records(self, topic: str, partition: int | None = None) -> list[Any]:
         return self.call(self._async.records, topic, partition)

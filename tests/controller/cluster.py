@@ -29,8 +29,8 @@ from kafkalite.metadata.zookeeper import ZooKeeperStore
 from kafkalite.protocol import inter_broker as ib
 from kafkalite.server.broker import KafkaBroker
 from kafkalite.testing import AsyncBroker
-from kafkalite.testing.cluster import _crash
 from kafkalite.testing.embedded import _make_config
+from kafkalite.testing.in_process_cluster import _crash
 
 _I32 = struct.Struct(">i")
 

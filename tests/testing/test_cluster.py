@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -10,7 +12,7 @@ from confluent_kafka.admin import AdminClient
 
 from kafkalite.protocol import messages
 from kafkalite.protocol.api_keys import ApiKey
-from kafkalite.testing.cluster import AsyncCluster, cluster
+from kafkalite.testing.in_process_cluster import AsyncCluster, cluster
 
 
 def _client_view(bootstrap: str) -> tuple[int, set[int]]:
@@ -92,6 +94,18 @@ def test_a_crashed_broker_restarts_with_its_records_and_takes_its_partitions_bac
         assert [r.value for r in c.records("durable", 0)] == values  # recovered, not lost
         _produce(c.bootstrap_servers, "durable", [b"after"], partition=0)
         assert _consume(c.bootstrap_servers, "durable", [0], 51) == [*values, b"after"]
+
+
+def test_leader_of_matches_what_clients_see_after_the_controller_crashes(kafka_cluster):
+    kafka_cluster.create_topic("ctrl-led", partitions=6)
+    ctrl = kafka_cluster.controller_id
+    p = next(p for p in range(6) if kafka_cluster.leader_of("ctrl-led", p) == ctrl)
+    kafka_cluster.crash(ctrl)
+    kafka_cluster.wait_for_controller(not_=ctrl)
+    assert kafka_cluster.leader_of("ctrl-led", p) == -1
+    survivors = ",".join(kafka_cluster.bootstrap_of(i) for i in kafka_cluster.live_ids)
+    md = AdminClient({"bootstrap.servers": survivors}).list_topics("ctrl-led", timeout=10)
+    assert md.topics["ctrl-led"].partitions[p].leader == -1
 
 
 def test_move_leader_takes_an_rf1_partition_and_its_records_to_another_broker(kafka_cluster):
@@ -184,8 +198,77 @@ async def test_a_moved_partition_keeps_its_topic_config_on_both_brokers():
         assert c.kafka(1).log_manager.get_log("cfg", 0).config.retention_ms == 12345
         assert c.kafka(0).log_manager.get_log("cfg", 0) is None
         assert c.kafka(0).admin.log_config("cfg").retention_ms == 12345  # partition 1 stays
-        await c.create_topic("rf2", assignments={0: [0, 1]})
-        with pytest.raises(NotImplementedError):  # needs replication
-            await c.move_leader("rf2", 0, 2)
         with pytest.raises(ValueError):
-            await c.move_leader("rf2", 0, 7)
+            await c.move_leader("cfg", 0, 7)
+
+
+async def test_move_leader_within_the_replicas_is_a_reorder_and_a_preferred_election():
+    async with AsyncCluster(3) as c:
+        await c.create_topic("pref", assignments={0: [0, 1]})
+        ctrl = c.kafka(c.controller_id).controller
+        before = ctrl.ctx.partition_leadership_info[("pref", 0)].leader_and_isr.leader_epoch
+        epoch = await c.move_leader("pref", 0, 1)
+        assert c.leader_of("pref", 0) == 1 and epoch > before
+        # the reassignment made broker 1 the preferred replica, the election made it lead
+        assert ctrl.ctx.partition_replica_assignment(("pref", 0)) == [1, 0]
+        for i in c.live_ids:
+            assert c.kafka(i).metadata_cache.get_topic("pref").partitions[0].replicas == [1, 0]
+        assert ctrl.preferred_replica_imbalance_count() == 0
+        with pytest.raises(ValueError):  # not a replica and not alive
+            await c.move_leader("pref", 0, 7)
+
+
+async def test_moving_an_rf2_partition_to_a_new_broker_reassigns_it_without_the_old_leader():
+    async with AsyncCluster(3) as c:
+        await c.create_topic("rf2", assignments={0: [0, 1]})
+        await c.move_leader("rf2", 0, 2)
+        assert c.leader_of("rf2", 0) == 2
+        ctrl = c.kafka(c.controller_id).controller
+        assert ctrl.ctx.partition_replica_assignment(("rf2", 0)) == [2, 1]
+        assert not ctrl.ctx.partitions_being_reassigned
+        assert c.kafka(0).log_manager.get_log("rf2", 0) is None  # phase B deleted it
+
+
+def test_an_idempotent_producer_writing_through_a_leader_move_loses_and_repeats_nothing(
+    kafka_cluster,
+):
+    kafka_cluster.create_topic("busy", assignments={0: [0]})
+    errors: list[str] = []
+    p = Producer(
+        {
+            "bootstrap.servers": kafka_cluster.bootstrap_servers,
+            "enable.idempotence": True,
+            "linger.ms": 1,
+            "retry.backoff.ms": 10,
+        }
+    )
+    stop = threading.Event()
+    sent: list[bytes] = []
+
+    def produce() -> None:
+        while not stop.is_set():
+            v = f"b{len(sent):06d}".encode()
+            p.produce("busy", v, partition=0, on_delivery=lambda e, _m: e and errors.append(str(e)))
+            sent.append(v)
+            p.poll(0)
+            time.sleep(0.0005)
+        assert p.flush(30) == 0
+
+    t = threading.Thread(target=produce)
+    t.start()
+    try:
+        deadline = time.monotonic() + 20
+        while len(kafka_cluster.records("busy", 0)) < 200:  # the producer is in full flow
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        kafka_cluster.move_leader("busy", 0, 1)
+        moved = len(sent)
+        while len(sent) < moved + 200:  # and goes on producing to the new leader
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+    finally:
+        stop.set()
+        t.join(60)
+    assert not t.is_alive() and errors == []
+    assert kafka_cluster.leader_of("busy", 0) == 1
+    assert [r.value for r in kafka_cluster.records("busy", 0)] == sent

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import shutil
+import subprocess
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -56,6 +58,24 @@ async def test_aiokafka_round_trip_through_the_fixtures(kafka_bootstrap, kafka_t
         assert msg.value == b"async"
     finally:
         await c.stop()
+
+
+def test_kcat_produces_and_consumes_through_the_fixtures(kafka_broker, kafka_topic):
+    kcat = shutil.which("kcat")
+    assert kcat, "kcat is missing: make system-deps installs it"
+    base = [kcat, "-b", kafka_broker.bootstrap_servers, "-t", kafka_topic]
+    subprocess.run(
+        [*base, "-P", "-p", "1", "-K", ":"], input=b"k1:one\nk2:two\n", check=True, timeout=30
+    )
+    recs = kafka_broker.records(kafka_topic, 1)
+    assert [(r.key, r.value) for r in recs] == [(b"k1", b"one"), (b"k2", b"two")]
+    out = subprocess.run(
+        [*base, "-C", "-p", "1", "-o", "beginning", "-e", "-f", "%k=%s@%o\n"],
+        capture_output=True,
+        check=True,
+        timeout=30,
+    ).stdout
+    assert out.split() == [b"k1=one@0", b"k2=two@1"]
 
 
 def test_kafka_topic_is_fresh_per_test_and_has_three_partitions(kafka_broker, kafka_topic):

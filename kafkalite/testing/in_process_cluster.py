@@ -185,12 +185,19 @@ class AsyncCluster:
         return -1
 
     def leader_of(self, topic: str, partition: int) -> int:
-        """The partition's leader as the controller's UpdateMetadata published it (-1: none)."""
+        """The partition's leader as clients see it in Metadata (-1: none).
+
+        That is the controller's UpdateMetadata, except that a leader which is not a
+        live broker counts as none (LEADER_NOT_AVAILABLE), as in a Metadata response:
+        after a controller crash the state znode may still name the dead broker.
+        """
         ctrl = self.controller_id
         for i in ([ctrl] if ctrl >= 0 else []) + self.responsive_ids:
-            t = self.kafka(i).metadata_cache.get_topic(topic)
+            cache = self.kafka(i).metadata_cache
+            t = cache.get_topic(topic)
             if t is not None and partition in t.partitions:
-                return t.partitions[partition].leader
+                leader = t.partitions[partition].leader
+                return leader if leader in cache.brokers else -1
         raise KeyError(f"unknown partition {topic}-{partition}")
 
     async def wait_for_controller(self, *, not_: int | None = None, timeout_s: float = 10.0) -> int:
@@ -468,7 +475,7 @@ class ThreadedCluster:
 def cluster(
     n: int = 3, data_dir: str | Path | None = None, **config: Any
 ) -> Iterator[ThreadedCluster]:
-    """``with kafkalite.testing.cluster(3) as c: Producer({"bootstrap.servers": c.bootstrap_servers})``."""
+    """``with kafkalite.testing.cluster(n=3) as c: Producer({"bootstrap.servers": c.bootstrap_servers})``."""
     c = ThreadedCluster(n, data_dir, **config)
     c.start()
     try:
