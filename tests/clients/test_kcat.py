@@ -126,6 +126,7 @@ def test_kcat_produce_consume_every_codec_and_query_offsets(kafka_broker_factory
     stored = {p: _stored_codecs(b, topic, p) for p in range(3)}
     per_partition: dict[int, list[tuple[int, int, int]]] = {}
     seen = set()
+    stored_with: dict[str, int] = {}
     for p, offset, ts, key, value, headers in got:
         seq = int(value[:8])
         assert seq not in seen
@@ -138,12 +139,19 @@ def test_kcat_produce_consume_every_codec_and_query_offsets(kafka_broker_factory
             (b"bin", b"\xff\x80\x01"),
             (b"empty", b""),
         ]
-        # stored with the codec the producer used (read from the broker's own log)
-        assert stored[p][offset] == CODEC_IDS[codec], (seq, codec)
+        # stored with the codec the producer used (read from the broker's own log),
+        # or uncompressed: librdkafka sends a batch as is when compressing does not
+        # shrink it (a lone record when linger expires under load)
+        assert stored[p][offset] in (CODEC_IDS[codec], 0), (seq, codec)
+        stored_with[codec] = stored_with.get(codec, 0) + (stored[p][offset] != 0)
         # CreateTime set by kcat while that run was producing
         lo, hi = windows[codec]
         assert lo - 1000 <= ts <= hi + 1000, (ts, lo, hi)
         per_partition.setdefault(p, []).append((offset, seq, ts))
+    # the bulk of every run went through its codec
+    for codec in CODECS:
+        if CODEC_IDS[codec]:
+            assert stored_with.get(codec, 0) >= N // 2, (codec, stored_with)
     assert set(per_partition) == {0, 1, 2}
     for recs in per_partition.values():  # as delivered, not sorted
         offsets = [o for o, _, _ in recs]
