@@ -171,19 +171,33 @@ class KafkaController:
         return self.partition_state_machine.offline_partition_count() if self.is_active else 0
 
     def preferred_replica_imbalance_count(self) -> int:
-        """Kafka's PreferredReplicaImbalanceCount metric."""
+        """Kafka's PreferredReplicaImbalanceCount metric: partitions whose leader is not
+        their preferred replica (leaderless ones included), outside topics being deleted."""
         if not self.is_active:
             return 0
         n = 0
         for tp, lic in self.ctx.partition_leadership_info.items():
             ar = self.ctx.partition_replica_assignment(tp)
-            if ar and lic.leader_and_isr.leader != ar[0]:
+            if (
+                ar
+                and lic.leader_and_isr.leader != ar[0]
+                and not self._is_topic_queued_for_deletion(tp[0])
+            ):
                 n += 1
         return n
 
     @property
     def unclean_leader_elections(self) -> int:
         return self.offline_selector.unclean_elections
+
+    def global_topic_count(self) -> int:
+        """Kafka's GlobalTopicCount: topics the controller knows (0 on other brokers)."""
+        return len(self.ctx.all_topics) if self.is_active else 0
+
+    def global_partition_count(self) -> int:
+        """Kafka's GlobalPartitionCount: partitions with a leader-and-ISR state (0 on other
+        brokers)."""
+        return len(self.ctx.partition_leadership_info) if self.is_active else 0
 
     # ---- event queue -----------------------------------------------------------------
     def put(self, fn: Callable[[], Awaitable[Any]], name: str = "Custom") -> asyncio.Future[Any]:
