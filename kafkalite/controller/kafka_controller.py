@@ -171,19 +171,33 @@ class KafkaController:
         return self.partition_state_machine.offline_partition_count() if self.is_active else 0
 
     def preferred_replica_imbalance_count(self) -> int:
-        """Kafka's PreferredReplicaImbalanceCount metric."""
+        """Kafka's PreferredReplicaImbalanceCount metric: partitions whose leader is not
+        their preferred replica (leaderless ones included), outside topics being deleted."""
         if not self.is_active:
             return 0
         n = 0
         for tp, lic in self.ctx.partition_leadership_info.items():
             ar = self.ctx.partition_replica_assignment(tp)
-            if ar and lic.leader_and_isr.leader != ar[0]:
+            if (
+                ar
+                and lic.leader_and_isr.leader != ar[0]
+                and not self._is_topic_queued_for_deletion(tp[0])
+            ):
                 n += 1
         return n
 
     @property
     def unclean_leader_elections(self) -> int:
         return self.offline_selector.unclean_elections
+
+    def global_topic_count(self) -> int:
+        """Kafka's GlobalTopicCount: topics the controller knows (0 on other brokers)."""
+        return len(self.ctx.all_topics) if self.is_active else 0
+
+    def global_partition_count(self) -> int:
+        """Kafka's GlobalPartitionCount: partitions with a leader-and-ISR state (0 on other
+        brokers)."""
+        return len(self.ctx.partition_leadership_info) if self.is_active else 0
 
     # ---- event queue -----------------------------------------------------------------
     def put(self, fn: Callable[[], Awaitable[Any]], name: str = "Custom") -> asyncio.Future[Any]:
@@ -957,8 +971,19 @@ class KafkaController:
         wanted = await self.zk.get_partition_reassignment(
             watch=self._watch("PartitionReassignment", self._partition_reassignment)
         )
+        # KIP-455's adding_replicas in the topic znode tell the original replicas of a
+        # reassignment already in phase A (AR is then RAR ∪ OAR): what a cancellation
+        # goes back to
+        assignments = await self.zk.get_topic_assignments(sorted({t for t, _p in wanted}))
         for tp, rar in wanted.items():
-            ctx.partitions_being_reassigned[tp] = ReassignedPartitionsContext(list(rar))
+            original: list[int] = []
+            got = assignments.get(tp[0])
+            if got is not None:
+                adding = got[0].adding_replicas.get(tp[1])
+                if adding:
+                    ar = got[0].partitions.get(tp[1], [])
+                    original = [r for r in ar if r not in adding]
+            ctx.partitions_being_reassigned[tp] = ReassignedPartitionsContext(list(rar), original)
 
     async def _partition_reassignment(self) -> None:
         ctx = self.ctx
@@ -1059,7 +1084,13 @@ class KafkaController:
         if not set(rar) <= isr:
             # phase A: AR := RAR ∪ OAR everywhere, new replicas start and catch up
             union = list(dict.fromkeys([*rar, *current]))
-            await self._update_assigned_replicas(tp, union)
+            orig = rctx.original_replicas or current
+            await self._update_assigned_replicas(
+                tp,
+                union,
+                adding=[r for r in rar if r not in orig],
+                removing=[r for r in orig if r not in rar],
+            )
             await self._update_leader_epoch_and_send_request(tp, union, union)
             new_replicas = [PartitionAndReplica(tp[0], tp[1], r) for r in rar if r not in current]
             await self.replica_state_machine.handle_state_changes(new_replicas, ReplicaState.NEW)
@@ -1099,8 +1130,16 @@ class KafkaController:
         else:
             await self._update_leader_epoch_and_send_request(tp, old_and_new, rar)
 
-    async def _update_assigned_replicas(self, tp: TopicPartition, replicas: list[int]) -> None:
-        """Write the partition's AR to the topic znode and the context."""
+    async def _update_assigned_replicas(
+        self,
+        tp: TopicPartition,
+        replicas: list[int],
+        *,
+        adding: list[int] | None = None,
+        removing: list[int] | None = None,
+    ) -> None:
+        """Write the partition's AR to the topic znode and the context, with KIP-455's
+        adding/removing replicas while it is being reassigned (cleared otherwise)."""
         ctx = self.ctx
         got = await self.zk.get_topic_assignment(tp[0])
         if got is None:
@@ -1108,10 +1147,17 @@ class KafkaController:
         assignment, version = got
         partitions = dict(assignment.partitions)
         partitions[tp[1]] = list(replicas)
+        adding_map = dict(assignment.adding_replicas)
+        removing_map = dict(assignment.removing_replicas)
+        for m, v in ((adding_map, adding), (removing_map, removing)):
+            if v:
+                m[tp[1]] = list(v)
+            else:
+                m.pop(tp[1], None)
         new = paths.TopicAssignment(
             partitions,
-            assignment.adding_replicas,
-            assignment.removing_replicas,
+            adding_map,
+            removing_map,
             assignment.topic_id,
         )
         await self.zk.set_topic_assignment(
@@ -1183,14 +1229,35 @@ class KafkaController:
             if ctx.partition_leadership_info[tp].leader_and_isr.leader == broker_id
         ]
         followed = [tp for tp in act_on if tp not in set(led)]
+        movable = [tp for tp in led if self._has_controlled_shutdown_candidate(tp)]
+        if len(movable) < len(led):
+            # Expected when the last replicas of a partition stop (a cluster shutting
+            # down): one line, not an election failure per partition.
+            log.info(
+                "controller %d: %d partitions led by shutting-down broker %d have no other "
+                "online replica in their ISR; they stay led by it until it stops",
+                self.broker_id,
+                len(led) - len(movable),
+                broker_id,
+            )
         await self.partition_state_machine.handle_state_changes(
-            led, PartitionState.ONLINE, self.controlled_shutdown_selector
+            movable, PartitionState.ONLINE, self.controlled_shutdown_selector
         )
         await self.replica_state_machine.handle_state_changes(
             [PartitionAndReplica(tp[0], tp[1], broker_id) for tp in followed],
             ReplicaState.OFFLINE,
         )
         return 0, self._replicated_partitions_broker_leads(broker_id)
+
+    def _has_controlled_shutdown_candidate(self, tp: TopicPartition) -> bool:
+        """Whether the controlled-shutdown selector can find a leader for ``tp`` (by the cache)."""
+        ctx = self.ctx
+        isr = ctx.partition_leadership_info[tp].leader_and_isr.isr
+        shutting = ctx.shutting_down_broker_ids
+        return any(
+            r in isr and r not in shutting and ctx.is_replica_online(r, tp)
+            for r in ctx.partition_replica_assignment(tp)
+        )
 
     def _replicated_partitions_broker_leads(self, broker_id: int) -> list[TopicPartition]:
         """Partitions ``broker_id`` still leads that have another online replica (Kafka 1.1+)."""
@@ -1277,7 +1344,7 @@ class KafkaController:
         self, wanted: dict[TopicPartition, list[int] | None]
     ) -> dict[TopicPartition, tuple[int, str | None]] | None:
         """Add reassignments to /admin/reassign_partitions (the controller's watch does the
-        rest); None if not the controller. Cancelling (replicas None) is not supported."""
+        rest), or cancel them (replicas None, KIP-455); None if not the controller."""
 
         async def event() -> dict[TopicPartition, tuple[int, str | None]] | None:
             if not self.is_active:
@@ -1286,17 +1353,21 @@ class KafkaController:
             out: dict[TopicPartition, tuple[int, str | None]] = {}
             current = await self.zk.get_partition_reassignment()
             changed = False
+            cancel: list[TopicPartition] = []
             for tp, replicas in wanted.items():
                 if not ctx.partition_replica_assignment(tp):
                     out[tp] = (int(ErrorCode.unknown_topic_or_partition), None)
                 elif replicas is None:
-                    if tp in ctx.partitions_being_reassigned or tp in current:
-                        out[tp] = (
-                            int(ErrorCode.invalid_replica_assignment),
-                            "cancelling a reassignment is not supported by kafkalite",
-                        )
+                    if tp in ctx.partitions_being_reassigned:
+                        cancel.append(tp)
+                        out[tp] = (0, None)
+                    elif tp in current:  # queued, not started yet: dropping it cancels it
+                        out[tp] = (0, None)
                     else:
                         out[tp] = (int(ErrorCode.no_reassignment_in_progress), None)
+                    if tp in current:
+                        del current[tp]
+                        changed = True
                 elif not replicas or len(set(replicas)) != len(replicas):
                     out[tp] = (
                         int(ErrorCode.invalid_replica_assignment),
@@ -1318,6 +1389,8 @@ class KafkaController:
                     out[tp] = (0, None)
             if changed:
                 await self.zk.set_partition_reassignment(current, ctx.epoch_zk_version)
+            for tp in cancel:
+                await self._cancel_reassignment(tp)
             return out
 
         if not self.is_active:
@@ -1326,6 +1399,41 @@ class KafkaController:
             event, "ApiPartitionReassignment"
         )
         return result
+
+    async def _cancel_reassignment(self, tp: TopicPartition) -> None:
+        """KIP-455 cancellation: reassign back to the original replicas.
+
+        As Kafka's ``onPartitionReassignment`` with the target set to the origin
+        replicas: the AR goes back to the original replicas (adding/removing cleared),
+        the replicas that were being added are stopped and deleted, and then the
+        reassignment to the original replicas completes as any other (at once when they
+        are all in the ISR: leader moved back if an added replica led, leader epoch
+        bumped, UpdateMetadata).
+        """
+        ctx = self.ctx
+        rctx = ctx.partitions_being_reassigned[tp]
+        current = ctx.partition_replica_assignment(tp)
+        origin = list(rctx.original_replicas) or list(current)
+        log.info(
+            "cancelling the reassignment of %s-%d to %s: back to %s",
+            tp[0],
+            tp[1],
+            rctx.new_replicas,
+            origin,
+        )
+        back = ReassignedPartitionsContext(origin, origin)
+        ctx.partitions_being_reassigned[tp] = back
+        unneeded = [r for r in current if r not in origin]
+        if current != origin:
+            await self._update_assigned_replicas(tp, origin)
+        if unneeded:
+            stopped = [PartitionAndReplica(tp[0], tp[1], r) for r in unneeded]
+            rsm = self.replica_state_machine
+            await rsm.handle_state_changes(stopped, ReplicaState.OFFLINE)
+            await rsm.handle_state_changes(stopped, ReplicaState.DELETION_STARTED)
+            await rsm.handle_state_changes(stopped, ReplicaState.DELETION_SUCCESSFUL)
+            await rsm.handle_state_changes(stopped, ReplicaState.NON_EXISTENT)
+        await self._on_partition_reassignment(tp, back)
 
     def list_partition_reassignments(
         self,

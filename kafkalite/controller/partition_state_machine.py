@@ -27,6 +27,7 @@ from kafkalite.controller.controller_context import (
 )
 from kafkalite.controller.leader_selectors import (
     LeaderElectionNotNeededException,
+    NoReplicaOnlineException,
     PartitionLeaderSelector,
     StateChangeFailedException,
 )
@@ -163,7 +164,29 @@ class PartitionStateMachine:
             self.batch.clear()  # ControllerMovedException, a lost store connection, ...
             raise
         await self.batch.send_requests_to_brokers(self.ctx.epoch)
+        self._log_offline_summary(failures, target)
         return failures
+
+    def _log_offline_summary(
+        self, failures: dict[TopicPartition, Exception], target: PartitionState
+    ) -> None:
+        offline = sorted(
+            tp for tp, e in failures.items() if isinstance(e, NoReplicaOnlineException)
+        )
+        if not offline:
+            return
+        shown = ", ".join(f"{t}-{p}" for t, p in offline[:5])
+        more = f" and {len(offline) - 5} more" if len(offline) > 5 else ""
+        state_change_log.warning(
+            "controller %d epoch %d: %d partitions stay offline, no replica can lead them "
+            "(%s%s); first: %s",
+            self.controller_id,
+            self.ctx.epoch,
+            len(offline),
+            shown,
+            more,
+            failures[offline[0]],
+        )
 
     async def _do_handle_state_changes(
         self,
@@ -218,11 +241,19 @@ class PartitionStateMachine:
         )
 
     def _fail(
-        self, failures: dict[TopicPartition, Exception], tp: TopicPartition, message: str
+        self,
+        failures: dict[TopicPartition, Exception],
+        tp: TopicPartition,
+        message: str,
+        *,
+        expected: bool = False,
     ) -> None:
-        e = StateChangeFailedException(message)
+        """Record a failed transition; logged as an error unless ``expected`` (no replica
+        online to lead), which is logged per partition at debug and summarized once per
+        batch by :meth:`_log_offline_summary`."""
+        e = (NoReplicaOnlineException if expected else StateChangeFailedException)(message)
         failures[tp] = e
-        state_change_log.error(
+        (state_change_log.debug if expected else state_change_log.error)(
             "controller %d epoch %d failed to change state of partition %s-%d: %s",
             self.controller_id,
             self.ctx.epoch,
@@ -312,6 +343,12 @@ class PartitionStateMachine:
                     failures[tp] = e  # not an error: nothing to change
                     ctx.partition_leadership_info[tp] = lic
                     log.debug("%s", e)
+                    continue
+                except NoReplicaOnlineException as e:
+                    # the partition stays offline: expected while its brokers are down (a
+                    # cluster shutting down), counted by OfflinePartitionsCount; summarized
+                    self._fail(failures, tp, f"leader election failed: {e}", expected=True)
+                    ctx.partition_leadership_info[tp] = lic
                     continue
                 except StateChangeFailedException as e:
                     self._fail(failures, tp, f"leader election failed: {e}")

@@ -897,7 +897,11 @@ def delete_cleaned_files(d: Path, base_offset: int) -> None:
 
 
 def _fsync_segment(seg: LogSegment) -> None:
-    os.fsync(seg.fileno())
+    fd = seg.dup_fd()
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
     for p in (seg.offset_index.path, seg.time_index.path, seg.txn_index.path):
         try:
             fd = os.open(p, os.O_RDONLY)
@@ -1162,7 +1166,7 @@ class LogCleaner:
                         seg.base_offset,
                         next_base,
                         seg.size,
-                        os.dup(seg.fileno()),
+                        seg.dup_fd(),
                         seg.last_modified_ms,
                         seg.offset_index.size_in_bytes,
                         seg.time_index.size_in_bytes,

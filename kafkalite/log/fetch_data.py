@@ -27,9 +27,11 @@ class FileSlice:
 
     The network layer sends it with ``os.sendfile(sock, slice.fileno(),
     slice.position, slice.size)``; TLS and tests use :meth:`read_bytes`. The
-    file stays open until the segment is finally deleted (file.delete.delay.ms
-    after retention), so a pending slice stays valid; a follower truncation can
-    shorten the file under it, in which case fewer bytes are available.
+    slice holds the segment's file object, so a segment releasing its idle
+    descriptor does not close it under a pending slice; it is closed for good
+    only when the segment is finally deleted (file.delete.delay.ms after
+    retention). A follower truncation can shorten the file under it, in which
+    case fewer bytes are available.
     """
 
     file: _HasFileno

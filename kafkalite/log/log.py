@@ -273,6 +273,10 @@ class Log:
         self._epoch_cache.truncate_from_end(leo, flush=False)
         self._epoch_cache.truncate_from_start(self._log_start_offset, flush=False)
         self._hw = self._log_start_offset
+        # Loading read the active segment's tail (and recovery whole segments): let go
+        # of those descriptors, so an idle partition holds none until it is used.
+        for seg in self._segments:
+            seg.release_handle()
 
     def _log_file_offsets(self) -> list[int]:
         return _log_file_offsets(os.listdir(self.dir))

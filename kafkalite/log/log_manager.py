@@ -625,7 +625,7 @@ class LogManager:
             if lg.recovery_point < target:  # type: ignore[operator]
                 segs = lg.unflushed_segments(target)  # type: ignore[arg-type]
                 try:
-                    fds = [os.dup(s.fileno()) for s in segs]
+                    fds = [s.dup_fd() for s in segs]
                 except OSError:
                     for fd in fds:
                         os.close(fd)

@@ -48,6 +48,7 @@ __all__ = [
     "TIME_INDEX_FILE_SUFFIX",
     "TXN_INDEX_FILE_SUFFIX",
     "LogSegment",
+    "SegmentFile",
     "file_name",
     "check_stored_batch",
     "offset_from_file_name",
@@ -106,7 +107,7 @@ class LogSegment:
         "txn_index",
         "log_path",
         "_file",
-        "_fd",
+        "_closed",
         "_size",
         "_bytes_since_last_index_entry",
         "_rolling_based_timestamp",
@@ -131,12 +132,14 @@ class LogSegment:
         self.index_interval_bytes = index_interval_bytes
         self.roll_jitter_ms = roll_jitter_ms
         self.log_path = segment_path(dir, base_offset, LOG_FILE_SUFFIX, file_suffix)
-        # "a+b": O_APPEND, so every write lands at the end even after a truncate.
-        self._file = open(self.log_path, "a+b", buffering=0)  # noqa: SIM115
-        self._fd = self._file.fileno()
-        if _FADV_SEQUENTIAL is not None:
-            os.posix_fadvise(self._fd, 0, 0, _FADV_SEQUENTIAL)
-        st = os.fstat(self._fd)
+        # The descriptor is opened on first use (see _handle): an idle segment holds none.
+        self._file: SegmentFile | None = None
+        self._closed = False
+        try:
+            st = os.stat(self.log_path)
+        except FileNotFoundError:
+            os.close(os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644))
+            st = os.stat(self.log_path)
         self._size = st.st_size
         self.created_ms = created_ms if created_ms else int(st.st_mtime * 1000)
         self.offset_index = OffsetIndex(
@@ -166,12 +169,57 @@ class LogSegment:
         return self._size
 
     @property
-    def file(self) -> object:
-        """The open ``.log`` file object (has ``fileno()``), for FileSlice."""
-        return self._file
+    def file(self) -> SegmentFile:
+        """The open ``.log`` file (has ``fileno()``), opened if it was not, for FileSlice."""
+        return self._handle()
 
     def fileno(self) -> int:
-        return self._fd
+        """The ``.log`` descriptor, opened (and kept) if it was not."""
+        return self._handle().fd
+
+    @property
+    def is_open(self) -> bool:
+        """Whether the segment holds a ``.log`` descriptor now."""
+        return self._file is not None
+
+    def _handle(self) -> SegmentFile:
+        """The ``.log`` descriptor, opened on first use.
+
+        Like Kafka's lazy indexes applied to the segment file: a broker hosting
+        thousands of idle partitions would otherwise hold one descriptor per
+        segment. O_APPEND, so every write lands at the end even after a truncate.
+        """
+        f = self._file
+        if f is None:
+            if self._closed:
+                raise ValueError(f"I/O on closed segment {self.log_path}")
+            fd = os.open(self.log_path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
+            if _FADV_SEQUENTIAL is not None:
+                os.posix_fadvise(fd, 0, 0, _FADV_SEQUENTIAL)
+            f = self._file = SegmentFile(fd)
+        return f
+
+    def release_handle(self) -> None:
+        """Drop the descriptor; the next use opens it again.
+
+        Not closed here: a FileSlice handed out earlier (a fetch response still being
+        sent) keeps the SegmentFile, which closes when the last reference goes.
+        """
+        self._file = None
+
+    def dup_fd(self) -> int:
+        """A private descriptor of the ``.log`` (for worker threads: fsync, cleaning),
+        without making the segment hold one. The caller closes it."""
+        if self._closed:
+            raise ValueError(f"I/O on closed segment {self.log_path}")
+        f = self._file
+        if f is not None:
+            return os.dup(f.fd)
+        return os.open(self.log_path, os.O_RDONLY | os.O_CLOEXEC)
+
+    def _file_size(self) -> int:
+        f = self._file
+        return os.fstat(f.fd).st_size if f is not None else os.stat(self.log_path).st_size
 
     @property
     def max_timestamp_so_far(self) -> int:
@@ -193,7 +241,9 @@ class LogSegment:
 
     @property
     def last_modified_ms(self) -> int:
-        return int(os.fstat(self._fd).st_mtime * 1000)
+        f = self._file
+        st = os.fstat(f.fd) if f is not None else os.stat(self.log_path)
+        return int(st.st_mtime * 1000)
 
     def set_last_modified_ms(self, ms: int) -> None:
         os.utime(self.log_path, ns=(ms * 1_000_000, ms * 1_000_000))
@@ -213,7 +263,9 @@ class LogSegment:
     ) -> Iterator[tuple[int, BatchHeader]]:
         """``(position, header)`` of each complete batch from ``start``; stops at a bad/partial one."""
         end = self._size if end is None else min(end, self._size)
-        fd = self._fd
+        if start + HEADER_SIZE > end:
+            return
+        fd = self._handle().fd
         pos = start
         buf = b""
         buf_pos = start
@@ -236,7 +288,7 @@ class LogSegment:
             pos += size
 
     def read_batch_bytes(self, position: int, size: int) -> bytes:
-        return os.pread(self._fd, size, position)
+        return os.pread(self._handle().fd, size, position)
 
     def _load_largest_timestamp(self) -> None:
         """Max timestamp: last time index entry, then a scan of the batches after it.
@@ -288,7 +340,7 @@ class LogSegment:
             raise IndexOffsetOverflowError(
                 f"largest offset {largest_offset} is out of range for segment base {self.base_offset}"
             )
-        _write_all(self._fd, records)
+        _write_all(self._handle().fd, records)
         if not self._max_ts_loaded:
             self._load_largest_timestamp()
         if headers is None:
@@ -323,7 +375,9 @@ class LogSegment:
         """
         pos = max(self.offset_index.lookup(offset).position, starting_position)
         end = self._size
-        fd = self._fd
+        if pos + HEADER_SIZE > end:
+            return None
+        fd = self._handle().fd
         buf = b""
         buf_pos = pos
         while pos + HEADER_SIZE <= end:
@@ -370,7 +424,7 @@ class LogSegment:
         if fetch_size <= 0:
             return FetchDataInfo(meta, b"")
         return FetchDataInfo(
-            meta, FileSlice(self._file, sp.position, fetch_size), adjusted < sp.size
+            meta, FileSlice(self._handle(), sp.position, fetch_size), adjusted < sp.size
         )
 
     def read_next_offset(self) -> int:
@@ -484,8 +538,8 @@ class LogSegment:
         last_index_entry = 0
         max_ts, off_max = -1, self.base_offset
         prev_last = self.base_offset - 1
-        fd = self._fd
-        end = os.fstat(fd).st_size
+        end = self._file_size()
+        fd = self._handle().fd if end else -1
         buf = b""
         buf_pos = 0
         reason = None
@@ -566,7 +620,7 @@ class LogSegment:
         truncated = 0
         if mapping is not None:
             truncated = self._size - mapping.position
-            os.ftruncate(self._fd, mapping.position)
+            os.ftruncate(self._handle().fd, mapping.position)
             self._size = mapping.position
         if self._size == 0:
             self._rolling_based_timestamp = None
@@ -585,6 +639,8 @@ class LogSegment:
         self.time_index.trim_to_valid_size()
         self.offset_index.close_handler()
         self.time_index.close_handler()
+        # lagging readers reopen it; the roll's fsync uses a private descriptor
+        self.release_handle()
 
     def resize_indexes(self, size: int) -> None:
         self.offset_index.resize(size)
@@ -593,7 +649,14 @@ class LogSegment:
     # -- lifecycle ----------------------------------------------------------
 
     def flush(self) -> None:
-        os.fsync(self._fd)
+        if self._file is not None:
+            os.fsync(self._file.fd)
+        else:  # written through a released descriptor: the data is the inode's
+            fd = self.dup_fd()
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
         self.offset_index.flush()
         self.time_index.flush()
         self.txn_index.flush()
@@ -605,14 +668,21 @@ class LogSegment:
         self.offset_index.close()
         self.time_index.close()
         self.txn_index.close()
-        self._file.close()
+        self._close_file()
 
     def close_handlers(self) -> None:
         """Release mappings and descriptors without touching the files."""
         self.offset_index.close_handler()
         self.time_index.close_handler()
         self.txn_index.close()
-        self._file.close()
+        self._close_file()
+
+    def _close_file(self) -> None:
+        """Close for good (a never-opened segment has nothing to close); later I/O raises."""
+        self._closed = True
+        f, self._file = self._file, None
+        if f is not None:
+            f.close()
 
     def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
         """Rename every file of the segment, e.g. to ``.deleted``; descriptors stay valid."""
@@ -633,7 +703,7 @@ class LogSegment:
     def delete(self) -> None:
         """Close and remove all files of the segment."""
         try:
-            self._file.close()
+            self._close_file()
         finally:
             for p in (self.log_path,):
                 try:
@@ -664,6 +734,40 @@ class LogSegment:
             created_ms=created_ms,
             file_suffix=file_suffix,
         )
+
+
+class SegmentFile:
+    """An open ``.log`` descriptor, shared by its segment and the FileSlices read from it.
+
+    A segment that releases its descriptor (idle, rolled) just drops its reference:
+    slices still being sent keep this object, and the descriptor closes with the last
+    reference. A segment closed or deleted for good closes it explicitly.
+    """
+
+    __slots__ = ("fd",)
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def fileno(self) -> int:
+        if self.fd < 0:
+            raise ValueError("I/O operation on a closed segment file")
+        return self.fd
+
+    @property
+    def closed(self) -> bool:
+        return self.fd < 0
+
+    def close(self) -> None:
+        fd, self.fd = self.fd, -1
+        if fd >= 0:
+            os.close(fd)
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except OSError:
+            pass
 
 
 def _write_all(fd: int, data: bytes | bytearray | memoryview) -> None:

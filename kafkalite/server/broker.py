@@ -48,7 +48,7 @@ from kafkalite.server.apis.controller_requests import ControllerRequestChannel
 from kafkalite.server.config import BrokerConfig, Endpoint
 from kafkalite.server.fetch_session import FetchSessionCache
 from kafkalite.server.metadata_cache import BrokerEndpointInfo, MetadataCache, PartitionMetadata
-from kafkalite.server.metrics import BrokerMetrics
+from kafkalite.server.metrics import BrokerMetrics, MetricsHttpServer
 from kafkalite.server.socket_server import SocketServer
 from kafkalite.server.tls import build_ssl_context
 from kafkalite.server.topic_names import INTERNAL_TOPICS
@@ -107,6 +107,13 @@ class KafkaBroker:
         self.group_coordinator = GroupCoordinator(self)
         self.metrics = BrokerMetrics()
         self.metrics.register_purgatories(self._purgatories)
+        self.metrics.register_controller(lambda: self.controller)
+        port = config["kafkalite.metrics.port"]
+        self.metrics_server: MetricsHttpServer | None = (
+            None
+            if port is None
+            else MetricsHttpServer(self.metrics, str(config["kafkalite.metrics.host"]), int(port))
+        )
         self._metadata_waiters: list[tuple[Callable[[], bool], asyncio.Future[None]]] = []
         self._tasks: list[asyncio.Task[Any]] = []
         self.started = False
@@ -184,6 +191,8 @@ class KafkaBroker:
         self.log_manager.on_dir_offline.append(self._on_log_dir_failure)
         self.group_coordinator.startup()
         await self.socket_server.start()
+        if self.metrics_server is not None:
+            await self.metrics_server.start()
         self.advertised = [self._resolve_port(ep) for ep in cfg.advertised]
         self.peers[self.broker_id] = self
         await self._register_broker()
@@ -247,6 +256,8 @@ class KafkaBroker:
         if self.controller is not None:
             await self.controller.shutdown()
         await self.socket_server.stop()
+        if self.metrics_server is not None:
+            await self.metrics_server.stop()
         if self.replica_manager is not None:
             await self.group_coordinator.shutdown()
             self.replica_manager.shutdown()

@@ -222,6 +222,20 @@ _DEFS: list[ConfigDef] = [
         True,
         "fsync checkpoints and metadata journal (tests turn it off).",
     ),
+    ConfigDef(
+        "kafkalite.metrics.port",
+        "int",
+        None,
+        "Serve Prometheus metrics on http://HOST:PORT/metrics (off when unset; 0 picks a "
+        "free port).",
+        lambda v: None if v is None or 0 <= v <= 65535 else "must be a port (0-65535)",
+    ),
+    ConfigDef(
+        "kafkalite.metrics.host",
+        "string",
+        "127.0.0.1",
+        "Address the metrics endpoint binds (0.0.0.0 for every interface).",
+    ),
 ]
 
 #: Kafka broker keys that tune the JVM implementation, or drive KRaft (Kafka 4's

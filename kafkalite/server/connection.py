@@ -37,14 +37,19 @@ _READ_CHUNK = 256 * 1024
 
 
 class FileRange:
-    """A byte range of an open file, sent with sendfile (or copied for TLS)."""
+    """A byte range of an open file, sent with sendfile (or copied for TLS).
 
-    __slots__ = ("fd", "offset", "size")
+    ``owner`` is whatever keeps ``fd`` open (a log segment's file, which closes
+    when its last reference goes): held until the range has been sent.
+    """
 
-    def __init__(self, fd: int, offset: int, size: int) -> None:
+    __slots__ = ("fd", "offset", "size", "owner")
+
+    def __init__(self, fd: int, offset: int, size: int, owner: object = None) -> None:
         self.fd = fd
         self.offset = offset
         self.size = size
+        self.owner = owner
 
     def read_bytes(self) -> bytes:
         return os.pread(self.fd, self.size, self.offset)

@@ -8,21 +8,31 @@ properties as labels (the usual JMX-exporter rule for Kafka).
 
 Each broker has its own registry (tests run several brokers in one process).
 Values are read from their owners when the registry is collected, so no hot
-path updates a gauge. There is no HTTP endpoint yet: :meth:`BrokerMetrics.render`
-returns the text exposition format.
+path updates a gauge. :meth:`BrokerMetrics.render` returns the text exposition
+format, which :class:`MetricsHttpServer` serves on ``GET /metrics`` when
+``kafkalite.metrics.port`` is set.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric, SummaryMetricFamily
 from prometheus_client.registry import Collector
 
 from kafkalite.timer.purgatory import DelayedOperationPurgatory
 
-__all__ = ["BrokerMetrics", "PurgatoryCollector"]
+if TYPE_CHECKING:
+    from kafkalite.controller.kafka_controller import KafkaController
+
+__all__ = ["BrokerMetrics", "ControllerCollector", "MetricsHttpServer", "PurgatoryCollector"]
+
+log = logging.getLogger(__name__)
 
 PURGATORY_SIZE = "kafka_server_delayedoperationpurgatory_purgatorysize"
 NUM_DELAYED_OPERATIONS = "kafka_server_delayedoperationpurgatory_numdelayedoperations"
@@ -54,6 +64,92 @@ class PurgatoryCollector(Collector):
         yield delayed
 
 
+_KC = "kafka_controller_kafkacontroller_"
+_CEM = "kafka_controller_controllereventmanager_"
+ACTIVE_CONTROLLER_COUNT = _KC + "activecontrollercount"
+OFFLINE_PARTITIONS_COUNT = _KC + "offlinepartitionscount"
+PREFERRED_REPLICA_IMBALANCE_COUNT = _KC + "preferredreplicaimbalancecount"
+GLOBAL_TOPIC_COUNT = _KC + "globaltopiccount"
+GLOBAL_PARTITION_COUNT = _KC + "globalpartitioncount"
+CONTROLLER_STATE = _KC + "controllerstate"
+EVENT_QUEUE_SIZE = _CEM + "eventqueuesize"
+EVENT_QUEUE_TIME_MS = _CEM + "eventqueuetimems"
+UNCLEAN_LEADER_ELECTIONS = "kafka_controller_controllerstats_uncleanleaderelectionspersec"
+
+
+class ControllerCollector(Collector):
+    """The controller's gauges (``kafka.controller:type=KafkaController,...``).
+
+    As in Kafka, every broker reports them and only the active controller has
+    non-zero counts: a cluster-wide sum of ActiveControllerCount is 1 when healthy.
+    EventQueueTimeMs (a histogram in Kafka) is a summary: count and sum.
+    """
+
+    def __init__(self, controller: Callable[[], KafkaController | None]) -> None:
+        self._controller = controller
+
+    def collect(self) -> Iterator[Metric]:
+        c = self._controller()
+        if c is None:  # not started yet
+            return
+        em = c.event_manager
+
+        def gauge(name: str, bean: str, doc: str, value: float) -> GaugeMetricFamily:
+            return GaugeMetricFamily(name, f"kafka.controller:{bean}: {doc}", value=value)
+
+        kc = "type=KafkaController,name="
+        yield gauge(
+            ACTIVE_CONTROLLER_COUNT,
+            kc + "ActiveControllerCount",
+            "1 on the active controller",
+            1 if c.is_active else 0,
+        )
+        yield gauge(
+            OFFLINE_PARTITIONS_COUNT,
+            kc + "OfflinePartitionsCount",
+            "partitions without an online leader",
+            c.offline_partitions_count(),
+        )
+        yield gauge(
+            PREFERRED_REPLICA_IMBALANCE_COUNT,
+            kc + "PreferredReplicaImbalanceCount",
+            "partitions led by another replica than the preferred one",
+            c.preferred_replica_imbalance_count(),
+        )
+        yield gauge(GLOBAL_TOPIC_COUNT, kc + "GlobalTopicCount", "topics", c.global_topic_count())
+        yield gauge(
+            GLOBAL_PARTITION_COUNT,
+            kc + "GlobalPartitionCount",
+            "partitions",
+            c.global_partition_count(),
+        )
+        yield gauge(
+            CONTROLLER_STATE,
+            kc + "ControllerState",
+            "what the event being processed does (Kafka's ControllerState values; 0 idle)",
+            int(em.state),
+        )
+        yield gauge(
+            EVENT_QUEUE_SIZE,
+            "type=ControllerEventManager,name=EventQueueSize",
+            "events waiting",
+            em.queue_size,
+        )
+        yield SummaryMetricFamily(
+            EVENT_QUEUE_TIME_MS,
+            "kafka.controller:type=ControllerEventManager,name=EventQueueTimeMs: "
+            "time events waited in the queue",
+            count_value=em.queue_time_count,
+            sum_value=em.queue_time_s * 1000.0,
+        )
+        yield gauge(
+            UNCLEAN_LEADER_ELECTIONS + "_count",
+            "type=ControllerStats,name=UncleanLeaderElectionsPerSec",
+            "unclean leader elections by this controller",
+            c.unclean_leader_elections,
+        )
+
+
 class BrokerMetrics:
     """One broker's Prometheus registry."""
 
@@ -68,6 +164,9 @@ class BrokerMetrics:
     ) -> None:
         self.register(PurgatoryCollector(purgatories))
 
+    def register_controller(self, controller: Callable[[], KafkaController | None]) -> None:
+        self.register(ControllerCollector(controller))
+
     def value(self, name: str, **labels: str) -> float | None:
         """One sample's current value (None if absent), e.g. for tests and the CLI."""
         return self.registry.get_sample_value(name, labels)
@@ -75,3 +174,64 @@ class BrokerMetrics:
     def render(self) -> bytes:
         """The Prometheus text exposition format."""
         return generate_latest(self.registry)
+
+
+class MetricsHttpServer:
+    """``GET /metrics`` in the Prometheus text format, on the broker's event loop.
+
+    Served by asyncio rather than prometheus_client's threaded server: collection
+    reads the controller's and purgatories' state, which only the loop may touch.
+    """
+
+    def __init__(self, metrics: BrokerMetrics, host: str, port: int) -> None:
+        self._metrics = metrics
+        self._host = host
+        self._port = port
+        self._server: asyncio.Server | None = None
+
+    @property
+    def port(self) -> int:
+        """The bound port (useful when configured as 0)."""
+        if self._server is None or not self._server.sockets:
+            return self._port
+        return int(self._server.sockets[0].getsockname()[1])
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._serve, self._host, self._port)
+        log.info("metrics on http://%s:%d/metrics", self._host, self.port)
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            with contextlib.suppress(Exception):
+                await self._server.wait_closed()
+            self._server = None
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            request = await asyncio.wait_for(reader.readline(), 10)
+            while (line := await asyncio.wait_for(reader.readline(), 10)) not in (
+                b"\r\n",
+                b"\n",
+                b"",
+            ):
+                del line  # headers are not needed
+            parts = request.decode("latin-1").split()
+            if len(parts) < 2 or parts[0] not in ("GET", "HEAD"):
+                status, ctype, body = "405 Method Not Allowed", "text/plain", b"GET only\n"
+            elif parts[1].split("?", 1)[0] not in ("/metrics", "/"):
+                status, ctype, body = "404 Not Found", "text/plain", b"try /metrics\n"
+            else:
+                status, ctype, body = "200 OK", CONTENT_TYPE_LATEST, self._metrics.render()
+            head = (
+                f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\n"
+                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+            ).encode("latin-1")
+            writer.write(head if parts and parts[0] == "HEAD" else head + body)
+            await writer.drain()
+        except (TimeoutError, ConnectionError, UnicodeDecodeError):
+            pass
+        finally:
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()

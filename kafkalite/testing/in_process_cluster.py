@@ -331,8 +331,10 @@ class AsyncCluster:
 async def _crash(kb: KafkaBroker) -> None:
     """What a killed broker process leaves behind, minus the process."""
     kb.started = False
-    # the network goes: listeners and every client connection
+    # the network goes: listeners and every client connection (and the metrics endpoint)
     await kb.socket_server.stop()
+    if kb.metrics_server is not None:
+        await kb.metrics_server.stop()
     # the metadata session ends, as ZooKeeper expires it (without the wait):
     # the registration and /controller vanish and the other brokers' watches fire
     store = kb.store

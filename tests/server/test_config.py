@@ -39,6 +39,8 @@ def test_defaults_equal_kafkas():
         ),
         ({"log.message.timestamp.type": "Sometimes"}, "log.message.timestamp.type"),
         ({"message.max.bytes": 99999999999}, "message.max.bytes"),
+        ({"kafkalite.metrics.port": 70000}, "kafkalite.metrics.port"),
+        ({"kafkalite.metrics.port": "http"}, "kafkalite.metrics.port"),
     ],
 )
 def test_bad_config_names_the_key(values, key):

@@ -183,4 +183,5 @@ def _wire(records: Any) -> Any:
         return b""
     if isinstance(records, bytes | bytearray | memoryview):
         return records
-    return FileRange(records.fileno(), records.position, records.size)
+    # the slice's file object keeps the descriptor open while the range is queued
+    return FileRange(records.fileno(), records.position, records.size, records.file)
