@@ -685,7 +685,8 @@ class KafkaController:
         async def process() -> None:
             if generation != self._generation or not self.is_active:
                 return
-            failed, done = [], []
+            failed: list[PartitionAndReplica] = []
+            done: list[PartitionAndReplica] = []
             for e in response.partition_errors:
                 r = PartitionAndReplica(e.topic_name, e.partition_index, broker_id)
                 error = e.error_code or response.error_code

@@ -26,6 +26,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
+from functools import partial
 from pathlib import Path
 
 from kafkalite.log.checkpoint import (
@@ -388,9 +389,7 @@ class LogManager:
             return
         for d in self.online_dirs:
             entries = {tp: hw_map[tp] for tp, _lg in self._logs_in(d) if tp in hw_map}
-            self._guard_dir(
-                d, lambda d=d, e=entries: self._write_file(d / REPLICATION_CHECKPOINT_FILE, e)
-            )
+            self._guard_dir(d, partial(self._write_file, d / REPLICATION_CHECKPOINT_FILE, entries))
 
     def read_high_watermarks(self) -> dict[TopicPartition, int]:
         """HWs from every online dir's ``replication-offset-checkpoint``."""
@@ -434,7 +433,7 @@ class LogManager:
         if self._closed:
             return
         for d in self.online_dirs:
-            self._guard_dir(d, lambda d=d: self._write_checkpoint(name, d))
+            self._guard_dir(d, partial(self._write_checkpoint, name, d))
 
     def _write_checkpoint(self, name: str, d: Path) -> None:
         r = self._render(name, d)
@@ -446,13 +445,12 @@ class LogManager:
 
     def _write_dir_checkpoints(self, d: Path) -> None:
         if d not in self.offline_dirs:
-            self._guard_dir(
-                d,
-                lambda: (
-                    self._write_checkpoint(RECOVERY_POINT_CHECKPOINT_FILE, d),
-                    self._write_checkpoint(LOG_START_OFFSET_CHECKPOINT_FILE, d),
-                ),
-            )
+
+            def write_both() -> None:
+                self._write_checkpoint(RECOVERY_POINT_CHECKPOINT_FILE, d)
+                self._write_checkpoint(LOG_START_OFFSET_CHECKPOINT_FILE, d)
+
+            self._guard_dir(d, write_both)
 
     def _due_checkpoints(self, now: int) -> list[str]:
         due = []
@@ -481,7 +479,7 @@ class LogManager:
         self._maybe_retention(now)
         check_flush_ms = self._flush_check_due(now)
         for lg in self._live_logs():
-            self._each(lg, lambda lg=lg: self._flush_if_due(lg, now, check_flush_ms))
+            self._each(lg, partial(self._flush_if_due, lg, now, check_flush_ms))
         for name in self._due_checkpoints(now):
             self._write_checkpoints(name)
         self._reap(now)
@@ -520,7 +518,7 @@ class LogManager:
 
     def _reap(self, now: int) -> None:
         for lg in self._live_logs():
-            self._each(lg, lambda lg=lg: lg.run_pending_deletes(now))
+            self._each(lg, partial(lg.run_pending_deletes, now))
         if self._pending_dir_deletes:
             keep = []
             for due, path, lg in self._pending_dir_deletes:

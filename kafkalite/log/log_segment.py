@@ -790,7 +790,7 @@ def _epoch(h: BatchHeader) -> int | None:
     return h.partition_leader_epoch if h.partition_leader_epoch >= 0 else None
 
 
-def _check_batch(buf: bytes, pos: int, size: int) -> BatchHeader:
+def _check_batch(buf: bytes | memoryview, pos: int, size: int) -> BatchHeader:
     """Stored-batch validity for recovery and replication.
 
     Lenient where produce validation is strict: compaction leaves uncompressed

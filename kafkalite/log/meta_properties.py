@@ -235,7 +235,7 @@ def ensure_meta_properties(
     cluster_id: str | None = None,
     *,
     now_s: float | None = None,
-    on_write_error: Callable[[Path, OSError], None] | None = None,
+    on_write_error: Callable[[Path, OSError], object] | None = None,
 ) -> None:
     """Check stored cluster ids agree, then write meta.properties where missing (or id-less).
 

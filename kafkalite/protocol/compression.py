@@ -154,6 +154,7 @@ def decompress(codec: int, data: Buffer, *, max_output: int = DEFAULT_MAX_OUTPUT
         return bytes(data)
     if c is CompressionType.SNAPPY:
         return snappy_decompress(data, max_output=max_output)
+    module: ModuleType
     if c is CompressionType.GZIP:
         module, hint = cramjam.gzip, _gzip_size_hint(data)
     elif c is CompressionType.LZ4:

@@ -46,7 +46,7 @@ def _writer(cls: type) -> Callable[[Any, Any], None]:
 
 
 def is_flexible_request(api_key: int, version: int) -> bool:
-    return bool(request_type(api_key, version).__flexible__)
+    return bool(getattr(request_type(api_key, version), "__flexible__"))
 
 
 def decode_request(api_key: int, version: int, buf: bytes | memoryview, offset: int) -> Any:
@@ -61,7 +61,8 @@ def decode_response(api_key: int, version: int, buf: bytes | memoryview, offset:
 
 def encode(entity: Any) -> bytes:
     out = io.BytesIO()
-    _writer(type(entity))(out, entity)
+    cls: type = type(entity)
+    _writer(cls)(out, entity)
     return out.getvalue()
 
 
@@ -136,7 +137,7 @@ def _plan(cls: type) -> list[tuple[str, bool, Any, _Conv]]:
     return plan
 
 
-def _nested_entity(tp: Any) -> tuple[type, bool] | None:
+def _nested_entity(tp: Any) -> tuple[Any, bool] | None:
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
     if origin is tuple and args and is_dataclass(args[0]):

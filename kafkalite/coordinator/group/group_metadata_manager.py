@@ -200,7 +200,7 @@ class GroupMetadataManager:
         if not offsets:
             return {}
         gid = group.group_id
-        records = []
+        records: list[tuple[bytes, bytes | None]] = []
         for (topic, partition), om in offsets.items():
             value = codec.OffsetCommitValue(
                 om.offset, om.metadata, om.commit_timestamp, om.leader_epoch, om.expire_timestamp

@@ -14,6 +14,7 @@ INVALID_CONFIG with a message and leaves every config as it was.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from kafkalite.log.errors import ConfigError as LogConfigError
@@ -239,6 +240,17 @@ def _describe_broker(
 Change = Callable[[dict[str, str]], dict[str, Any]]
 
 
+def _replace_all(new: dict[str, Any], _old: dict[str, str]) -> dict[str, Any]:
+    """AlterConfigs: the request's set replaces the whole config."""
+    return dict(new)
+
+
+def _incremental_change(
+    rtype: int, ops: list[tuple[str, int, str | None]], old: dict[str, str]
+) -> dict[str, Any]:
+    return _incremental(rtype, old, ops)
+
+
 async def handle_alter_configs(
     broker: KafkaBroker, ctx: RequestContext, req: Any
 ) -> dict[str, Any]:
@@ -247,7 +259,7 @@ async def handle_alter_configs(
         rtype, name = int(res.resource_type), res.resource_name
         try:
             new = {c.name: c.value for c in res.configs}
-            await _apply(broker, rtype, name, lambda _old, new=new: dict(new), req.validate_only)
+            await _apply(broker, rtype, name, partial(_replace_all, new), req.validate_only)
             responses.append(_alter_result(rtype, name))
         except KafkaError as e:
             responses.append(_alter_result(rtype, name, e))
@@ -271,7 +283,7 @@ async def handle_incremental_alter_configs(
                 broker,
                 rtype,
                 name,
-                lambda old, ops=ops, rtype=rtype: _incremental(rtype, old, ops),
+                partial(_incremental_change, rtype, ops),
                 req.validate_only,
             )
             responses.append(_alter_result(rtype, name))

@@ -51,13 +51,14 @@ def handle_fetch(broker: KafkaBroker, ctx: RequestContext, req: Any) -> Any:
     ids: dict[str, uuid.UUID] = {}
     unknown_ids: dict[uuid.UUID, list[int]] = {}
     for t in req.topics:
-        name = getattr(t, "topic", None)
+        name: str | None = getattr(t, "topic", None)
         if version >= 13:
             tid = t.topic_id
             name = cache.topic_name(tid)
             if name is None:
                 unknown_ids[tid] = [int(p.partition) for p in t.partitions]
                 continue
+        assert name is not None  # v<13 requests always name their topics
         ids[name] = cache.topics[name].topic_id if name in cache.topics else _ZERO_UUID
         for p in t.partitions:
             requested.append(

@@ -319,14 +319,14 @@ def _fetch_group(broker: KafkaBroker, version: int, group_id: str, topics: Any) 
     error, committed = _coordinator(broker).handle_fetch_offsets(group_id, wanted)
     if error and version >= 2:
         return {"group_id": group_id, "error_code": error, "topics": []}
-    out = []
-    for name, topic_id, idxs in requested:
-        if name is None:
-            parts = [partition(i, None, ErrorCode.unknown_topic_id) for i in idxs]
+    topics_out = []
+    for req_name, req_id, idxs in requested:
+        if req_name is None:
+            found = [partition(i, None, ErrorCode.unknown_topic_id) for i in idxs]
         else:
-            parts = [partition(i, committed.get((name, i))) for i in idxs]
-        out.append({**topic_key(name, topic_id), "partitions": parts})
-    return {"group_id": group_id, "error_code": error, "topics": out}
+            found = [partition(i, committed.get((req_name, i))) for i in idxs]
+        topics_out.append({**topic_key(req_name, req_id), "partitions": found})
+    return {"group_id": group_id, "error_code": error, "topics": topics_out}
 
 
 async def handle_offset_delete(
