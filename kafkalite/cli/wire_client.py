@@ -39,7 +39,7 @@ class WireClient:
     def call(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
         self._cid += 1
         req_cls = messages.request_type(api_key, version)
-        flexible = bool(getattr(req_cls, "__flexible__"))
+        flexible = bool(req_cls.__flexible__)  # type: ignore[attr-defined]
         cid = b"\x00\x09kafkalite"
         header = (
             struct.pack(">hhi", api_key, version, self._cid) + cid + (b"\x00" if flexible else b"")

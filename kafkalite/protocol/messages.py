@@ -46,7 +46,7 @@ def _writer(cls: type) -> Callable[[Any, Any], None]:
 
 
 def is_flexible_request(api_key: int, version: int) -> bool:
-    return bool(getattr(request_type(api_key, version), "__flexible__"))
+    return bool(request_type(api_key, version).__flexible__)  # type: ignore[attr-defined]
 
 
 def decode_request(api_key: int, version: int, buf: bytes | memoryview, offset: int) -> Any:
