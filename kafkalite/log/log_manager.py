@@ -282,8 +282,16 @@ class LogManager:
     def config_for(self, topic: str) -> LogConfig:
         return self._topic_configs.get(topic, self.default_config)
 
-    def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
-        """Existing log, or a new one on the online dir holding the fewest partitions."""
+    def get_or_create_log(
+        self, topic: str, partition: int, config: LogConfig | None = None, *, is_new: bool = True
+    ) -> Log:
+        """Existing log, or a new one on the online dir holding the fewest partitions.
+
+        ``is_new=False`` (a LeaderAndIsr for a replica the controller did not just
+        create) refuses to create one while any dir is offline, as Kafka does: the
+        log may be in that dir, and an empty stand-in would serve (and replicate)
+        an empty partition in its place.
+        """
         tp = (topic, partition)
         existing = self._logs.get(tp)
         if config is not None:
@@ -292,6 +300,11 @@ class LogManager:
             if config is not None and existing.config != config:
                 existing.update_config(config)  # a log loaded before its topic config arrived
             return existing
+        if not is_new and self.offline_dirs:
+            dirs = ", ".join(sorted(str(d) for d in self.offline_dirs))
+            raise KafkaStorageError(
+                f"cannot create log {topic}-{partition}: it may be in offline log dir(s) {dirs}"
+            )
         online = self.online_dirs
         if not online:
             raise KafkaStorageError("no online log dir to create a log in")

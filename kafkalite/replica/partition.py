@@ -40,6 +40,7 @@ class LeaderAndIsrState:
     controller_epoch: int = 0
     adding_replicas: list[int] = field(default_factory=list)
     removing_replicas: list[int] = field(default_factory=list)
+    is_new: bool = False  # the controller just created this replica: no log can exist yet
 
 
 @dataclass(slots=True)

@@ -170,7 +170,9 @@ class ReplicaManager:
                 if state.leader_epoch < p.leader_epoch:
                     errors[tp] = ErrorCode.stale_controller_epoch  # stale leader epoch
                     continue
-                plog = self.log_manager.get_or_create_log(tp[0], tp[1], log_config_for(tp[0]))
+                plog = self.log_manager.get_or_create_log(
+                    tp[0], tp[1], log_config_for(tp[0]), is_new=state.is_new
+                )
                 p.min_insync_replicas = self.config.topic_min_isr(tp[0])
                 if state.leader == self.broker_id:
                     p.make_leader(state, plog)

@@ -498,6 +498,7 @@ class KafkaBroker:
                     replicas=list(s["replicas"]),
                     partition_epoch=s.get("partition_epoch", 0),
                     controller_epoch=controller_epoch,
+                    is_new=bool(s.get("is_new", False)),
                 ),
             )
             for s in states

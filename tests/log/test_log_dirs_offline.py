@@ -7,6 +7,7 @@ confluent-kafka produces and consumes.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
+from confluent_kafka.admin import AdminClient
 from kafka import KafkaAdminClient
 
 from kafkalite.log.errors import KafkaStorageError
@@ -131,3 +133,64 @@ def test_describe_log_dirs_filters_by_partition(
     [everything] = _describe(b).values()
     names = {t["name"] for t in everything["topics"]}
     assert {"a", "b"} <= names
+
+
+def _record_into(errors: dict[int, Any]) -> Callable[[Any, Any], None]:
+    return lambda e, m: errors.update({m.partition(): e})
+
+
+def test_a_dir_offline_at_restart_keeps_its_partitions_offline_not_recreated_empty(
+    kafka_broker_factory: Callable[..., ThreadedBroker], tmp_path: Path
+) -> None:
+    """Kafka's getOrCreateLog(isNew=false) with offline dirs: KAFKA_STORAGE_ERROR, no
+    empty stand-in in another dir; the data comes back when the dir does."""
+    d1, d2 = tmp_path / "d1", tmp_path / "d2"
+    cfg = {"log.dirs": f"{d1},{d2}"}
+    b = kafka_broker_factory(tmp_path / "b", **cfg)
+    b.create_topic("t", partitions=4)
+    _round_trip(b, "t", 4)
+    lm = b.kafka.log_manager
+    in_d2 = sorted(i for i in range(4) if lm.log_dir_of("t", i) == d2)
+    in_d1 = sorted(set(range(4)) - set(in_d2))
+    assert in_d1 and in_d2  # spread over both dirs
+    b.stop(cleanup=False)
+
+    meta = (d2 / "meta.properties").read_bytes()
+    (d2 / "meta.properties").write_text("garbage without a version\n")
+    b = kafka_broker_factory(tmp_path / "b", **cfg)
+    lm = b.kafka.log_manager
+    assert lm.offline_dirs == {d2}
+    # the partitions of the offline dir were not recreated, empty, in d1
+    assert sorted(lg.partition for lg in lm.all_logs() if lg.topic == "t") == in_d1
+    assert not any((d1 / f"t-{i}").exists() for i in in_d2)
+    # the controller took them offline (no leader);
+    # the others serve
+    admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
+    deadline = time.monotonic() + 15
+    while True:  # the controller learns it from the LeaderAndIsr responses
+        parts = admin.list_topics("t", timeout=10).topics["t"].partitions
+        if all(parts[i].leader == -1 for i in in_d2) or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert all(parts[i].leader == -1 and parts[i].replicas == [0] for i in in_d2)
+    assert all(parts[i].leader == 0 for i in in_d1)
+    p = Producer({"bootstrap.servers": b.bootstrap_servers, "linger.ms": 0})
+    errors: dict[int, Any] = {}
+    for i in in_d1:
+        p.produce("t", b"after", partition=i, on_delivery=_record_into(errors))
+    assert p.flush(10) == 0
+    assert errors == {i: None for i in in_d1}
+    # a topic created now is new: its logs go to the online dir
+    b.create_topic("fresh", partitions=2)
+    for i in range(2):
+        p.produce("fresh", b"new", partition=i)
+    assert p.flush(10) == 0
+    assert [r.value for r in b.records("fresh")] == [b"new", b"new"]
+    assert {lm.log_dir_of("fresh", i) for i in range(2)} == {d1}
+    b.stop(cleanup=False)
+
+    (d2 / "meta.properties").write_bytes(meta)
+    b = kafka_broker_factory(tmp_path / "b", **cfg)
+    assert b.kafka.log_manager.offline_dirs == set()
+    for i in in_d2:  # the data written before is back, with nothing lost
+        assert [r.value for r in b.records("t", i)][:1] == [b"v%d" % i]
