@@ -52,12 +52,15 @@ from kafkalite.log.log_segment import (
     LogSegment,
     check_stored_batch,
 )
+from kafkalite.protocol.compression import CompressionType, parse_compression_type
+from kafkalite.protocol.recompression import needs_recompression, recompress_batches
 from kafkalite.protocol.record_batch import (
     ATTRIBUTES_OFFSET,
     CONTROL_FLAG_MASK,
     LOG_OVERHEAD,
     NO_TIMESTAMP,
     BatchHeader,
+    ValidatedRecords,
     assign_offsets,
     validate_records,
 )
@@ -479,6 +482,25 @@ class Log:
     # ------------------------------------------------------------ append
 
     @_guarded
+    def _recompress(
+        self, buf: bytearray | memoryview, v: ValidatedRecords
+    ) -> tuple[bytearray | memoryview, ValidatedRecords]:
+        """The topic's ``compression.type`` codec, when it is not the producer's."""
+        cfg = self.config
+        target = parse_compression_type(cfg.compression_type)
+        if not needs_recompression(buf, target):
+            return buf, v
+        assert target is not None
+        level = {
+            CompressionType.GZIP: None
+            if cfg.compression_gzip_level < 0
+            else cfg.compression_gzip_level,
+            CompressionType.LZ4: cfg.compression_lz4_level,
+            CompressionType.ZSTD: cfg.compression_zstd_level,
+        }.get(target)
+        out = recompress_batches(buf, target, level=level)
+        return out, validate_records(out)
+
     def append_as_leader(
         self, records: bytearray | memoryview | bytes, leader_epoch: int
     ) -> LogAppendInfo:
@@ -496,6 +518,8 @@ class Log:
             buf = bytearray(records)  # offsets are assigned in place
         v = validate_records(buf)
         cfg = self.config
+        if cfg.compression_type != "producer":
+            buf, v = self._recompress(buf, v)
         if cfg.compact:
             _validate_keys(buf, v.batches, self.name)
         max_bytes = cfg.max_message_bytes
