@@ -291,7 +291,7 @@ class ReplicaManager:
             except Exception as e:  # never let one partition's failure take the request down
                 log.exception("append to %s failed", tp)
                 results[tp] = ProduceResult(ErrorCode.unknown_server_error, error_message=repr(e))
-        if required_acks != -1 or not appended:
+        if required_acks != -1 or not appended or self._acked_by_isr(appended, results):
             return results if respond is None else respond(results)
         statuses = {
             tp: ProducePartitionStatus(
@@ -304,6 +304,23 @@ class ReplicaManager:
         op = DelayedProduce(timeout_ms, statuses, self, fut, respond)
         self.produce_purgatory.try_complete_else_watch(op, list(appended))
         return fut
+
+    def _acked_by_isr(
+        self, appended: dict[TopicPartition, int], results: dict[TopicPartition, ProduceResult]
+    ) -> bool:
+        """acks=all already satisfied (the ISR is just this leader): finish without a
+        DelayedProduce, with its completion rules (NOT_ENOUGH_REPLICAS_AFTER_APPEND when
+        the ISR is below min.insync.replicas). False leaves everything to the purgatory."""
+        partitions = self.partitions
+        for tp, required in appended.items():
+            p = partitions.get(tp)
+            if p is None or not p.is_leader or p.high_watermark < required:
+                return False
+        for tp in appended:
+            p = partitions[tp]
+            if len(p.isr) < p.min_insync_replicas:
+                results[tp].error = ErrorCode.not_enough_replicas_after_append
+        return True
 
     def _wake_fetches_later(self, tp: TopicPartition) -> None:
         """Check the fetches parked on ``tp`` once the current request is answered.
