@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kafkalite.log.errors import LogError, OffsetOutOfRange
+from kafkalite.log.fetch_data import FileSlice
 from kafkalite.protocol.errors import ErrorCode, KafkaError
 from kafkalite.protocol.record_batch import InvalidRecordBatch
 from kafkalite.replica.delayed_delete_records import DelayedDeleteRecords, DeleteRecordsStatus
@@ -46,6 +47,8 @@ EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
 
 READ_UNCOMMITTED = 0
+#: a woken fetch's range up to this size is read into memory once and shared
+INLINE_READ_BYTES = 64 * 1024
 READ_COMMITTED = 1
 
 
@@ -122,6 +125,8 @@ class ReplicaManager:
         )
         # partitions whose parked fetches an append woke, completed on a later iteration
         self._fetch_wakeups: dict[TopicPartition, None] = {}
+        #: partition reads shared by the fetches one wake-up pass completes
+        self._read_memo: dict[tuple[Any, ...], FetchPartitionResult] | None = None
         #: listeners called after a leader append (e.g. metrics, tests)
         self.append_listeners: list[Callable[[TopicPartition, Any], None]] = []
         #: called as (partition, is_leader) when LeaderAndIsr/StopReplica set a partition's role
@@ -341,8 +346,13 @@ class ReplicaManager:
 
     def _complete_woken_fetches(self) -> None:
         wakeups, self._fetch_wakeups = self._fetch_wakeups, {}
-        for tp in wakeups:
-            self.fetch_purgatory.check_and_complete(tp)
+        # consumers parked at the log end all read the same range: read it once
+        self._read_memo = {}
+        try:
+            for tp in wakeups:
+                self.fetch_purgatory.check_and_complete(tp)
+        finally:
+            self._read_memo = None
 
     def on_high_watermark_change(self, tp: TopicPartition) -> None:
         self.produce_purgatory.check_and_complete(tp)
@@ -351,6 +361,43 @@ class ReplicaManager:
 
     # ---- fetch --------------------------------------------------------------
     def read_partition(
+        self,
+        params: FetchParams,
+        tp: TopicPartition,
+        info: PartitionFetchInfo,
+        max_bytes: int,
+        min_one_message: bool,
+    ) -> FetchPartitionResult:
+        """Read one partition for a fetch (memoised while woken fetches complete).
+
+        While :meth:`_complete_woken_fetches` runs nothing can append, so fetches
+        asking for the same range get the same result, and a small range is read
+        into memory once and shared instead of a sendfile per response.
+        """
+        memo = self._read_memo
+        if memo is None:
+            return self._read_partition(params, tp, info, max_bytes, min_one_message)
+        key = (
+            tp,
+            info.fetch_offset,
+            info.current_leader_epoch,
+            max_bytes,
+            min_one_message,
+            params.is_from_follower,
+            params.isolation_level,
+        )
+        r = memo.get(key)
+        if r is None:
+            r = self._read_partition(params, tp, info, max_bytes, min_one_message)
+            if 0 < r.size <= INLINE_READ_BYTES and isinstance(r.records, FileSlice):
+                try:
+                    r.records = r.records.read_bytes()
+                except OSError:
+                    pass  # sent with sendfile, which drops the connection if it shrank
+            memo[key] = r
+        return r
+
+    def _read_partition(
         self,
         params: FetchParams,
         tp: TopicPartition,
