@@ -9,6 +9,7 @@ import signal
 import sys
 
 from kafkalite.log.errors import ConfigError as LogConfigError
+from kafkalite.server import gc_tuning
 from kafkalite.server.broker import KafkaBroker
 from kafkalite.server.config import BrokerConfig, ConfigError
 
@@ -33,6 +34,8 @@ async def serve(config: BrokerConfig) -> int:
     except Exception:
         await broker.stop()
         raise
+    # the process is ours: keep full GC passes off the long-lived start-up state
+    gc_tuning.install()
     print(
         f"kafkalite broker {broker.broker_id} ready on "
         + ", ".join(str(e) for e in broker.advertised),
@@ -40,6 +43,7 @@ async def serve(config: BrokerConfig) -> int:
     )
     await stop.wait()
     logging.getLogger("kafkalite").info("shutting down")
+    gc_tuning.uninstall()
     await broker.stop()
     return 0
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kafkalite.log.errors import LogError, OffsetOutOfRange
+from kafkalite.log.fetch_data import FileSlice
 from kafkalite.protocol.errors import ErrorCode, KafkaError
 from kafkalite.protocol.record_batch import InvalidRecordBatch
 from kafkalite.replica.delayed_delete_records import DelayedDeleteRecords, DeleteRecordsStatus
@@ -46,6 +47,8 @@ EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
 
 READ_UNCOMMITTED = 0
+#: a woken fetch's range up to this size is read into memory once and shared
+INLINE_READ_BYTES = 64 * 1024
 READ_COMMITTED = 1
 
 
@@ -122,6 +125,8 @@ class ReplicaManager:
         )
         # partitions whose parked fetches an append woke, completed on a later iteration
         self._fetch_wakeups: dict[TopicPartition, None] = {}
+        #: partition reads shared by the fetches one wake-up pass completes
+        self._read_memo: dict[tuple[Any, ...], FetchPartitionResult] | None = None
         #: listeners called after a leader append (e.g. metrics, tests)
         self.append_listeners: list[Callable[[TopicPartition, Any], None]] = []
         #: called as (partition, is_leader) when LeaderAndIsr/StopReplica set a partition's role
@@ -293,7 +298,7 @@ class ReplicaManager:
             except Exception as e:  # never let one partition's failure take the request down
                 log.exception("append to %s failed", tp)
                 results[tp] = ProduceResult(ErrorCode.unknown_server_error, error_message=repr(e))
-        if required_acks != -1 or not appended:
+        if required_acks != -1 or not appended or self._acked_by_isr(appended, results):
             return results if respond is None else respond(results)
         statuses = {
             tp: ProducePartitionStatus(
@@ -306,6 +311,23 @@ class ReplicaManager:
         op = DelayedProduce(timeout_ms, statuses, self, fut, respond)
         self.produce_purgatory.try_complete_else_watch(op, list(appended))
         return fut
+
+    def _acked_by_isr(
+        self, appended: dict[TopicPartition, int], results: dict[TopicPartition, ProduceResult]
+    ) -> bool:
+        """acks=all already satisfied (the ISR is just this leader): finish without a
+        DelayedProduce, with its completion rules (NOT_ENOUGH_REPLICAS_AFTER_APPEND when
+        the ISR is below min.insync.replicas). False leaves everything to the purgatory."""
+        partitions = self.partitions
+        for tp, required in appended.items():
+            p = partitions.get(tp)
+            if p is None or not p.is_leader or p.high_watermark < required:
+                return False
+        for tp in appended:
+            p = partitions[tp]
+            if len(p.isr) < p.min_insync_replicas:
+                results[tp].error = ErrorCode.not_enough_replicas_after_append
+        return True
 
     def _wake_fetches_later(self, tp: TopicPartition) -> None:
         """Check the fetches parked on ``tp`` once the current request is answered.
@@ -326,8 +348,13 @@ class ReplicaManager:
 
     def _complete_woken_fetches(self) -> None:
         wakeups, self._fetch_wakeups = self._fetch_wakeups, {}
-        for tp in wakeups:
-            self.fetch_purgatory.check_and_complete(tp)
+        # consumers parked at the log end all read the same range: read it once
+        self._read_memo = {}
+        try:
+            for tp in wakeups:
+                self.fetch_purgatory.check_and_complete(tp)
+        finally:
+            self._read_memo = None
 
     def on_high_watermark_change(self, tp: TopicPartition) -> None:
         self.produce_purgatory.check_and_complete(tp)
@@ -336,6 +363,43 @@ class ReplicaManager:
 
     # ---- fetch --------------------------------------------------------------
     def read_partition(
+        self,
+        params: FetchParams,
+        tp: TopicPartition,
+        info: PartitionFetchInfo,
+        max_bytes: int,
+        min_one_message: bool,
+    ) -> FetchPartitionResult:
+        """Read one partition for a fetch (memoised while woken fetches complete).
+
+        While :meth:`_complete_woken_fetches` runs nothing can append, so fetches
+        asking for the same range get the same result, and a small range is read
+        into memory once and shared instead of a sendfile per response.
+        """
+        memo = self._read_memo
+        if memo is None:
+            return self._read_partition(params, tp, info, max_bytes, min_one_message)
+        key = (
+            tp,
+            info.fetch_offset,
+            info.current_leader_epoch,
+            max_bytes,
+            min_one_message,
+            params.is_from_follower,
+            params.isolation_level,
+        )
+        r = memo.get(key)
+        if r is None:
+            r = self._read_partition(params, tp, info, max_bytes, min_one_message)
+            if 0 < r.size <= INLINE_READ_BYTES and isinstance(r.records, FileSlice):
+                try:
+                    r.records = r.records.read_bytes()
+                except OSError:
+                    pass  # sent with sendfile, which drops the connection if it shrank
+            memo[key] = r
+        return r
+
+    def _read_partition(
         self,
         params: FetchParams,
         tp: TopicPartition,

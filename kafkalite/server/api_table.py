@@ -29,6 +29,8 @@ class ApiSpec:
     advertised_min_version: int | None = None
     #: sent between brokers (controller requests), not by clients
     inter_broker: bool = False
+    #: ``(frame, body_offset, version) -> request`` replacing kio's decoder on a hot path
+    decoder: Callable[[bytes, int, int], Any] | None = None
 
 
 def compatibility_markdown(table: dict[int, ApiSpec]) -> str:

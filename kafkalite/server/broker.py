@@ -42,6 +42,7 @@ from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.kafka_uuid import uuid_to_kafka
 from kafkalite.replica.partition import LeaderAndIsrState
 from kafkalite.replica.replica_manager import ReplicaManager, ReplicaManagerConfig
+from kafkalite.server import gc_tuning
 from kafkalite.server.admin_manager import AdminManager
 from kafkalite.server.apis import build_broker_api_table
 from kafkalite.server.apis.controller_requests import ControllerRequestChannel
@@ -557,6 +558,7 @@ class KafkaBroker:
             hosted = {t for t, _p in self.replica_manager.partitions}
             for t in {tp[0] for tp in partitions} - hosted:
                 self.admin.topic_configs.pop(t, None)
+            gc_tuning.unfreeze_after_release()
         return errors
 
     # ---- waiting for metadata ----------------------------------------------

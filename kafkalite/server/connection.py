@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import errno
-import itertools
 import logging
 import os
 import socket
@@ -86,6 +85,8 @@ class Connection:
     )
 
     _next_id = 0
+    #: the reader may sendmsg ready responses itself (not through TLS)
+    direct_writes = True
 
     def __init__(self, sock: socket.socket, listener: str, channel: RequestChannel) -> None:
         Connection._next_id += 1
@@ -160,6 +161,7 @@ class Connection:
                         view.release()
                         buf.extend(bytes(len(buf)))
                         view = memoryview(buf)
+                self._flush()
                 n = await self._recv_into(view[end:])
                 if n == 0:
                     return
@@ -192,6 +194,7 @@ class Connection:
                     if not self._dispatch(frame):
                         return
                     if self._serial_wait is not None:
+                        self._flush()
                         try:
                             await self._serial_wait
                         except Exception:
@@ -211,6 +214,7 @@ class Connection:
             view.release()
             # let queued responses drain before closing
             if not self._closed:
+                self._flush()
                 self._pending.append((None, _CLOSE))
                 self._wakeup()
 
@@ -230,9 +234,64 @@ class Connection:
             value = asyncio.ensure_future(value)
         if serial and isinstance(value, asyncio.Future) and not value.done():
             self._serial_wait = value
+        # written by _flush once this read's frames are dispatched, or by the writer
         self._pending.append((value, encode))
-        self._wakeup()
         return True
+
+    def _flush(self) -> None:
+        """Write the responses that are ready from the reader's task, if the writer is idle.
+
+        Called once the frames of one read are dispatched: their responses go out
+        in one ``sendmsg`` without a hop through the writer task. What cannot be
+        written now (a pending future, a file range, a full socket buffer) is left,
+        in order, to the writer.
+        """
+        pending = self._pending
+        if not pending or self._closed:
+            return
+        w = self._wake
+        if w is None or w.done():
+            return  # the writer is busy (or already woken): it will take them in order
+        try:
+            chunks = self._take_ready()
+        except Exception:
+            log.exception("connection %s: encoding a response failed", self.peer)
+            self.close()
+            return
+        if chunks:
+            if not self.direct_writes or any(isinstance(c, FileRange) for c in chunks):
+                pending.appendleft((chunks, _PARTS))
+            else:
+                try:
+                    rest = _send_some(self.sock, chunks)
+                except (BlockingIOError, InterruptedError):
+                    rest = chunks
+                except OSError:
+                    self.close()
+                    return
+                if rest:
+                    pending.appendleft((rest, _PARTS))
+            self.last_active = time.monotonic()
+        if pending:
+            w.set_result(None)
+
+    def _take_ready(self) -> Parts:
+        """Pop and encode the responses at the head that need no waiting; their chunks."""
+        pending = self._pending
+        chunks: Parts = []
+        while pending:
+            value, encode = pending[0]
+            if encode is _CLOSE:
+                break
+            if isinstance(value, asyncio.Future):
+                if not value.done() or value.cancelled() or value.exception() is not None:
+                    break  # the writer awaits it (and handles its failure)
+                value = value.result()
+            pending.popleft()
+            parts = encode(value)
+            if parts:
+                chunks.extend(parts)
+        return chunks
 
     def _wakeup(self) -> None:
         w = self._wake
@@ -264,7 +323,12 @@ class Connection:
                 if pending and pending[0][1] is encode:
                     pending.popleft()
                 parts = encode(value)
-                if parts is None:
+                if pending:
+                    # what queued up behind it goes out in the same sendmsg
+                    more = self._take_ready()
+                    if more:
+                        parts = [*(parts or ()), *more]
+                if not parts:
                     continue
                 if self.muted_until:
                     delay = self.muted_until - time.monotonic()
@@ -296,25 +360,13 @@ class Connection:
             await self._send_buffers(chunks)
 
     async def _send_buffers(self, chunks: list[Any]) -> None:
-        sock = self.sock
-        pending = collections.deque(c for c in chunks if len(c))
-        while pending:
+        while chunks:
             try:
-                sent = sock.sendmsg(list(itertools.islice(pending, 512)))
+                chunks = _send_some(self.sock, chunks)
             except BlockingIOError:
                 await self._wait_writable()
-                continue
             except InterruptedError:
                 continue
-            # drop what was sent; a partially sent chunk keeps its tail
-            while sent:
-                n = len(pending[0])
-                if sent >= n:
-                    sent -= n
-                    pending.popleft()
-                else:
-                    pending[0] = memoryview(pending[0])[sent:]
-                    sent = 0
 
     async def _sendfile(self, r: FileRange) -> None:
         offset, remaining = r.offset, r.size
@@ -376,6 +428,7 @@ class TlsConnection(Connection):
     """
 
     __slots__ = ()
+    direct_writes = False
 
     def start(self) -> None:
         self._reader_task = self.loop.create_task(self._handshake_then_read())
@@ -449,3 +502,29 @@ def _truncated(r: FileRange, offset: int, remaining: int) -> ConnectionAbortedEr
 
 def _CLOSE(_: Any) -> None:  # sentinel encoder: close after draining
     return None
+
+
+def _PARTS(parts: Parts) -> Parts:  # already encoded (the rest of a coalesced write)
+    return parts
+
+
+#: at most this many buffers per sendmsg (Linux's IOV_MAX is 1024)
+_MAX_IOV = 512
+
+
+def _send_some(sock: socket.socket, chunks: list[Any]) -> list[Any]:
+    """One ``sendmsg`` of ``chunks``; returns what is left (a partial chunk keeps its tail).
+
+    Raises BlockingIOError when the socket buffer is full.
+    """
+    if len(chunks) > _MAX_IOV:
+        head, tail = chunks[:_MAX_IOV], chunks[_MAX_IOV:]
+    else:
+        head, tail = chunks, []
+    sent = sock.sendmsg(head)
+    for i, c in enumerate(head):
+        n = len(c)
+        if sent < n:
+            return [memoryview(c)[sent:], *head[i + 1 :], *tail]
+        sent -= n
+    return tail

@@ -2,12 +2,20 @@
 
 Filled only by UpdateMetadata from the controller (never by reading the
 metadata store directly), as in Kafka's ZooKeeper mode.
+
+It also keeps each topic's encoded Metadata response entry per version, built
+on first use and dropped when the topic's partitions or the set of live
+brokers change: a Metadata request for 10,000 partitions is then a join of
+cached bytes.
 """
 
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+
+from kafkalite.protocol.errors import ErrorCode
+from kafkalite.protocol.metadata_response import encode_topic
 
 
 @dataclass(slots=True)
@@ -44,9 +52,14 @@ class MetadataCache:
         self.controller_id = -1
         self.controller_epoch = 0
         self.cluster_id: str | None = None
+        #: topic -> {Metadata version: encoded topic entry}
+        self._encoded: dict[str, dict[int, bytes]] = {}
 
     def update_brokers(self, brokers: list[BrokerEndpointInfo]) -> None:
-        self.brokers = {b.broker_id: b for b in brokers}
+        new = {b.broker_id: b for b in brokers}
+        if new.keys() != self.brokers.keys():
+            self._encoded.clear()  # leaders and offline replicas depend on who is alive
+        self.brokers = new
 
     def update_partition(
         self, topic: str, topic_id: uuid.UUID, pm: PartitionMetadata, *, internal: bool = False
@@ -59,8 +72,10 @@ class MetadataCache:
             self.topics[topic] = t
             self.topic_ids[topic_id] = topic
         t.partitions[pm.partition] = pm
+        self._encoded.pop(topic, None)
 
     def remove_topic(self, topic: str) -> None:
+        self._encoded.pop(topic, None)
         t = self.topics.pop(topic, None)
         if t is not None:
             self.topic_ids.pop(t.topic_id, None)
@@ -73,3 +88,27 @@ class MetadataCache:
 
     def topic_name(self, topic_id: uuid.UUID) -> str | None:
         return self.topic_ids.get(topic_id)
+
+    def encoded_topic(self, name: str, version: int) -> bytes | None:
+        """The topic's Metadata response entry for ``version``; None if unknown."""
+        per_version = self._encoded.get(name)
+        if per_version is not None:
+            cached = per_version.get(version)
+            if cached is not None:
+                return cached
+        t = self.topics.get(name)
+        if t is None:
+            return None
+        alive = self.brokers
+        parts = []
+        for p in sorted(t.partitions.values(), key=lambda p: p.partition):
+            leader = p.leader if p.leader in alive else -1
+            # dead brokers' replicas, and live ones in a failed log dir (from the controller)
+            offline = [r for r in p.replicas if r not in alive or r in p.offline_replicas]
+            err = ErrorCode.none if leader >= 0 else ErrorCode.leader_not_available
+            parts.append(
+                (int(err), p.partition, leader, p.leader_epoch, p.replicas, p.isr, offline)
+            )
+        data = encode_topic(version, 0, name, t.topic_id, t.is_internal, parts)
+        self._encoded.setdefault(name, {})[version] = data
+        return data

@@ -84,10 +84,14 @@ class RequestChannel:
             )
         flexible = messages.is_flexible_request(hdr.api_key, version)
         body_offset = skip_tagged_fields(frame, hdr.size) if flexible else hdr.size
-        try:
-            request = messages.decode_request(hdr.api_key, version, frame, body_offset)
-        except Exception as e:  # kio raises many kinds on garbage input
-            raise MalformedRequest(f"cannot decode {spec.name} v{version}: {e!r}") from None
+        decoder = spec.decoder
+        if decoder is not None:
+            request = decoder(frame, body_offset, version)  # raises MalformedRequest
+        else:
+            try:
+                request = messages.decode_request(hdr.api_key, version, frame, body_offset)
+            except Exception as e:  # kio raises many kinds on garbage input
+                raise MalformedRequest(f"cannot decode {spec.name} v{version}: {e!r}") from None
         ctx = RequestContext(
             conn, hdr.api_key, version, hdr.correlation_id, hdr.client_id, flexible
         )

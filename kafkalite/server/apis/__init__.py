@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.fetch_response import MAX_VERSION as FETCH_MAX
+from kafkalite.protocol.produce import parse_produce_request
 from kafkalite.server.api_table import ApiSpec
 from kafkalite.server.apis.api_versions import handle_api_versions
 from kafkalite.server.apis.cluster import handle_describe_cluster, handle_describe_log_dirs
@@ -146,6 +147,10 @@ _TABLE: list[tuple[Any, int, int, Any, bool, str]] = [
 ]
 
 
+# straight-line decoders for the hot path (kio for every other API)
+_DECODERS = {ApiKey.PRODUCE: parse_produce_request}
+
+
 def build_api_table(broker: KafkaBroker | None) -> dict[int, ApiSpec]:
     table = {}
     for key, lo, hi, handler, serial, notes in _TABLE:
@@ -158,6 +163,7 @@ def build_api_table(broker: KafkaBroker | None) -> dict[int, ApiSpec]:
             serial,
             notes,
             advertised_min_version=0 if key == ApiKey.PRODUCE else None,
+            decoder=_DECODERS.get(key),
         )
     return table
 

@@ -1,4 +1,8 @@
-"""Metadata (3): brokers, cluster id, controller, topics, partitions, leaders."""
+"""Metadata (3): brokers, cluster id, controller, topics, partitions, leaders.
+
+Written by :mod:`kafkalite.protocol.metadata_response`; known topics come as
+bytes cached per version in the metadata cache.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +10,18 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from kafkalite.protocol.errors import ErrorCode
+from kafkalite.protocol.metadata_response import (
+    BrokerEntry,
+    encode_metadata_response,
+    encode_topic,
+)
 from kafkalite.server.topic_names import validate_topic_name
 
 if TYPE_CHECKING:
     from kafkalite.server.broker import KafkaBroker
     from kafkalite.server.request_channel import RequestContext
 
-AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+_ZERO_UUID = uuid.UUID(int=0)
 
 
 def handle_metadata(broker: KafkaBroker, ctx: RequestContext, req: Any) -> Any:
@@ -46,25 +55,19 @@ def handle_metadata(broker: KafkaBroker, ctx: RequestContext, req: Any) -> Any:
             if n is not None and n not in cache.topics and validate_topic_name(n) is None:
                 to_create.append(n)
 
-    def respond(create_errors: dict[str, int] | None = None) -> dict[str, Any]:
-        topics = [_topic_entry(broker, ctx, n, create_errors) for n in names]
+    def respond(create_errors: dict[str, int] | None = None) -> list[bytes]:
+        topics = [_topic_entry(broker, version, n, create_errors) for n in names]
         topics += [
-            {
-                "error_code": ErrorCode.unknown_topic_id,
-                "name": None,
-                "topic_id": tid,
-                "partitions": [],
-            }
+            encode_topic(version, ErrorCode.unknown_topic_id, None, tid, False, [])
             for tid in unknown_ids
         ]
-        return {
-            "throttle_time": 0,
-            "brokers": _brokers(broker, ctx),
-            "cluster_id": broker.cluster_id,
-            "controller_id": cache.controller_id,
-            "topics": topics,
-            "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
-        }
+        return encode_metadata_response(
+            version,
+            _brokers(broker, ctx),
+            broker.cluster_id,
+            cache.controller_id,
+            topics,
+        )
 
     if to_create:
         return _after(broker.admin.auto_create_topics(to_create), respond)
@@ -75,64 +78,37 @@ async def _after(coro: Any, fn: Any) -> Any:
     return fn(await coro)
 
 
-def _brokers(broker: KafkaBroker, ctx: RequestContext) -> list[dict[str, Any]]:
+def _brokers(broker: KafkaBroker, ctx: RequestContext) -> list[BrokerEntry]:
     out = []
     for b in broker.metadata_cache.brokers.values():
         ep = b.endpoints.get(ctx.listener)
         if ep is None:
             continue
-        out.append({"node_id": b.broker_id, "host": ep[0], "port": ep[1], "rack": b.rack})
+        out.append((b.broker_id, ep[0], ep[1], b.rack))
     return out
 
 
 def _topic_entry(
     broker: KafkaBroker,
-    ctx: RequestContext,
+    version: int,
     name: str | None,
     create_errors: dict[str, int] | None = None,
-) -> dict[str, Any]:
-    cache = broker.metadata_cache
-    base = {
-        "name": name,
-        "topic_id": uuid.UUID(int=0),
-        "is_internal": False,
-        "partitions": [],
-        "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
-    }
+) -> bytes:
+    """The topic's entry: cached bytes for a known topic, else its error."""
     if name is None:
-        return {**base, "error_code": ErrorCode.invalid_topic_exception}
-    t = cache.get_topic(name)
-    if t is None:
-        if validate_topic_name(name) is not None:
-            return {**base, "error_code": ErrorCode.invalid_topic_exception}
-        if create_errors and name in create_errors:
-            # e.g. a '.'/'_' collision found while auto-creating (Kafka: INVALID_TOPIC_EXCEPTION)
-            return {**base, "error_code": create_errors[name]}
-        if name in broker.admin.creating:
-            return {**base, "error_code": ErrorCode.leader_not_available}
-        return {**base, "error_code": ErrorCode.unknown_topic_or_partition}
-    alive = cache.brokers
-    parts = []
-    for p in sorted(t.partitions.values(), key=lambda p: p.partition):
-        leader = p.leader if p.leader in alive else -1
-        # dead brokers' replicas, and live ones in a failed log dir (from the controller)
-        offline = [r for r in p.replicas if r not in alive or r in p.offline_replicas]
-        err = ErrorCode.none if leader >= 0 else ErrorCode.leader_not_available
-        parts.append(
-            {
-                "error_code": err,
-                "partition_index": p.partition,
-                "leader_id": leader,
-                "leader_epoch": p.leader_epoch,
-                "replica_nodes": p.replicas,
-                "isr_nodes": p.isr,
-                "offline_replicas": offline,
-            }
-        )
-    return {
-        **base,
-        "error_code": ErrorCode.none,
-        "topic_id": t.topic_id,
-        "is_internal": t.is_internal,
-        "partitions": parts,
-    }
+        return _error_entry(version, ErrorCode.invalid_topic_exception, name)
+    cached = broker.metadata_cache.encoded_topic(name, version)
+    if cached is not None:
+        return cached
+    if validate_topic_name(name) is not None:
+        return _error_entry(version, ErrorCode.invalid_topic_exception, name)
+    if create_errors and name in create_errors:
+        # e.g. a '.'/'_' collision found while auto-creating (Kafka: INVALID_TOPIC_EXCEPTION)
+        return _error_entry(version, create_errors[name], name)
+    if name in broker.admin.creating:
+        return _error_entry(version, ErrorCode.leader_not_available, name)
+    return _error_entry(version, ErrorCode.unknown_topic_or_partition, name)
+
+
+def _error_entry(version: int, error: int, name: str | None) -> bytes:
+    return encode_topic(version, error, name, _ZERO_UUID, False, [])

@@ -1,10 +1,16 @@
-"""Produce (0): validate acks and records, append on the leader, answer per partition."""
+"""Produce (0): validate acks and records, append on the leader, answer per partition.
+
+The request comes from :mod:`kafkalite.protocol.produce`'s parser (records are
+views into the request frame) and the response is written by its encoder: no
+kio entity per partition on this path.
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
 from kafkalite.protocol.errors import ErrorCode
+from kafkalite.protocol.produce import PartitionResponse, ProduceRequest, encode_produce_response
 from kafkalite.protocol.record_batch import InvalidRecordBatch
 from kafkalite.protocol.record_validator import (
     InvalidTimestamp,
@@ -22,9 +28,9 @@ if TYPE_CHECKING:
 VALID_ACKS = (-1, 0, 1)
 
 
-def handle_produce(broker: KafkaBroker, ctx: RequestContext, req: Any) -> Any:
-    acks = int(req.acks)
-    timeout_ms = int(req.timeout.total_seconds() * 1000)
+def handle_produce(broker: KafkaBroker, ctx: RequestContext, req: ProduceRequest) -> Any:
+    acks = req.acks
+    timeout_ms = req.timeout_ms
     entries: dict[tuple[str, int], bytearray] = {}
     results: dict[tuple[str, int], ProduceResult] = {}
     record_errors: dict[tuple[str, int], list[tuple[int, str]]] = {}
@@ -34,9 +40,9 @@ def handle_produce(broker: KafkaBroker, ctx: RequestContext, req: Any) -> Any:
     # validate
     for td in req.topic_data:
         name = td.name
-        order.append((name, [int(p.index) for p in td.partition_data]))
+        order.append((name, [p.index for p in td.partition_data]))
         for pd in td.partition_data:
-            tp = (name, int(pd.index))
+            tp = (name, pd.index)
             if acks not in VALID_ACKS:
                 results[tp] = ProduceResult(ErrorCode.invalid_required_acks)
             elif req.transactional_id is not None:
@@ -60,7 +66,7 @@ def handle_produce(broker: KafkaBroker, ctx: RequestContext, req: Any) -> Any:
                     results[tp] = ProduceResult(e.error_code, error_message=str(e) or None)
 
     # act, then respond: now, or when acks=all completes (respond runs then)
-    def respond(done: dict[tuple[str, int], ProduceResult]) -> dict[str, Any] | None:
+    def respond(done: dict[tuple[str, int], ProduceResult]) -> bytes | None:
         results.update(done)
         if acks == 0:
             if any(r.error for r in results.values()):
@@ -69,19 +75,13 @@ def handle_produce(broker: KafkaBroker, ctx: RequestContext, req: Any) -> Any:
                     "acks=0 produce failed; closing so the client refreshes metadata"
                 )
             return None
-        return {
-            "throttle_time": 0,
-            "responses": [
-                {
-                    "name": name,
-                    "partition_responses": [
-                        _partition(i, results[(name, i)], record_errors.get((name, i)))
-                        for i in parts
-                    ],
-                }
+        return encode_produce_response(
+            ctx.api_version,
+            [
+                (name, [_partition((name, i), results[(name, i)], record_errors) for i in parts])
                 for name, parts in order
             ],
-        }
+        )
 
     if not entries:
         return respond({})
@@ -110,16 +110,16 @@ def _check_batch(
 
 
 def _partition(
-    index: int, r: ProduceResult, record_errors: list[tuple[int, str]] | None = None
-) -> dict[str, Any]:
-    return {
-        "index": index,
-        "error_code": r.error,
-        "base_offset": r.base_offset,
-        "log_append_time": r.log_append_time,
-        "log_start_offset": r.log_start_offset,
-        "record_errors": [
-            {"batch_index": i, "batch_index_error_message": m} for i, m in record_errors or ()
-        ],
-        "error_message": r.error_message,
-    }
+    tp: tuple[str, int],
+    r: ProduceResult,
+    record_errors: dict[tuple[str, int], list[tuple[int, str]]],
+) -> PartitionResponse:
+    return (
+        tp[1],
+        r.error,
+        r.base_offset,
+        r.log_append_time,
+        r.log_start_offset,
+        record_errors.get(tp, ()),
+        r.error_message,
+    )
