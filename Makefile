@@ -50,6 +50,8 @@ test-example:
 
 lint: $(TEST_STAMP)
 	$(VENV)/bin/ruff check kafkalite tests bench
+	$(VENV)/bin/ruff format --check kafkalite tests bench
+	$(VENV)/bin/mypy kafkalite --ignore-missing-imports
 
 docs: $(STAMP)
 	$(PY) -m kafkalite.server.api_table > docs/compatibility.md

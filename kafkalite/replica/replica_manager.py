@@ -114,14 +114,16 @@ class ReplicaManager:
         #: partitions whose log dir failed (Kafka's HostedPartition.Offline): every
         #: request for them gets KAFKA_STORAGE_ERROR until the broker restarts
         self.offline_partitions: set[TopicPartition] = set()
-        self.produce_purgatory = DelayedOperationPurgatory(
-            "Produce", purge_interval=config.produce_purge_interval
+        self.produce_purgatory: DelayedOperationPurgatory[DelayedProduce] = (
+            DelayedOperationPurgatory("Produce", purge_interval=config.produce_purge_interval)
         )
-        self.fetch_purgatory = DelayedOperationPurgatory(
+        self.fetch_purgatory: DelayedOperationPurgatory[DelayedFetch] = DelayedOperationPurgatory(
             "Fetch", purge_interval=config.fetch_purge_interval
         )
-        self.delete_records_purgatory = DelayedOperationPurgatory(
-            "DeleteRecords", purge_interval=config.delete_records_purge_interval
+        self.delete_records_purgatory: DelayedOperationPurgatory[DelayedDeleteRecords] = (
+            DelayedOperationPurgatory(
+                "DeleteRecords", purge_interval=config.delete_records_purge_interval
+            )
         )
         # partitions whose parked fetches an append woke, completed on a later iteration
         self._fetch_wakeups: dict[TopicPartition, None] = {}
@@ -195,7 +197,7 @@ class ReplicaManager:
     def stop_replicas(
         self, tps: Iterable[TopicPartition], *, delete: bool
     ) -> dict[TopicPartition, int]:
-        errors = {}
+        errors: dict[TopicPartition, int] = {}
         for tp in tps:
             p = self.partitions.pop(tp, None)
             if p is not None:
@@ -442,8 +444,8 @@ class ReplicaManager:
                 size,
             )
         except OffsetOutOfRange:
-            p = self.partitions.get(tp)
-            plog = p.log if p else None
+            found = self.partitions.get(tp)
+            plog = found.log if found else None
             return FetchPartitionResult(
                 ErrorCode.offset_out_of_range,
                 plog.high_watermark if plog else -1,

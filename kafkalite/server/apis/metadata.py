@@ -35,7 +35,7 @@ def handle_metadata(broker: KafkaBroker, ctx: RequestContext, req: Any) -> Any:
     names: list[str | None]
     unknown_ids: list[uuid.UUID] = []
     if requested is None:
-        names = sorted(cache.topics)
+        names = list(sorted(cache.topics))
     else:
         names = []
         for t in requested:
