@@ -481,7 +481,6 @@ class Log:
 
     # ------------------------------------------------------------ append
 
-    @_guarded
     def _recompress(
         self, buf: bytearray | memoryview, v: ValidatedRecords
     ) -> tuple[bytearray | memoryview, ValidatedRecords]:
@@ -501,6 +500,7 @@ class Log:
         out = recompress_batches(buf, target, level=level)
         return out, validate_records(out)
 
+    @_guarded
     def append_as_leader(
         self, records: bytearray | memoryview | bytes, leader_epoch: int
     ) -> LogAppendInfo:
