@@ -3,14 +3,66 @@ it is told, including garbage, and reads raw frames back."""
 
 from __future__ import annotations
 
+import datetime
 import socket
 import struct
 from typing import Any
+
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 
 from kafkalite.protocol import messages
 from kafkalite.protocol.headers import skip_tagged_fields
 
 _I32 = struct.Struct(">i")
+TIMEOUT = datetime.timedelta(seconds=10)
+
+
+def api_versions(name: str = "raw-test") -> ApiVersionsRequest:
+    """ApiVersions v3 body."""
+    return ApiVersionsRequest(client_software_name=name, client_software_version="1.0")
+
+
+def produce(topic: str, records: bytes, acks: int = 1, partition: int = 0) -> ProduceRequest:
+    """Produce v9 body for one partition."""
+    return ProduceRequest(
+        transactional_id=None,
+        acks=acks,
+        timeout=TIMEOUT,
+        topic_data=(
+            TopicProduceData(
+                name=topic, partition_data=(PartitionProduceData(index=partition, records=records),)
+            ),
+        ),
+    )
+
+
+def fetch(
+    topic: str, offset: int, partition: int = 0, max_wait_ms: int = 0, max_bytes: int = 1 << 20
+) -> FetchRequest:
+    """Fetch v12 body for one partition (sessionless)."""
+    return FetchRequest(
+        replica_id=-1,
+        max_wait=datetime.timedelta(milliseconds=max_wait_ms),
+        min_bytes=1,
+        max_bytes=max_bytes,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=(
+            FetchTopic(
+                topic=topic,
+                partitions=(
+                    FetchPartition(
+                        partition=partition, fetch_offset=offset, partition_max_bytes=max_bytes
+                    ),
+                ),
+            ),
+        ),
+        forgotten_topics_data=(),
+        rack_id="",
+    )
 
 
 def request_bytes(
@@ -31,14 +83,22 @@ def request_bytes(
 
 
 class RawClient:
-    def __init__(self, host: str, port: int, timeout: float = 10) -> None:
-        self.sock = socket.create_connection((host, port), timeout=timeout)
+    def __init__(
+        self, host: str, port: int, timeout: float = 10, rcvbuf: int | None = None
+    ) -> None:
+        if rcvbuf is None:
+            self.sock = socket.create_connection((host, port), timeout=timeout)
+        else:  # the receive buffer must be set before connecting to bound the window
+            self.sock = socket.socket()
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+            self.sock.settimeout(timeout)
+            self.sock.connect((host, port))
         self._cid = 0
 
     @classmethod
-    def to(cls, bootstrap: str) -> RawClient:
+    def to(cls, bootstrap: str, **kw: Any) -> RawClient:
         host, port = bootstrap.rsplit(":", 1)
-        return cls(host, int(port))
+        return cls(host, int(port), **kw)
 
     def send_raw(self, data: bytes) -> None:
         self.sock.sendall(data)

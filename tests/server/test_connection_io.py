@@ -3,71 +3,17 @@ large responses through a full socket buffer, and a client leaving mid-response.
 
 from __future__ import annotations
 
-import datetime
 import socket
 import struct
 import time
 
 import pytest
-from kio.schema.api_versions.v3.request import ApiVersionsRequest
-from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
-from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 
-from kafkalite.protocol import messages
-from kafkalite.protocol.headers import skip_tagged_fields
 from kafkalite.protocol.records import build_batch, iter_records
-from tests.server.raw_client import RawClient, request_bytes
+from tests.server.raw_client import RawClient, api_versions, fetch, produce, request_bytes
 
 PRODUCE, FETCH, API_VERSIONS = 0, 1, 18
-TIMEOUT = datetime.timedelta(seconds=10)
-
-
-def produce(topic: str, records: bytes, partition: int = 0) -> ProduceRequest:
-    return ProduceRequest(
-        transactional_id=None,
-        acks=1,
-        timeout=TIMEOUT,
-        topic_data=(
-            TopicProduceData(
-                name=topic, partition_data=(PartitionProduceData(index=partition, records=records),)
-            ),
-        ),
-    )
-
-
-def fetch(topic: str, offset: int, partition: int = 0, max_wait_ms: int = 0) -> FetchRequest:
-    return FetchRequest(
-        replica_id=-1,
-        max_wait=datetime.timedelta(milliseconds=max_wait_ms),
-        min_bytes=1,
-        max_bytes=256 << 20,
-        isolation_level=0,
-        session_id=0,
-        session_epoch=-1,
-        topics=(
-            FetchTopic(
-                topic=topic,
-                partitions=(
-                    FetchPartition(
-                        partition=partition, fetch_offset=offset, partition_max_bytes=256 << 20
-                    ),
-                ),
-            ),
-        ),
-        forgotten_topics_data=(),
-        rack_id="",
-    )
-
-
-def api_versions() -> ApiVersionsRequest:
-    return ApiVersionsRequest(client_software_name="io-test", client_software_version="1.0")
-
-
-def _decode(api_key: int, version: int, frame: bytes) -> tuple[int, object]:
-    (cid,) = struct.unpack_from(">i", frame, 0)
-    flexible = messages.response_type(api_key, version).__flexible__ and api_key != API_VERSIONS
-    pos = skip_tagged_fields(frame, 4) if flexible else 4
-    return cid, messages.decode_response(api_key, version, frame, pos)
+FETCH_MAX = 256 << 20  # whole multi-megabyte logs in one response
 
 
 def _base_offset(resp) -> int:
@@ -82,7 +28,9 @@ def _fill(client: RawClient, topic: str, partition: int, batches: int, value_siz
     for b in range(batches):
         vs = [bytes([b % 251]) * value_size + f"-{b}-{i}".encode() for i in range(4)]
         values += vs
-        client.call(PRODUCE, 9, produce(topic, build_batch([(None, v) for v in vs]), partition))
+        client.call(
+            PRODUCE, 9, produce(topic, build_batch([(None, v) for v in vs]), partition=partition)
+        )
     return values
 
 
@@ -98,17 +46,23 @@ def test_pipelined_mix_is_answered_in_request_order(client, kafka_topic):
     answers come back in request order, and appends behind the parked fetch still happen."""
     reqs = []
     for i in range(5):
-        reqs.append((PRODUCE, 9, produce(kafka_topic, build_batch([(None, b"a%d" % i)]), 0)))
-    reqs.append((FETCH, 12, fetch(kafka_topic, 0, partition=1, max_wait_ms=300)))  # parks
+        reqs.append(
+            (PRODUCE, 9, produce(kafka_topic, build_batch([(None, b"a%d" % i)]), partition=0))
+        )
+    reqs.append(
+        (FETCH, 12, fetch(kafka_topic, 0, partition=1, max_wait_ms=300, max_bytes=FETCH_MAX))
+    )  # parks
     for i in range(5):
-        reqs.append((PRODUCE, 9, produce(kafka_topic, build_batch([(None, b"b%d" % i)]), 0)))
+        reqs.append(
+            (PRODUCE, 9, produce(kafka_topic, build_batch([(None, b"b%d" % i)]), partition=0))
+        )
     reqs.append((API_VERSIONS, 3, api_versions()))
     client.send_raw(
         b"".join(request_bytes(k, v, cid, body) for cid, (k, v, body) in enumerate(reqs, 1))
     )
     got = []
     for k, v, _ in reqs:
-        cid, resp = _decode(k, v, client.read_frame())
+        cid, resp = client.read_response(k, v)
         got.append(cid)
         if k == PRODUCE:
             assert _base_offset(resp) == len([c for c in got if reqs[c - 1][0] == PRODUCE]) - 1
@@ -124,13 +78,16 @@ def test_hundreds_of_pipelined_requests_coalesce_in_order(client, kafka_topic):
     client.send_raw(
         b"".join(
             request_bytes(
-                PRODUCE, 9, cid, produce(kafka_topic, build_batch([(None, b"%d" % cid)]), 2)
+                PRODUCE,
+                9,
+                cid,
+                produce(kafka_topic, build_batch([(None, b"%d" % cid)]), partition=2),
             )
             for cid in range(1, n + 1)
         )
     )
     for expected in range(1, n + 1):
-        cid, resp = _decode(PRODUCE, 9, client.read_frame())
+        cid, resp = client.read_response(PRODUCE, 9)
         assert cid == expected
         assert _base_offset(resp) == expected - 1
 
@@ -138,19 +95,14 @@ def test_hundreds_of_pipelined_requests_coalesce_in_order(client, kafka_topic):
 def test_responses_survive_a_full_socket_buffer(kafka_bootstrap, kafka_topic):
     """A client with a tiny receive buffer that reads late: the broker's writes are partial
     and wait for the socket; every response arrives whole and in order."""
-    host, port = kafka_bootstrap.rsplit(":", 1)
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    sock.connect((host, int(port)))
-    c = RawClient.__new__(RawClient)
-    c.sock, c._cid = sock, 0
+    c = RawClient.to(kafka_bootstrap, timeout=30, rcvbuf=4096)
+    sock = c.sock
     try:
-        sock.settimeout(30)
         values = _fill(c, kafka_topic, 0, batches=12, value_size=200_000)  # ~10 MB, one segment
         # ~1.3 MB of small responses, a ~10 MB sendfile response, then small ones again
         first, last = 3000, 300
         small = [request_bytes(API_VERSIONS, 3, cid, api_versions()) for cid in range(1, first + 1)]
-        big = request_bytes(FETCH, 12, first + 1, fetch(kafka_topic, 0))
+        big = request_bytes(FETCH, 12, first + 1, fetch(kafka_topic, 0, max_bytes=FETCH_MAX))
         tail = [
             request_bytes(API_VERSIONS, 3, cid, api_versions())
             for cid in range(first + 2, first + last + 2)
@@ -158,14 +110,14 @@ def test_responses_survive_a_full_socket_buffer(kafka_bootstrap, kafka_topic):
         sock.sendall(b"".join([*small, big, *tail]))
         time.sleep(0.5)  # let the broker fill the socket buffer and wait for it
         for expected in range(1, first + 1):
-            cid, resp = _decode(API_VERSIONS, 3, c.read_frame())
+            cid, resp = c.read_response(API_VERSIONS, 3)
             assert cid == expected and resp.error_code == 0
-        cid, resp = _decode(FETCH, 12, c.read_frame())
+        cid, resp = c.read_response(FETCH, 12)
         assert cid == first + 1
         records = bytes(resp.responses[0].partitions[0].records)
         assert [r.value for _, r in iter_records(records)] == values
         for expected in range(first + 2, first + last + 2):
-            cid, resp = _decode(API_VERSIONS, 3, c.read_frame())
+            cid, resp = c.read_response(API_VERSIONS, 3)
             assert cid == expected and resp.error_code == 0
     finally:
         sock.close()
@@ -183,15 +135,15 @@ def test_client_closing_mid_response_leaves_the_broker_serving(
     for _ in range(3):
         quitter = RawClient.to(kafka_bootstrap)
         quitter.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        quitter.send(FETCH, 12, fetch(kafka_topic, 0, partition=1))
+        quitter.send(FETCH, 12, fetch(kafka_topic, 0, partition=1, max_bytes=FETCH_MAX))
         quitter.send(API_VERSIONS, 3, api_versions())
         assert len(quitter.sock.recv(100)) > 0  # the response has started
         quitter.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         quitter.close()  # reset, with megabytes still to send
     other = RawClient.to(kafka_bootstrap)
     try:
-        cid = other.send(FETCH, 12, fetch(kafka_topic, 0, partition=1))
-        got, resp = _decode(FETCH, 12, other.read_frame())
+        cid = other.send(FETCH, 12, fetch(kafka_topic, 0, partition=1, max_bytes=FETCH_MAX))
+        got, resp = other.read_response(FETCH, 12)
         assert got == cid
         assert len(list(iter_records(bytes(resp.responses[0].partitions[0].records)))) == 48
     finally:

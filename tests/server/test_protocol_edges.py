@@ -7,21 +7,14 @@ import datetime
 import struct
 
 import pytest
-from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
-from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
-from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.records import build_batch
-from tests.server.raw_client import RawClient, request_bytes
+from tests.server.raw_client import RawClient, api_versions, fetch, produce, request_bytes
 
 TIMEOUT = datetime.timedelta(seconds=10)
-
-
-def api_versions() -> ApiVersionsRequest:
-    return ApiVersionsRequest(client_software_name="raw-test", client_software_version="1.0")
 
 
 def metadata(*topics: str, auto: bool = False) -> MetadataRequest:
@@ -29,43 +22,6 @@ def metadata(*topics: str, auto: bool = False) -> MetadataRequest:
         topics=tuple(MetadataRequestTopic(name=t, topic_id=None) for t in topics),
         allow_auto_topic_creation=auto,
         include_topic_authorized_operations=False,
-    )
-
-
-def produce(topic: str, records: bytes, acks: int = 1, partition: int = 0) -> ProduceRequest:
-    return ProduceRequest(
-        transactional_id=None,
-        acks=acks,
-        timeout=TIMEOUT,
-        topic_data=(
-            TopicProduceData(
-                name=topic, partition_data=(PartitionProduceData(index=partition, records=records),)
-            ),
-        ),
-    )
-
-
-def fetch(topic: str, offset: int, partition: int = 0, max_wait_ms: int = 0) -> FetchRequest:
-    return FetchRequest(
-        replica_id=-1,
-        max_wait=datetime.timedelta(milliseconds=max_wait_ms),
-        min_bytes=1,
-        max_bytes=1 << 20,
-        isolation_level=0,
-        session_id=0,
-        session_epoch=-1,
-        topics=(
-            FetchTopic(
-                topic=topic,
-                partitions=(
-                    FetchPartition(
-                        partition=partition, fetch_offset=offset, partition_max_bytes=1 << 20
-                    ),
-                ),
-            ),
-        ),
-        forgotten_topics_data=(),
-        rack_id="",
     )
 
 
