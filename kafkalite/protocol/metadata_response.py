@@ -15,6 +15,8 @@ import struct
 import uuid
 from collections.abc import Sequence
 
+from kafkalite.protocol.varint import encode_unsigned_varint
+
 MIN_VERSION = 0
 MAX_VERSION = 13
 FIRST_FLEXIBLE = 9
@@ -32,27 +34,16 @@ PartitionEntry = tuple[int, int, int, int, Sequence[int], Sequence[int], Sequenc
 BrokerEntry = tuple[int, str, int, str | None]
 
 
-def _uvarint(n: int) -> bytes:
-    if n < 0x80:
-        return bytes((n,))
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def _string(s: str | None, flexible: bool) -> bytes:
     if s is None:
         return b"\x00" if flexible else b"\xff\xff"
     b = s.encode()
-    return (_uvarint(len(b) + 1) if flexible else _I16.pack(len(b))) + b
+    return (encode_unsigned_varint(len(b) + 1) if flexible else _I16.pack(len(b))) + b
 
 
 def _int32_array(values: Sequence[int], flexible: bool) -> bytes:
     n = len(values)
-    head = _uvarint(n + 1) if flexible else _I32.pack(n)
+    head = encode_unsigned_varint(n + 1) if flexible else _I32.pack(n)
     return head + struct.pack(f">{n}i", *values) if n else head
 
 
@@ -73,7 +64,7 @@ def encode_topic(
         out += topic_id.bytes if topic_id is not None else _ZERO_UUID
     if version >= 1:
         out.append(1 if is_internal else 0)
-    out += _uvarint(len(partitions) + 1) if flexible else _I32.pack(len(partitions))
+    out += encode_unsigned_varint(len(partitions) + 1) if flexible else _I32.pack(len(partitions))
     with_epoch = version >= 7
     with_offline = version >= 5
     for error, index, leader, epoch, replicas, isr, offline in partitions:
@@ -112,7 +103,7 @@ def encode_metadata_response(
     head = bytearray()
     if version >= 3:
         head += _I32.pack(throttle_time_ms)
-    head += _uvarint(len(brokers) + 1) if flexible else _I32.pack(len(brokers))
+    head += encode_unsigned_varint(len(brokers) + 1) if flexible else _I32.pack(len(brokers))
     for node_id, host, port, rack in brokers:
         head += _I32.pack(node_id)
         head += _string(host, flexible)
@@ -125,7 +116,7 @@ def encode_metadata_response(
         head += _string(cluster_id, flexible)
     if version >= 1:
         head += _I32.pack(controller_id)
-    head += _uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics))
+    head += encode_unsigned_varint(len(topics) + 1) if flexible else _I32.pack(len(topics))
     tail = bytearray()
     if 8 <= version <= 10:
         tail += _I32.pack(cluster_authorized_operations)

@@ -17,7 +17,8 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 
-from kafkalite.protocol.headers import MalformedRequest
+from kafkalite.protocol.headers import MalformedRequest, skip_tagged_fields
+from kafkalite.protocol.varint import VarintError, decode_unsigned_varint, write_unsigned_varint
 
 MIN_VERSION = 3
 MAX_VERSION = 11
@@ -66,37 +67,11 @@ class ProduceRequest:
         self.topic_data = topic_data
 
 
-def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
-    b = buf[pos]
-    if b < 0x80:
-        return b, pos + 1
-    value = b & 0x7F
-    shift = 7
-    while True:
-        pos += 1
-        b = buf[pos]
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            return value, pos + 1
-        shift += 7
-        if shift > 28:
-            raise MalformedRequest("unsigned varint too long")
-
-
-def _skip_tags(buf: bytes, pos: int) -> int:
-    count, pos = _uvarint(buf, pos)
-    for _ in range(count):
-        _tag, pos = _uvarint(buf, pos)
-        size, pos = _uvarint(buf, pos)
-        pos += size
-    return pos
-
-
 def parse_produce_request(buf: bytes, pos: int, version: int) -> ProduceRequest:
     """Decode the body that starts at ``pos`` (after the request header)."""
     try:
         return _parse(buf, pos, version, version >= FIRST_FLEXIBLE)
-    except (IndexError, struct.error, UnicodeDecodeError) as e:
+    except (IndexError, struct.error, UnicodeDecodeError, VarintError) as e:
         raise MalformedRequest(f"cannot decode Produce v{version}: {e!r}") from None
 
 
@@ -105,7 +80,7 @@ def _parse(buf: bytes, pos: int, version: int, flexible: bool) -> ProduceRequest
     mv = memoryview(buf)
     # transactional_id: nullable string
     if flexible:
-        n, pos = _uvarint(buf, pos)
+        n, pos = decode_unsigned_varint(buf, pos)
         n -= 1
     else:
         n = _I16.unpack_from(buf, pos)[0]
@@ -122,14 +97,14 @@ def _parse(buf: bytes, pos: int, version: int, flexible: bool) -> ProduceRequest
     pos += 6
     topics: list[TopicProduceData] = []
     if flexible:
-        n_topics, pos = _uvarint(buf, pos)
+        n_topics, pos = decode_unsigned_varint(buf, pos)
         n_topics -= 1
     else:
         n_topics = _I32.unpack_from(buf, pos)[0]
         pos += 4
     for _ in range(n_topics):
         if flexible:
-            n, pos = _uvarint(buf, pos)
+            n, pos = decode_unsigned_varint(buf, pos)
             n -= 1
         else:
             n = _I16.unpack_from(buf, pos)[0]
@@ -139,7 +114,7 @@ def _parse(buf: bytes, pos: int, version: int, flexible: bool) -> ProduceRequest
         name = str(buf[pos : pos + n], "utf-8")
         pos += n
         if flexible:
-            n_parts, pos = _uvarint(buf, pos)
+            n_parts, pos = decode_unsigned_varint(buf, pos)
             n_parts -= 1
         else:
             n_parts = _I32.unpack_from(buf, pos)[0]
@@ -149,7 +124,7 @@ def _parse(buf: bytes, pos: int, version: int, flexible: bool) -> ProduceRequest
             index = _I32.unpack_from(buf, pos)[0]
             pos += 4
             if flexible:
-                size, pos = _uvarint(buf, pos)
+                size, pos = decode_unsigned_varint(buf, pos)
                 size -= 1
             else:
                 size = _I32.unpack_from(buf, pos)[0]
@@ -164,13 +139,13 @@ def _parse(buf: bytes, pos: int, version: int, flexible: bool) -> ProduceRequest
                 records = mv[pos : pos + size]
                 pos += size
             if flexible:
-                pos = _skip_tags(buf, pos)
+                pos = skip_tagged_fields(buf, pos)
             parts.append(PartitionProduceData(index, records))
         if flexible:
-            pos = _skip_tags(buf, pos)
+            pos = skip_tagged_fields(buf, pos)
         topics.append(TopicProduceData(name, parts))
     if flexible:
-        pos = _skip_tags(buf, pos)
+        pos = skip_tagged_fields(buf, pos)
     if pos > end:
         raise MalformedRequest("Produce request overruns the frame")
     return ProduceRequest(txn, acks, timeout_ms, topics)
@@ -183,20 +158,13 @@ def _parse(buf: bytes, pos: int, version: int, flexible: bool) -> ProduceRequest
 PartitionResponse = tuple[int, int, int, int, int, Sequence[tuple[int, str | None]], str | None]
 
 
-def _write_uvarint(out: bytearray, n: int) -> None:
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-
-
 def _write_string(out: bytearray, s: str | None, flexible: bool) -> None:
     if s is None:
         out += b"\x00" if flexible else b"\xff\xff"
         return
     b = s.encode()
     if flexible:
-        _write_uvarint(out, len(b) + 1)
+        write_unsigned_varint(out, len(b) + 1)
     else:
         out += _I16.pack(len(b))
     out += b
@@ -215,13 +183,13 @@ def encode_produce_response(
     v8 = version >= 8
     out = bytearray()
     if flexible:
-        _write_uvarint(out, len(responses) + 1)
+        write_unsigned_varint(out, len(responses) + 1)
     else:
         out += _I32.pack(len(responses))
     for name, parts in responses:
         _write_string(out, name, flexible)
         if flexible:
-            _write_uvarint(out, len(parts) + 1)
+            write_unsigned_varint(out, len(parts) + 1)
         else:
             out += _I32.pack(len(parts))
         for index, error, base, append_time, start, record_errors, message in parts:
@@ -231,7 +199,7 @@ def encode_produce_response(
                 out += _PART_V3.pack(index, error, base, append_time)
             if v8:
                 if flexible:
-                    _write_uvarint(out, len(record_errors) + 1)
+                    write_unsigned_varint(out, len(record_errors) + 1)
                 else:
                     out += _I32.pack(len(record_errors))
                 for batch_index, batch_message in record_errors:
