@@ -502,9 +502,16 @@ class Log:
 
     @_guarded
     def append_as_leader(
-        self, records: bytearray | memoryview | bytes, leader_epoch: int
+        self,
+        records: bytearray | memoryview | bytes,
+        leader_epoch: int,
+        validated: ValidatedRecords | None = None,
     ) -> LogAppendInfo:
         """Validate, assign offsets (in place), append. Produce and coordinator writes.
+
+        ``validated`` is the caller's ``validate_records`` of these same bytes
+        (the Partition checks producer sequences with it), so they are not
+        checked twice.
 
         Raises the record_batch errors (CORRUPT_MESSAGE, UNSUPPORTED_VERSION,
         INVALID_RECORD, ...), RecordTooLarge, RecordBatchTooLarge, InvalidTimestamp.
@@ -516,7 +523,8 @@ class Log:
             isinstance(buf, memoryview) and not buf.readonly
         ):
             buf = bytearray(records)  # offsets are assigned in place
-        v = validate_records(buf)
+        # the caller's validation of these same bytes, when it made one (the CRC once)
+        v = validated if validated is not None else validate_records(buf)
         cfg = self.config
         if cfg.compression_type != "producer":
             buf, v = self._recompress(buf, v)

@@ -142,7 +142,8 @@ class Partition:
                 ErrorCode.not_enough_replicas,
                 f"ISR {self.isr} is smaller than min.insync.replicas={self.min_insync_replicas}",
             )
-        headers = validate_records(records).headers
+        validated = validate_records(records)
+        headers = validated.headers
         idempotent = any(h.producer_id != NO_PRODUCER_ID for h in headers)
         if idempotent:
             state = self.producer_state()
@@ -150,7 +151,7 @@ class Partition:
             if dup is not None:
                 # a retry of an appended batch: answer with the original offsets, append nothing
                 return DuplicateAppend(dup.first_offset, dup.last_offset, self.log.log_start_offset)
-        info = self.log.append_as_leader(records, self.leader_epoch)
+        info = self.log.append_as_leader(records, self.leader_epoch, validated)
         if idempotent:
             offset = info.first_offset
             for h in headers:
