@@ -193,6 +193,9 @@ class Log:
         self._segments: list[LogSegment] = []
         self._bases: list[int] = []
         self._pending_deletes: list[tuple[int, LogSegment]] = []
+        #: runs segment file deletions off the caller's thread (the LogManager's
+        #: kafka-delete-logs thread); None deletes inline
+        self.file_deleter: Callable[[Callable[[], None]], None] | None = None
         self._meta_cache: dict[int, LogOffsetMetadata] = {}
         self._unflushed_messages = 0
         self.last_flush_ms = clock_ms()
@@ -931,10 +934,12 @@ class Log:
         due = self._clock() + delay
         for seg in doomed:
             log.info("%s: deleting segment %d (%s)", self.name, seg.base_offset, reason)
+            # renamed first (as Kafka's asyncDeleteSegment), so a deletion that runs
+            # later never hits a new file with the same name (a cleaner swap)
+            seg.change_file_suffixes("", DELETED_FILE_SUFFIX)
             if delay <= 0:
-                seg.delete()
+                self._delete_segment_files(seg)
             else:
-                seg.change_file_suffixes("", DELETED_FILE_SUFFIX)
                 self._pending_deletes.append((due, seg))
 
     def run_pending_deletes(self, now_ms: int | None = None, *, force: bool = False) -> int:
@@ -944,16 +949,31 @@ class Log:
         now = self._clock() if now_ms is None else now_ms
         keep, done = [], 0
         for due, seg in self._pending_deletes:
-            if force or due <= now:
-                try:
-                    seg.delete()
-                except OSError as e:
-                    log.warning("%s: failed to delete %s: %s", self.name, seg.log_path, e)
+            if force:
+                self._unlink_segment(seg)
+                done += 1
+            elif due <= now:
+                self._delete_segment_files(seg)
                 done += 1
             else:
                 keep.append((due, seg))
         self._pending_deletes = keep
         return done
+
+    def _delete_segment_files(self, seg: LogSegment) -> None:
+        """Delete a segment that left the log, on the file deleter when there is one:
+        unlinking a large segment blocks for tens of milliseconds."""
+        deleter = self.file_deleter
+        if deleter is None:
+            self._unlink_segment(seg)
+        else:
+            deleter(functools.partial(self._unlink_segment, seg))
+
+    def _unlink_segment(self, seg: LogSegment) -> None:
+        try:
+            seg.delete()
+        except OSError as e:
+            log.warning("%s: failed to delete %s: %s", self.name, seg.log_path, e)
 
     @property
     def pending_deletes(self) -> list[tuple[int, LogSegment]]:

@@ -78,6 +78,11 @@ class Connection:
         "last_active",
         "_writer_task",
         "_reader_task",
+        "_reading",
+        "_rbuf",
+        "_rview",
+        "_rstart",
+        "_rend",
         "_serial_wait",
         "id",
         "muted_until",
@@ -110,19 +115,29 @@ class Connection:
         self.last_active = time.monotonic()
         self._writer_task: asyncio.Task[None] | None = None
         self._reader_task: asyncio.Task[None] | None = None
+        self._reading = False
+        self._rbuf = bytearray(_READ_CHUNK)
+        self._rview = memoryview(self._rbuf)
+        self._rstart = self._rend = 0
         self._serial_wait: asyncio.Future[Any] | None = None
         self.muted_until = 0.0
         self.faults: Any = None
 
     # ---- lifecycle ----------------------------------------------------------
     def start(self) -> None:
-        self._reader_task = self.loop.create_task(self._read_loop())
+        # a persistent reader callback, not a task awaiting sock_recv_into: no
+        # future, task step or epoll_ctl pair per request (issue 7's latency)
+        self.loop.add_reader(self.fd, self._on_readable)
+        self._reading = True
         self._writer_task = self.loop.create_task(self._write_loop())
 
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
+        if self._reading:
+            self._reading = False
+            self.loop.remove_reader(self.fd)
         for t in (self._reader_task, self._writer_task):
             if t is not None and t is not asyncio.current_task():
                 t.cancel()
@@ -141,69 +156,135 @@ class Connection:
         return self._closed
 
     # ---- reading ------------------------------------------------------------
-    async def _recv_into(self, mv: memoryview) -> int:
-        return await self.loop.sock_recv_into(self.sock, mv)
+    def _on_readable(self) -> None:
+        """The socket has bytes: one ``recv``, dispatch the whole frames, flush.
+
+        Level-triggered, so what one ``recv`` leaves is read on the next call.
+        """
+        try:
+            n = self.sock.recv_into(self._room())
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:  # ConnectionError included
+            self._reader_done()
+            return
+        if n == 0:
+            self._reader_done()
+            return
+        self._rend += n
+        self.last_active = time.monotonic()
+        self._after_read()
+
+    def _after_read(self) -> None:
+        try:
+            ok = self._dispatch_frames()
+        except Exception:
+            log.exception("connection %s: unexpected error", self.peer)
+            ok = False
+        if not ok:
+            self._reader_done()
+            return
+        self._flush()
+        wait = self._serial_wait
+        if wait is not None and self._reading:
+            # a serial API: no further request is dispatched until it finishes
+            self._reading = False
+            self.loop.remove_reader(self.fd)
+            wait.add_done_callback(self._serial_done)
+
+    def _serial_done(self, _: Any) -> None:
+        self._serial_wait = None
+        if self._closed:
+            return
+        self._reading = True
+        self.loop.add_reader(self.fd, self._on_readable)
+        self._after_read()  # the frames that arrived behind it
+
+    def _reader_done(self) -> None:
+        """EOF or a read error: stop reading, let queued responses drain, then close."""
+        if self._reading:
+            self._reading = False
+            self.loop.remove_reader(self.fd)
+        if not self._closed:
+            self._flush()
+            self._pending.append((None, _CLOSE))
+            self._wakeup()
+
+    def _room(self) -> memoryview:
+        """Free space at the end of the read buffer: compacted, or grown when full."""
+        if self._rend == len(self._rbuf):
+            if self._rstart > 0:
+                self._compact()
+            else:
+                self._grow(2 * len(self._rbuf))
+        return self._rview[self._rend :]
+
+    def _compact(self) -> None:
+        start, end = self._rstart, self._rend
+        self._rview[0 : end - start] = self._rview[start:end]
+        self._rstart, self._rend = 0, end - start
+
+    def _grow(self, size: int) -> None:
+        self._rview.release()
+        self._rbuf.extend(bytes(size - len(self._rbuf)))
+        self._rview = memoryview(self._rbuf)
+
+    def _dispatch_frames(self) -> bool:
+        """Dispatch every whole frame in the buffer (up to a serial API); False: close."""
+        buf, view = self._rbuf, self._rview
+        start, end = self._rstart, self._rend
+        max_bytes = self.channel.max_request_size
+        while end - start >= 4 and self._serial_wait is None:
+            size = _I32.unpack_from(buf, start)[0]
+            if size < 0 or size > max_bytes:
+                log.warning(
+                    "closing connection from %s: request of %d bytes exceeds socket.request.max.bytes=%d",
+                    self.peer,
+                    size,
+                    max_bytes,
+                )
+                return False
+            if end - start - 4 < size:
+                if start + 4 + size > len(buf):
+                    # make room for the whole frame: move it to the front, grow if needed
+                    self._compact()
+                    if 4 + size > len(self._rbuf):
+                        self._grow(4 + size)
+                    return True
+                break
+            frame = bytes(view[start + 4 : start + 4 + size])
+            start += 4 + size
+            self._rstart = start
+            if not self._dispatch(frame) or self._closed:
+                return False
+        if start == end:
+            self._rstart = self._rend = 0
+        return True
 
     async def _read_loop(self) -> None:
-        max_bytes = self.channel.max_request_size
-        buf = bytearray(_READ_CHUNK)
-        view = memoryview(buf)
-        start = end = 0
+        """The reader for sockets that need a task (TLS); same framing as ``_on_readable``."""
         try:
             while True:
-                if end == len(buf):
-                    # compact, or grow for a frame bigger than the buffer
-                    if start > 0:
-                        view[0 : end - start] = view[start:end]
-                        end -= start
-                        start = 0
-                    else:
-                        view.release()
-                        buf.extend(bytes(len(buf)))
-                        view = memoryview(buf)
                 self._flush()
-                n = await self._recv_into(view[end:])
+                n = await self._recv_into(self._room())
                 if n == 0:
                     return
-                end += n
+                self._rend += n
                 self.last_active = time.monotonic()
-                while end - start >= 4:
-                    size = _I32.unpack_from(buf, start)[0]
-                    if size < 0 or size > max_bytes:
-                        log.warning(
-                            "closing connection from %s: request of %d bytes exceeds socket.request.max.bytes=%d",
-                            self.peer,
-                            size,
-                            max_bytes,
-                        )
+                while True:
+                    if not self._dispatch_frames():
                         return
-                    if end - start - 4 < size:
-                        if start + 4 + size > len(buf):
-                            # make room: move the partial frame to the front and grow
-                            if start > 0:
-                                view[0 : end - start] = view[start:end]
-                                end -= start
-                                start = 0
-                            if 4 + size > len(buf):
-                                view.release()
-                                buf.extend(bytes(4 + size - len(buf)))
-                                view = memoryview(buf)
+                    wait = self._serial_wait
+                    if wait is None:
                         break
-                    frame = bytes(view[start + 4 : start + 4 + size])
-                    start += 4 + size
-                    if not self._dispatch(frame):
-                        return
-                    if self._serial_wait is not None:
-                        self._flush()
-                        try:
-                            await self._serial_wait
-                        except Exception:
-                            pass
-                        self._serial_wait = None
-                    if self._closed:
-                        return
-                if start == end:
-                    start = end = 0
+                    self._flush()
+                    try:
+                        await wait
+                    except Exception:
+                        pass
+                    self._serial_wait = None
+                if self._closed:
+                    return
         except (ConnectionError, OSError):
             pass
         except asyncio.CancelledError:
@@ -211,12 +292,10 @@ class Connection:
         except Exception:
             log.exception("connection %s: unexpected error", self.peer)
         finally:
-            view.release()
-            # let queued responses drain before closing
-            if not self._closed:
-                self._flush()
-                self._pending.append((None, _CLOSE))
-                self._wakeup()
+            self._reader_done()
+
+    async def _recv_into(self, mv: memoryview) -> int:
+        return await self.loop.sock_recv_into(self.sock, mv)
 
     def _dispatch(self, frame: bytes) -> bool:
         try:
@@ -254,6 +333,11 @@ class Connection:
             return  # the writer is busy (or already woken): it will take them in order
         try:
             chunks = self._take_ready()
+            if self.direct_writes:
+                chunks = _copy_small_ranges(chunks)
+        except ConnectionAbortedError:
+            self.close()
+            return
         except Exception:
             log.exception("connection %s: encoding a response failed", self.peer)
             self.close()
@@ -348,6 +432,8 @@ class Connection:
     async def send_parts(self, parts: Parts) -> None:
         """Write byte chunks with sendmsg and file ranges with sendfile, in order."""
         chunks: list[Any] = []
+        if self.direct_writes:
+            parts = _copy_small_ranges(parts)
         for p in parts:
             if isinstance(p, FileRange):
                 if chunks:
@@ -498,6 +584,31 @@ def _truncated(r: FileRange, offset: int, remaining: int) -> ConnectionAbortedEr
         offset,
     )
     return ConnectionAbortedError(f"file range of fd {r.fd} truncated at {offset}")
+
+
+#: file ranges up to this size are copied into the response's ``sendmsg``: a
+#: ``pread`` of a cached page and one ``sendmsg`` cost less than ``sendmsg`` +
+#: ``sendfile`` + ``sendmsg``, and the response can leave from the reader without
+#: a writer-task hop (a consumer at the log end fetches a few small batches at a
+#: time). Larger ranges, a backlog read, still go out with ``sendfile``.
+COPY_RANGE_BYTES = 16 * 1024
+
+
+def _copy_small_ranges(chunks: Parts) -> Parts:
+    """``chunks`` with each small FileRange replaced by its bytes."""
+    if not any(type(c) is FileRange and c.size <= COPY_RANGE_BYTES for c in chunks):
+        return chunks
+    out: Parts = []
+    for c in chunks:
+        if type(c) is FileRange and c.size <= COPY_RANGE_BYTES:
+            data = c.read_bytes()
+            if len(data) < c.size:
+                # never send made-up bytes: the frame size promised c.size
+                raise _truncated(c, c.offset + len(data), c.size - len(data))
+            out.append(data)
+        else:
+            out.append(c)
+    return out
 
 
 def _CLOSE(_: Any) -> None:  # sentinel encoder: close after draining

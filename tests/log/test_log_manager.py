@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from logtest_helpers import fill, make_batch, read_all
 
+from kafkalite.log import log_manager as log_manager_module
 from kafkalite.log.checkpoint import OffsetCheckpointFile
 from kafkalite.log.errors import KafkaStorageError
 from kafkalite.log.log import parse_topic_partition_name
 from kafkalite.log.log_config import LogConfig
 from kafkalite.log.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
+from kafkalite.log.log_segment import LogSegment
 
 
 def _mgr(dirs: list[Path], clock: list[int] | None = None, **kw: object) -> LogManager:
@@ -112,6 +117,7 @@ def test_delete_log_renames_then_deletes(tmp_path: Path) -> None:
         lg.read(0, 10)
     now[0] += 60_000
     lm.tick()
+    lm.wait_for_deletions()
     assert not [p for p in tmp_path.iterdir() if p.name.endswith("-delete")]
     # a leftover -delete dir from a crash is removed at startup
     (tmp_path / "old-0.0123456789abcdef0123456789abcdef-delete").mkdir()
@@ -163,6 +169,65 @@ def test_tick_runs_retention_and_flushes_rolled_segments(tmp_path: Path) -> None
     now[0] += 300_000
     lm.tick()
     assert lg.log_start_offset == lg.active_segment.base_offset
+    lm.shutdown()
+
+
+def test_deleted_partition_dirs_are_removed_on_the_delete_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Unlinking a big segment blocks for tens of ms: never on the caller's (event loop) thread."""
+    threads: list[str] = []
+    real_rmtree = shutil.rmtree
+
+    def rmtree(path: Any, **kw: Any) -> None:
+        threads.append(threading.current_thread().name)
+        real_rmtree(path, **kw)
+
+    monkeypatch.setattr(log_manager_module.shutil, "rmtree", rmtree)
+    now = [1_000_000]
+    lm = _mgr([tmp_path], now)
+    fill(lm.get_or_create_log("gone", 0), 3)
+    lm.delete_log("gone", 0)
+    now[0] += 60_000
+    lm.tick()
+    lm.wait_for_deletions()
+    assert threads and all(t.startswith("kafka-delete-logs") for t in threads)
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith("-delete")]
+    lm.shutdown()
+
+
+@pytest.mark.parametrize("delay_ms", [0, 60_000])
+def test_expired_segments_are_renamed_then_deleted_on_the_delete_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, delay_ms: int
+) -> None:
+    threads: list[str] = []
+    real_delete = LogSegment.delete
+
+    def delete(seg: LogSegment) -> None:
+        threads.append(threading.current_thread().name)
+        real_delete(seg)
+
+    monkeypatch.setattr(LogSegment, "delete", delete)
+    now = [10 * 86_400_000]
+    lm = _mgr(
+        [tmp_path],
+        now,
+        config=LogConfig(segment_bytes=300, retention_ms=1000, file_delete_delay_ms=delay_ms),
+    )
+    lg = lm.get_or_create_log("t", 0)
+    for _ in range(6):
+        lg.append_as_leader(make_batch(1, timestamp=1), 0)
+    lg.update_high_watermark(lg.log_end_offset)
+    doomed = lm.cleanup_logs()
+    assert doomed > 0
+    # renamed at once, so a later deletion never meets a new file of the same name
+    assert len(list(lg.dir.glob("*.log.deleted"))) + len(threads) >= doomed
+    now[0] += delay_ms
+    lm.tick()
+    lm.wait_for_deletions()
+    assert len(threads) == doomed
+    assert all(t.startswith("kafka-delete-logs") for t in threads)
+    assert not list(lg.dir.glob("*.deleted"))
     lm.shutdown()
 
 

@@ -21,6 +21,7 @@ from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopi
 
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.records import build_batch, iter_records
+from kafkalite.server.connection import COPY_RANGE_BYTES
 from tests.server.raw_client import RawClient
 from tests.server.test_protocol_edges import fetch, produce
 
@@ -212,6 +213,71 @@ def test_segment_truncated_during_sendfile_aborts_the_connection(broker, client,
     assert struct.unpack_from(">i", received)[0] == cid
     assert len(received) < size  # the frame was never completed with made-up bytes
     # the broker keeps serving others
+    other = RawClient.to(broker.bootstrap_servers)
+    try:
+        assert (
+            other.call(
+                18, 3, ApiVersionsRequest(client_software_name="t", client_software_version="1")
+            ).error_code
+            == ErrorCode.none
+        )
+    finally:
+        other.close()
+
+
+def test_small_fetch_responses_are_copied_into_one_sendmsg(broker, client, monkeypatch):
+    """A few KiB at the log end cost less as pread + one sendmsg than as sendfile;
+    the bytes on the wire are the stored batch either way."""
+    broker.create_topic("tail")
+    client.call(0, 9, produce("tail", build_batch([(b"k", b"v" * 2000)])))
+    calls: list[int] = []
+    real_sendfile = os.sendfile
+
+    def counting_sendfile(out_fd, in_fd, offset, count):
+        calls.append(count)
+        return real_sendfile(out_fd, in_fd, offset, count)
+
+    monkeypatch.setattr(os, "sendfile", counting_sendfile)
+    part = client.call(1, 12, fetch("tail", 0)).responses[0].partitions[0]
+    monkeypatch.undo()
+    assert not calls
+    assert 0 < len(part.records) <= COPY_RANGE_BYTES
+    [(_, rec)] = list(iter_records(part.records))
+    assert (rec.offset, rec.key, rec.value) == (0, b"k", b"v" * 2000)
+
+
+def test_segment_truncated_before_a_copied_range_aborts_the_connection(broker, client, monkeypatch):
+    """The frame size promised the range: a short read is never padded or sent short."""
+    broker.create_topic("shrinks-small")
+    client.call(0, 9, produce("shrinks-small", build_batch([(b"k", os.urandom(3000))])))
+    lg = broker.kafka.replica_manager.get_partition(("shrinks-small", 0)).log
+    seg, size = str(lg.dir), lg.size_in_bytes
+    real_pread = os.pread
+    truncated = []
+
+    def truncating_pread(fd, count, offset):
+        path = os.readlink(f"/proc/self/fd/{fd}")
+        if path.startswith(seg) and path.endswith(".log") and count == size and not truncated:
+            os.truncate(path, offset + 100)
+            truncated.append(path)
+        return real_pread(fd, count, offset)
+
+    monkeypatch.setattr(os, "pread", truncating_pread)
+    cid = client.send(1, 12, fetch("shrinks-small", 0))
+    received = b""
+    with pytest.raises(ConnectionError):
+        while True:
+            chunk = client.sock.recv(1 << 16)
+            if not chunk:
+                raise ConnectionError("closed")
+            received += chunk
+    monkeypatch.undo()
+    assert truncated
+    # nothing of the response went out, or at most a frame that is not complete
+    if len(received) >= 8:
+        (frame_size,) = struct.unpack_from(">i", received)
+        assert struct.unpack_from(">i", received, 4)[0] == cid
+        assert len(received) - 4 < frame_size
     other = RawClient.to(broker.bootstrap_servers)
     try:
         assert (
