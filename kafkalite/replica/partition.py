@@ -13,7 +13,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from kafkalite.protocol.errors import ErrorCode, KafkaError
-from kafkalite.protocol.record_batch import NO_PRODUCER_ID, iter_headers, validate_records
+from kafkalite.protocol.record_batch import (
+    NO_PRODUCER_ID,
+    ValidatedRecords,
+    iter_headers,
+    validate_records,
+)
 from kafkalite.replica.producer_state import ProducerStateManager
 
 if TYPE_CHECKING:
@@ -134,7 +139,9 @@ class Partition:
         if self.leader_id != self.local_broker_id:
             raise KafkaError(ErrorCode.not_leader_or_follower)
 
-    def append_records_to_leader(self, records: bytearray, required_acks: int):  # -> LogAppendInfo
+    def append_records_to_leader(
+        self, records: bytearray, required_acks: int, validated: ValidatedRecords | None = None
+    ):  # -> LogAppendInfo
         self.check_leader()
         assert self.log is not None
         if required_acks == -1 and len(self.isr) < self.min_insync_replicas:
@@ -142,7 +149,8 @@ class Partition:
                 ErrorCode.not_enough_replicas,
                 f"ISR {self.isr} is smaller than min.insync.replicas={self.min_insync_replicas}",
             )
-        validated = validate_records(records)
+        if validated is None:
+            validated = validate_records(records)
         headers = validated.headers
         idempotent = any(h.producer_id != NO_PRODUCER_ID for h in headers)
         if idempotent:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from kafkalite.log.errors import LogError, OffsetOutOfRange
 from kafkalite.log.fetch_data import FileSlice
 from kafkalite.protocol.errors import ErrorCode, KafkaError
-from kafkalite.protocol.record_batch import InvalidRecordBatch
+from kafkalite.protocol.record_batch import InvalidRecordBatch, ValidatedRecords
 from kafkalite.replica.delayed_delete_records import DelayedDeleteRecords, DeleteRecordsStatus
 from kafkalite.replica.delayed_fetch import DelayedFetch, FetchPartitionStatus
 from kafkalite.replica.delayed_produce import DelayedProduce, ProducePartitionStatus
@@ -273,18 +273,24 @@ class ReplicaManager:
         required_acks: int,
         entries: dict[TopicPartition, bytearray],
         respond: Callable[[dict[TopicPartition, ProduceResult]], Any] | None = None,
+        *,
+        validated: Mapping[TopicPartition, ValidatedRecords] | None = None,
     ) -> Any:
         """Append on the leaders; the results, or a future of them for acks=all.
 
         With ``respond`` the return value (or the future's result) is
         ``respond(results)``, built as soon as the results are final.
+        ``validated`` holds the caller's ``ValidatedRecords`` of some entries (the
+        Produce handler's checks), so their batches are not parsed twice.
         """
         results: dict[TopicPartition, ProduceResult] = {}
         appended: dict[TopicPartition, int] = {}
         for tp, records in entries.items():
             try:
                 p = self.leader_partition_or_error(tp)
-                info = p.append_records_to_leader(records, required_acks)
+                info = p.append_records_to_leader(
+                    records, required_acks, validated.get(tp) if validated else None
+                )
                 results[tp] = ProduceResult(
                     0, info.first_offset, info.log_append_time, info.log_start_offset
                 )

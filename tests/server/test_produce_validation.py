@@ -195,3 +195,22 @@ def test_log_append_time_topics_do_not_check_producer_timestamps(broker, client)
     r = send(client, claimed, topic="lat")
     assert r.error_code == ErrorCode.invalid_timestamp
     assert "LogAppendTime" in r.record_errors[0].batch_index_error_message
+
+
+def test_a_produced_batch_is_crc_checked_once(broker, client, monkeypatch):
+    """The handler's LogValidator checks travel with the records to the log: the
+    CRC-32C of a produced batch is computed once, as in Kafka."""
+    crcs = []
+    real = rb.compute_crc
+
+    def counting(buf, pos, size):
+        crcs.append(size)
+        return real(buf, pos, size)
+
+    batch = build_batch(recs(3))
+    monkeypatch.setattr(rb, "compute_crc", counting)
+    r = send(client, batch)
+    monkeypatch.undo()
+    assert r.error_code == ErrorCode.none
+    assert crcs == [len(batch)]
+    assert [r.value for r in broker.records("v")] == [v for _, v in recs(3)]

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.produce import PartitionResponse, ProduceRequest, encode_produce_response
-from kafkalite.protocol.record_batch import InvalidRecordBatch
+from kafkalite.protocol.record_batch import BatchHeader, InvalidRecordBatch, ValidatedRecords
 from kafkalite.protocol.record_validator import (
     InvalidTimestamp,
     TopicLimits,
@@ -32,6 +32,7 @@ def handle_produce(broker: KafkaBroker, ctx: RequestContext, req: ProduceRequest
     acks = req.acks
     timeout_ms = req.timeout_ms
     entries: dict[tuple[str, int], bytearray] = {}
+    validated: dict[tuple[str, int], ValidatedRecords] = {}
     results: dict[tuple[str, int], ProduceResult] = {}
     record_errors: dict[tuple[str, int], list[tuple[int, str]]] = {}
     order: list[tuple[str, list[int]]] = []
@@ -56,9 +57,13 @@ def handle_produce(broker: KafkaBroker, ctx: RequestContext, req: ProduceRequest
                 try:
                     records = pd.records or b""
                     size = check_request_records(records, ctx.api_version)
-                    _check_batch(broker, tp, records, size, now)
+                    h = _check_batch(broker, tp, records, size, now)
                     # a trailing partial batch is dropped, as Kafka's log trims it
                     entries[tp] = bytearray(memoryview(records)[:size])
+                    if h is not None:  # the log need not parse it and check its CRC again
+                        validated[tp] = ValidatedRecords(
+                            [(0, size)], [h], h.last_offset_delta + 1, h.max_timestamp, size
+                        )
                 except InvalidTimestamp as e:
                     results[tp] = ProduceResult(e.error_code, error_message=str(e))
                     record_errors[tp] = e.record_errors
@@ -85,18 +90,21 @@ def handle_produce(broker: KafkaBroker, ctx: RequestContext, req: ProduceRequest
 
     if not entries:
         return respond({})
-    return broker.replica_manager.append_records(timeout_ms, acks, entries, respond)
+    return broker.replica_manager.append_records(
+        timeout_ms, acks, entries, respond, validated=validated
+    )
 
 
 def _check_batch(
     broker: KafkaBroker, tp: tuple[str, int], records: Any, size: int, now: int
-) -> None:
-    """The log-level checks Kafka makes on a client batch (LogValidator), on the leader."""
+) -> BatchHeader | None:
+    """The log-level checks Kafka makes on a client batch (LogValidator), on the leader;
+    the checked header, or None when this broker does not lead the partition."""
     p = broker.replica_manager.get_partition(tp)
     if p is None or p.log is None or not p.is_leader:
-        return  # the append answers UNKNOWN_TOPIC_OR_PARTITION / NOT_LEADER_OR_FOLLOWER
+        return None  # the append answers UNKNOWN_TOPIC_OR_PARTITION / NOT_LEADER_OR_FOLLOWER
     cfg = p.log.config
-    check_client_batch(
+    return check_client_batch(
         records,
         size,
         TopicLimits(
