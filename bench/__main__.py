@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from bench.harness import client as clients
-from bench.harness import machine, report
+from bench.harness import machine, procstat, report
 from bench.harness.brokers import Broker, Kafkalite, Tansu, open_broker
 from bench.harness.profile import Profiler, top_frames
 from bench.harness.workloads import WORKLOADS, Case, Ctx
@@ -91,6 +91,8 @@ def main(argv: list[str] | None = None) -> int:
             ctx.profile_dir = args.profile
         for name in names:
             ctx.workload = name
+            waited = procstat.settle()
+            log(f"{name}: machine settled ({waited:.1f} s: sync, cores idle)")
             before = len(ctx.profiles)
             cases += WORKLOADS[name](ctx)
             if len(ctx.profiles) > before:

@@ -7,6 +7,7 @@ side was the bottleneck; on a 2-core machine the two compete for the same cores.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 _TICK = os.sysconf("SC_CLK_TCK")
@@ -73,3 +74,21 @@ def pid_listening_on(port: int) -> int | None:
         except OSError:
             continue
     return None
+
+
+def settle(max_wait_s: float = 20.0, busy_cores: float = 0.25) -> float:
+    """Start a workload from a quiet machine: write back the dirty pages the last
+    one left (gigabytes after the produce runs, which the kernel would otherwise
+    flush during the next measurement) and wait until the cores are nearly idle.
+
+    Returns the seconds waited. Applied the same way before every workload, for
+    every broker.
+    """
+    t0 = time.monotonic()
+    os.sync()
+    while time.monotonic() - t0 < max_wait_s:
+        b0 = system_busy_seconds()
+        time.sleep(0.5)
+        if (system_busy_seconds() - b0) / 0.5 < busy_cores:
+            break
+    return time.monotonic() - t0
