@@ -74,6 +74,8 @@ def _read_uvarint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
 
 
 def skip_tagged_fields(buf: bytes | memoryview, pos: int) -> int:
+    if pos < len(buf) and buf[pos] == 0:
+        return pos + 1  # no tagged fields: nearly every request, several times each
     try:
         count, pos = _read_uvarint(buf, pos)
         for _ in range(count):

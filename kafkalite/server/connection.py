@@ -311,11 +311,19 @@ class Connection:
         value, encode, serial = result
         if isinstance(value, Awaitable) and not isinstance(value, asyncio.Future):
             value = asyncio.ensure_future(value)
-        if serial and isinstance(value, asyncio.Future) and not value.done():
-            self._serial_wait = value
+        if isinstance(value, asyncio.Future) and not value.done():
+            if serial:
+                self._serial_wait = value
+            # a delayed response (long poll, acks=all) leaves from its completion
+            # callback when it reaches the head, without a writer-task step
+            value.add_done_callback(self._on_response_done)
         # written by _flush once this read's frames are dispatched, or by the writer
         self._pending.append((value, encode))
         return True
+
+    def _on_response_done(self, _: Any) -> None:
+        if not self._closed:
+            self._flush()
 
     def _flush(self) -> None:
         """Write the responses that are ready from the reader's task, if the writer is idle.
@@ -357,7 +365,9 @@ class Connection:
                     pending.appendleft((rest, _PARTS))
             self.last_active = time.monotonic()
         if pending:
-            w.set_result(None)
+            head = pending[0][0]
+            if not isinstance(head, asyncio.Future) or head.done():
+                w.set_result(None)  # else the head's completion callback flushes
 
     def _take_ready(self) -> Parts:
         """Pop and encode the responses at the head that need no waiting; their chunks."""
@@ -396,8 +406,14 @@ class Connection:
                 if encode is _CLOSE:
                     break
                 if isinstance(value, asyncio.Future):
+                    if not value.done():
+                        # its completion callback flushes (or wakes this task)
+                        self._wake = self.loop.create_future()
+                        await self._wake
+                        self._wake = None
+                        continue
                     try:
-                        value = await value
+                        value = value.result()
                     except CloseConnection as e:
                         log.warning("closing connection from %s: %s", self.peer, e)
                         break
