@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import struct
+from collections import deque
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -67,6 +68,9 @@ CLEANED_FILE_SUFFIX = ".cleaned"
 SWAP_FILE_SUFFIX = ".swap"
 
 INT32_MAX = 2**31 - 1
+#: batches whose (base offset, last offset, position, size) the segment remembers after
+#: appending them: consumers and followers at the log end read one of these
+TAIL_HINTS = 8
 SCAN_CHUNK = 8192  # bytes read per header-scan step: covers a few small batches
 RECOVER_CHUNK = 1 << 20
 _BASE_AND_LENGTH = struct.Struct(">qi")
@@ -114,6 +118,7 @@ class LogSegment:
         "_max_ts",
         "_offset_of_max_ts",
         "_max_ts_loaded",
+        "_tail",
     )
 
     def __init__(
@@ -160,6 +165,10 @@ class LogSegment:
         self._max_ts = -1
         self._offset_of_max_ts = base_offset
         self._max_ts_loaded = self._size == 0
+        #: (base offset, last offset, position, size) of the segment's last few batches, in
+        #: file order, contiguous and ending at ``_size`` (or empty): translate_offset answers
+        #: from them without reading the file. Every change of ``_size`` keeps this true.
+        self._tail: list[tuple[int, int, int, int]] = []
 
     # -- basic properties -------------------------------------------------
 
@@ -349,8 +358,10 @@ class LogSegment:
         max_ts = self._max_ts
         since = self._bytes_since_last_index_entry
         interval = self.index_interval_bytes
+        appended = []
         for h in headers:
-            last = h.base_offset + h.last_offset_delta
+            base = h.base_offset
+            last = base + h.last_offset_delta
             if h.max_timestamp > max_ts:
                 max_ts = h.max_timestamp
                 self._offset_of_max_ts = last
@@ -359,20 +370,48 @@ class LogSegment:
                 self.time_index.maybe_append(max_ts, self._offset_of_max_ts)
                 since = 0
             size = h.batch_length + LOG_OVERHEAD
+            appended.append((base, last, position, size))
             position += size
             since += size
         self._max_ts = max_ts
         self._bytes_since_last_index_entry = since
         self._size += n
+        tail = self._tail
+        if position != self._size:  # headers that do not describe these bytes: no hints
+            tail.clear()
+            return
+        tail += appended
+        if len(tail) > TAIL_HINTS:
+            del tail[:-TAIL_HINTS]
 
     # -- lookups ----------------------------------------------------------
 
     def translate_offset(self, offset: int, starting_position: int = 0) -> LogOffsetPosition | None:
         """The batch holding ``offset`` (or the first batch after it): last offset, position, size.
 
-        The fetch hot path: reads headers in chunks and unpacks only the three
-        fields it needs.
+        The fetch hot path. A consumer or follower at the log end asks for one of
+        the last batches appended, answered from ``_tail`` without a read;
+        anything else reads headers in chunks from the index entry and unpacks
+        only the three fields it needs. Offsets grow strictly from batch to batch,
+        so a batch of the tail holds ``offset`` exactly when the scan would find it.
         """
+        tail = self._tail
+        if tail and offset >= tail[0][0]:
+            newer = found = None
+            for entry in reversed(tail):
+                if offset >= entry[0]:
+                    # in this batch, else in the gap after it (compaction): the next one
+                    found = entry if offset <= entry[1] else newer
+                    break
+                newer = entry
+            if found is None:
+                return None  # past the last batch
+            if found[2] >= starting_position:
+                return LogOffsetPosition(found[1], found[2], found[3])
+        return self.scan_for_offset(offset, starting_position)
+
+    def scan_for_offset(self, offset: int, starting_position: int = 0) -> LogOffsetPosition | None:
+        """translate_offset without the tail hints: a scan of the ``.log`` from the index."""
         pos = max(self.offset_index.lookup(offset).position, starting_position)
         end = self._size
         if pos + HEADER_SIZE > end:
@@ -436,9 +475,13 @@ class LogSegment:
         the file size means a partial or garbage tail."""
         start = self.offset_index.lookup(self.offset_index.last_offset).position
         next_offset, end = self.base_offset, start
+        recent: deque[tuple[int, int, int, int]] = deque(maxlen=TAIL_HINTS)
         for pos, h in self.iter_batches(start):
             next_offset = h.base_offset + h.last_offset_delta + 1
             end = pos + h.batch_length + LOG_OVERHEAD
+            recent.append((h.base_offset, next_offset - 1, pos, end - pos))
+        if end == self._size and recent:  # the log's load: hints for the active segment
+            self._tail = list(recent)
         return next_offset, end
 
     def find_offset_by_timestamp(
@@ -534,6 +577,8 @@ class LogSegment:
         self.offset_index.reset()
         self.time_index.reset()
         self.txn_index.reset()
+        self._tail = []
+        recent: deque[tuple[int, int, int, int]] = deque(maxlen=TAIL_HINTS)
         valid = 0
         last_index_entry = 0
         max_ts, off_max = -1, self.base_offset
@@ -577,6 +622,7 @@ class LogSegment:
                 self.offset_index.append(last, valid)
                 self.time_index.maybe_append(max_ts, off_max)
                 last_index_entry = valid
+            recent.append((h.base_offset, last, valid, size))
             valid += size
             if leader_epoch_cache is not None and h.partition_leader_epoch >= 0:
                 latest = leader_epoch_cache.latest_epoch  # type: ignore[attr-defined]
@@ -592,6 +638,7 @@ class LogSegment:
             )
             os.ftruncate(fd, valid)
         self._size = valid
+        self._tail = list(recent)
         self._max_ts, self._offset_of_max_ts, self._max_ts_loaded = max_ts, off_max, True
         self._bytes_since_last_index_entry = valid - last_index_entry
         self._rolling_based_timestamp = None
@@ -622,6 +669,8 @@ class LogSegment:
             truncated = self._size - mapping.position
             os.ftruncate(self._handle().fd, mapping.position)
             self._size = mapping.position
+            # a batch boundary: the hints before it still end where the file now does
+            self._tail = [e for e in self._tail if e[2] < mapping.position]
         if self._size == 0:
             self._rolling_based_timestamp = None
         self._bytes_since_last_index_entry = 0
@@ -639,6 +688,7 @@ class LogSegment:
         self.time_index.trim_to_valid_size()
         self.offset_index.close_handler()
         self.time_index.close_handler()
+        self._tail = []  # readers are at the new log end; the scan serves lagging ones
         # lagging readers reopen it; the roll's fsync uses a private descriptor
         self.release_handle()
 
