@@ -9,6 +9,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from kafkalite.protocol.api_keys import ApiKey
+from kafkalite.protocol.fetch_request import parse_fetch_request
 from kafkalite.protocol.fetch_response import MAX_VERSION as FETCH_MAX
 from kafkalite.protocol.produce import parse_produce_request
 from kafkalite.server.api_table import ApiSpec
@@ -148,7 +149,7 @@ _TABLE: list[tuple[Any, int, int, Any, bool, str]] = [
 
 
 # straight-line decoders for the hot path (kio for every other API)
-_DECODERS = {ApiKey.PRODUCE: parse_produce_request}
+_DECODERS = {ApiKey.PRODUCE: parse_produce_request, ApiKey.FETCH: parse_fetch_request}
 
 
 def build_api_table(broker: KafkaBroker | None) -> dict[int, ApiSpec]:

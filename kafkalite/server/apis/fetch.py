@@ -6,6 +6,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from kafkalite.protocol.errors import ErrorCode
+from kafkalite.protocol.fetch_request import FIRST_TOPIC_ID, FetchRequest
 from kafkalite.protocol.fetch_response import (
     FetchPartitionData,
     FetchTopicData,
@@ -28,22 +29,18 @@ TopicPartition = tuple[str, int]
 _ZERO_UUID = uuid.UUID(int=0)
 
 
-def handle_fetch(broker: KafkaBroker, ctx: RequestContext, req: Any) -> Any:
+def handle_fetch(broker: KafkaBroker, ctx: RequestContext, req: FetchRequest) -> Any:
     version = ctx.api_version
     cache = broker.metadata_cache
-    sessions = broker.fetch_sessions
-    replica_id = int(getattr(req, "replica_id", -1))
-    replica_state = getattr(req, "replica_state", None)
-    if replica_state is not None and int(getattr(replica_state, "replica_id", -1)) >= 0:
-        replica_id = int(replica_state.replica_id)
-    session_id = int(getattr(req, "session_id", 0))
-    epoch = int(getattr(req, "session_epoch", FINAL_EPOCH))
+    replica_id = req.replica_id
+    epoch = req.session_epoch
+    uses_topic_ids = version >= FIRST_TOPIC_ID
     params = FetchParams(
         replica_id=replica_id,
-        max_wait_ms=int(req.max_wait.total_seconds() * 1000),
-        min_bytes=int(req.min_bytes),
-        max_bytes=int(getattr(req, "max_bytes", 2**31 - 1)),
-        isolation_level=int(getattr(req, "isolation_level", 0)) if replica_id < 0 else 0,
+        max_wait_ms=req.max_wait_ms,
+        min_bytes=req.min_bytes,
+        max_bytes=req.max_bytes,
+        isolation_level=req.isolation_level if replica_id < 0 else 0,
     )
 
     # validate: resolve names (v13+ uses topic ids) and the session
@@ -51,40 +48,46 @@ def handle_fetch(broker: KafkaBroker, ctx: RequestContext, req: Any) -> Any:
     ids: dict[str, uuid.UUID] = {}
     unknown_ids: dict[uuid.UUID, list[int]] = {}
     for t in req.topics:
-        name: str | None = getattr(t, "topic", None)
-        if version >= 13:
+        if uses_topic_ids:
             tid = t.topic_id
+            assert tid is not None
             name = cache.topic_name(tid)
             if name is None:
-                unknown_ids[tid] = [int(p.partition) for p in t.partitions]
+                unknown_ids[tid] = [p.partition for p in t.partitions]
                 continue
-        assert name is not None  # v<13 requests always name their topics
-        ids[name] = cache.topics[name].topic_id if name in cache.topics else _ZERO_UUID
+        else:
+            name = t.topic
+            assert name is not None
+        known = cache.topics.get(name)
+        ids[name] = known.topic_id if known is not None else _ZERO_UUID
         for p in t.partitions:
             requested.append(
                 (
-                    (name, int(p.partition)),
+                    (name, p.partition),
                     PartitionFetchInfo(
-                        int(p.fetch_offset),
-                        int(p.partition_max_bytes),
-                        int(getattr(p, "log_start_offset", -1)),
-                        int(getattr(p, "current_leader_epoch", -1)),
+                        p.fetch_offset,
+                        p.partition_max_bytes,
+                        p.log_start_offset,
+                        p.current_leader_epoch,
                     ),
                 )
             )
     forgotten: list[TopicPartition] = []
-    for f in getattr(req, "forgotten_topics_data", ()) or ():
-        name = f.topic if version < 13 else cache.topic_name(f.topic_id)
-        if name is not None:
-            forgotten.extend((name, int(p)) for p in f.partitions)
+    for f in req.forgotten_topics_data:
+        fname = cache.topic_name(f.topic_id) if f.topic_id is not None else f.topic
+        if fname is not None:
+            forgotten.extend((fname, p) for p in f.partitions)
 
     context = new_context(
-        sessions,
-        session_id,
+        broker.fetch_sessions,
+        req.session_id,
         epoch,
         is_follower=replica_id >= 0,
-        uses_topic_ids=version >= 13,
-        requested=[
+        uses_topic_ids=uses_topic_ids,
+        # a sessionless fetch (epoch -1) caches nothing
+        requested=[]
+        if epoch == FINAL_EPOCH
+        else [
             (
                 tp,
                 CachedPartition(
@@ -116,8 +119,8 @@ def handle_fetch(broker: KafkaBroker, ctx: RequestContext, req: Any) -> Any:
         ]
         for tp, _ in to_fetch:
             if tp[0] not in ids:
-                t = cache.get_topic(tp[0])
-                ids[tp[0]] = t.topic_id if t else _ZERO_UUID
+                known = cache.get_topic(tp[0])
+                ids[tp[0]] = known.topic_id if known is not None else _ZERO_UUID
     else:
         to_fetch = requested
 
