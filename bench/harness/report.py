@@ -312,9 +312,10 @@ def write_doc(
         "  client, not the broker, set the pace. *Other* is the busy time of everything else on",
         "  the machine during the run (from /proc/stat): the noise of a shared machine.",
         "- Consumers are assigned partitions directly (no consumer group).",
-        "- Before each workload the harness runs `sync` and waits (up to 20 s) for the cores",
-        "  to go idle, so the page cache the last workload dirtied is not written back during",
-        "  the next one's measurement. One broker process serves every workload in turn.",
+        "- Before each workload (up to 20 s) and each run (up to 10 s) the harness runs `sync`",
+        "  and waits for the cores to go idle, so the gigabytes the last run wrote are not",
+        "  written back (or throttled by the kernel's dirty-page limits) during the next one.",
+        "  One broker process serves every workload in turn.",
         "- The machine is shared: other jobs may run during a benchmark (see the load average).",
     ]
     if skipped:

@@ -90,6 +90,7 @@ class Ctx:
 def _measured(
     ctx: Ctx, broker: Broker, mode: str, topic: str, **opts: Any
 ) -> tuple[ClientRun, float | None, float, float | None]:
+    procstat.settle(max_wait_s=10.0)  # the last run's dirty pages are not this one's cost
     with contextlib.ExitStack() as stack:
         if ctx.profile_dir is not None and broker is ctx.brokers[0] and broker.pid:
             raw = ctx.profile_dir / f"{ctx.workload}-{len(ctx.profiles)}.txt"
