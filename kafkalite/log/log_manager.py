@@ -196,8 +196,9 @@ class LogManager:
                 continue
             sub = d / name
             if name.endswith(DELETE_DIR_SUFFIX):
-                log.info("deleting %s left by an interrupted topic deletion", sub)
-                shutil.rmtree(sub, ignore_errors=True)
+                # in the background, as Kafka: start-up does not wait for gigabytes to go
+                log.info("deleting %s left by an earlier topic deletion", sub)
+                self._delete_in_background(partial(shutil.rmtree, sub, ignore_errors=True))
                 continue
             if name.endswith((FUTURE_DIR_SUFFIX, STRAY_DIR_SUFFIX)):
                 log.warning("ignoring %s", sub)
@@ -791,11 +792,14 @@ class LogManager:
                     fsync_dir(d)
             except OSError as e:
                 log.error("log dir %s failed at shutdown: %s", d, e)
-        for _due, path, lg in self._pending_dir_deletes:
-            self._delete_dir(path, lg)
+        # deleted partitions' dirs not due yet stay renamed (``-delete``) and go at the
+        # next start-up, and deletions not begun are dropped: shutdown does not wait
+        # for gigabytes to be unlinked (a renamed file is never loaded again)
+        for _due, _path, lg in self._pending_dir_deletes:
+            lg.close_handlers()
         self._pending_dir_deletes = []
         if self._deleter is not None:
-            self._deleter.shutdown(wait=True)  # nothing is left half-deleted
+            self._deleter.shutdown(wait=True, cancel_futures=True)
             self._deleter = None
         for lg in self._logs.values():
             if lg.is_offline:

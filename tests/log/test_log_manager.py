@@ -123,6 +123,7 @@ def test_delete_log_renames_then_deletes(tmp_path: Path) -> None:
     (tmp_path / "old-0.0123456789abcdef0123456789abcdef-delete").mkdir()
     lm.shutdown()
     lm = _mgr([tmp_path])
+    lm.wait_for_deletions()  # in the background: start-up does not wait for it
     assert not [p for p in tmp_path.iterdir() if p.name.endswith("-delete")]
     assert [lg.name for lg in lm.all_logs()] == ["kept-0"]
     lm.shutdown()
@@ -556,4 +557,23 @@ def test_many_logs_are_made_durable_in_bulk(tmp_path: Path) -> None:
         lg = lm.get_log("t", p)
         assert lg is not None and lg.log_end_offset == 9 and lg.latest_epoch == 3
         assert (lg.dir / "leader-epoch-checkpoint").read_text() == "0\n2\n2 0\n3 8\n"
+    lm.shutdown()
+
+
+def test_shutdown_leaves_undue_partition_deletions_to_the_next_start(tmp_path: Path) -> None:
+    """Shutdown does not wait for a deleted partition's files to be unlinked: the dir
+    stays renamed, is never loaded again, and the next start-up deletes it in the
+    background."""
+    lm = _mgr([tmp_path])
+    fill(lm.get_or_create_log("gone", 0), 3)
+    fill(lm.get_or_create_log("kept", 0), 3)
+    lm.delete_log("gone", 0)  # file.delete.delay.ms (60 s) not yet passed
+    lm.shutdown()
+    assert [p for p in tmp_path.iterdir() if p.name.endswith("-delete")]
+    lm = _mgr([tmp_path])
+    assert lm.get_log("gone", 0) is None
+    kept = lm.get_log("kept", 0)
+    assert kept is not None and len(read_all(kept)) == 3
+    lm.wait_for_deletions()
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith("-delete")]
     lm.shutdown()
