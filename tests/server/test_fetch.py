@@ -26,6 +26,20 @@ from tests.server.raw_client import RawClient
 from tests.server.test_protocol_edges import fetch, produce
 
 
+def assert_still_serving(broker) -> None:
+    """A new connection still gets answers: one client's trouble did not stop the broker."""
+    other = RawClient.to(broker.bootstrap_servers)
+    try:
+        assert (
+            other.call(
+                18, 3, ApiVersionsRequest(client_software_name="t", client_software_version="1")
+            ).error_code
+            == ErrorCode.none
+        )
+    finally:
+        other.close()
+
+
 def fetch_many(topic, parts, *, max_bytes, partition_max_bytes=1 << 20, max_wait_ms=0):
     return FetchRequest(
         replica_id=-1,
@@ -213,16 +227,7 @@ def test_segment_truncated_during_sendfile_aborts_the_connection(broker, client,
     assert struct.unpack_from(">i", received)[0] == cid
     assert len(received) < size  # the frame was never completed with made-up bytes
     # the broker keeps serving others
-    other = RawClient.to(broker.bootstrap_servers)
-    try:
-        assert (
-            other.call(
-                18, 3, ApiVersionsRequest(client_software_name="t", client_software_version="1")
-            ).error_code
-            == ErrorCode.none
-        )
-    finally:
-        other.close()
+    assert_still_serving(broker)
 
 
 def test_small_fetch_responses_are_copied_into_one_sendmsg(broker, client, monkeypatch):
@@ -278,13 +283,4 @@ def test_segment_truncated_before_a_copied_range_aborts_the_connection(broker, c
         (frame_size,) = struct.unpack_from(">i", received)
         assert struct.unpack_from(">i", received, 4)[0] == cid
         assert len(received) - 4 < frame_size
-    other = RawClient.to(broker.bootstrap_servers)
-    try:
-        assert (
-            other.call(
-                18, 3, ApiVersionsRequest(client_software_name="t", client_software_version="1")
-            ).error_code
-            == ErrorCode.none
-        )
-    finally:
-        other.close()
+    assert_still_serving(broker)
