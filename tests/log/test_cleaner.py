@@ -409,7 +409,11 @@ async def test_cleaning_runs_off_the_event_loop(tmp_path: Path) -> None:
     """The work happens on a worker thread: the loop keeps ticking while it runs."""
     cleaner = CleanerConfig(enable_cleaner=False, max_io_bytes_per_second=200_000)
     lm = new_manager(tmp_path, compact_config(**{"segment.bytes": 16384}), cleaner=cleaner)
-    lm.cleaner.throttler.check_interval_s = 0.02
+    # measure every millisecond: the throttler's first period began when the
+    # manager was built, so its first check only resets the period, and a pass
+    # whose remaining reads all fell within one longer interval would never be
+    # measured (CI saw this with 20 ms)
+    lm.cleaner.throttler.check_interval_s = 0.001
     lg = lm.get_or_create_log("t", 0)
     for i in range(100):
         append(lg, [(b"k%d" % (j % 7), b"x" * 100) for j in range(i, i + 10)])
