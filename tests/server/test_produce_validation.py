@@ -13,6 +13,7 @@ from kio.schema.produce.v5 import request as produce_v5
 
 from kafkalite.protocol import record_batch as rb
 from kafkalite.protocol.errors import ErrorCode
+from kafkalite.protocol.record_batch import iter_headers
 from kafkalite.protocol.records import build_batch
 from tests.server.raw_client import RawClient
 from tests.server.test_protocol_edges import produce
@@ -114,6 +115,17 @@ def test_zstd_needs_produce_v7(broker, client):
     assert_rejected(broker, r, ErrorCode.unsupported_compression_type, "ZStandard")
     assert send(client, build_batch(recs(3), compression=GZIP), version=5).error_code == 0
     assert send(client, z, version=9).error_code == 0
+
+
+def test_a_zstd_topic_accepts_produce_below_v7_of_other_codecs(broker, client):
+    """Only a zstd *batch* needs v7: Kafka 4 recompresses an old producer's batch."""
+    broker.create_topic("z", config={"compression.type": "zstd"})
+    assert send(client, build_batch(recs(3)), topic="z", version=5).error_code == 0
+    assert [x.key for x in broker.records("z")] == [b"k0", b"k1", b"k2"]
+    lg = broker.kafka.log_manager.get_log("z", 0)
+    data = lg.read(0, 1 << 20, max_offset=None).records
+    raw = data if isinstance(data, bytes | bytearray) else data.read_bytes()
+    assert {h.compression for _, h in iter_headers(raw)} == {ZSTD}
 
 
 def test_base_offset_must_be_zero(broker, client):

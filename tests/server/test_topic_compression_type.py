@@ -12,7 +12,10 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaTopicPartition
 
+from kafkalite.protocol import messages
+from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.record_batch import iter_headers
+from tests.server.raw_client import RawClient
 
 GZIP, SNAPPY, LZ4, ZSTD = 1, 2, 3, 4
 
@@ -111,3 +114,59 @@ def test_idempotent_producer_through_recompression_and_back_to_producer_codec(
     got = _consume_all(b.bootstrap_servers, "tc-idem", 301)
     assert [o for o, *_ in got] == list(range(301))
     assert got[:300] == _expected(300)
+
+
+def _fetch_partition(bootstrap: str, topic: str, version: int) -> Any:
+    """One sessionless consumer Fetch at ``version`` from offset 0 (kio encodes it)."""
+    body = {
+        "replica_id": -1,
+        "max_wait": 0,
+        "min_bytes": 1,
+        "max_bytes": 1 << 20,
+        "isolation_level": 0,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": [
+            {
+                "topic": topic,
+                "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}],
+            }
+        ],
+        "forgotten_topics_data": [],
+        "rack_id": "",
+    }
+    c = RawClient.to(bootstrap)
+    try:
+        resp = c.call(1, version, messages.build(messages.request_type(1, version), body))
+    finally:
+        c.close()
+    (t,) = resp.responses
+    (p,) = t.partitions
+    return p
+
+
+@pytest.mark.parametrize("version", [4, 9])
+def test_fetch_below_v10_of_a_zstd_topic_is_unsupported_compression_type(
+    kafka_broker: Any, version: int
+) -> None:
+    """Kafka refuses a zstd topic to a Fetch older than v10 (KIP-110), with no records."""
+    topic = f"tc-zstd-old-v{version}"
+    kafka_broker.create_topic(topic, config={"compression.type": "zstd"})
+    _produce(kafka_broker.bootstrap_servers, topic, "none", 20)
+    p = _fetch_partition(kafka_broker.bootstrap_servers, topic, version)
+    assert p.error_code == ErrorCode.unsupported_compression_type
+    assert p.high_watermark == -1 and not p.records
+    # v10 reads the same partition
+    p10 = _fetch_partition(kafka_broker.bootstrap_servers, topic, 10)
+    assert p10.error_code == 0 and p10.high_watermark == 20
+    assert {h.compression for _, h in iter_headers(p10.records)} == {ZSTD}
+
+
+def test_fetch_below_v10_of_a_producer_topic_serves_its_zstd_batches(kafka_broker: Any) -> None:
+    """Only the topic's compression.type is checked: stored zstd batches of a
+    ``producer`` topic are served as they are (Kafka 4 has no down-conversion)."""
+    kafka_broker.create_topic("tc-producer-zstd")
+    _produce(kafka_broker.bootstrap_servers, "tc-producer-zstd", "zstd", 20)
+    p = _fetch_partition(kafka_broker.bootstrap_servers, "tc-producer-zstd", 9)
+    assert p.error_code == 0 and p.high_watermark == 20
+    assert {h.compression for _, h in iter_headers(p.records)} == {ZSTD}

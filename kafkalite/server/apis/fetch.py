@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 
 TopicPartition = tuple[str, int]
 _ZERO_UUID = uuid.UUID(int=0)
+#: the first Fetch version whose clients can read zstd (KIP-110)
+FIRST_ZSTD_FETCH = 10
 
 
 def handle_fetch(broker: KafkaBroker, ctx: RequestContext, req: FetchRequest) -> Any:
@@ -124,6 +126,15 @@ def handle_fetch(broker: KafkaBroker, ctx: RequestContext, req: FetchRequest) ->
     else:
         to_fetch = requested
 
+    # a consumer too old for zstd cannot read a topic that recompresses to it
+    # (Kafka's maybeConvertFetchedData); a "producer" topic serves its batches as they are
+    zstd_refused: set[str] = set()
+    if replica_id < 0 and version < FIRST_ZSTD_FETCH:
+        for tp, _ in to_fetch:
+            lg = broker.log_manager.get_log(*tp)
+            if lg is not None and lg.config.compression_type == "zstd":
+                zstd_refused.add(tp[0])
+
     # act, then respond: now, or when the parked fetch completes (respond runs then)
     def respond(results: list[tuple[TopicPartition, FetchPartitionResult]]) -> list[Any]:
         by_topic: dict[str, FetchTopicData] = {}
@@ -142,6 +153,11 @@ def handle_fetch(broker: KafkaBroker, ctx: RequestContext, req: FetchRequest) ->
                 td = FetchTopicData(tp[0], ids.get(tp[0], _ZERO_UUID))
                 by_topic[tp[0]] = td
                 order.append(td)
+            if tp[0] in zstd_refused:
+                td.partitions.append(
+                    FetchPartitionData(tp[1], ErrorCode.unsupported_compression_type, records=b"")
+                )
+                continue
             td.partitions.append(
                 FetchPartitionData(
                     partition_index=tp[1],
