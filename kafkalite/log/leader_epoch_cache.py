@@ -13,6 +13,13 @@ re-validates, and that pass re-learns their epochs from the batch headers;
 entries past the log end are truncated again at load (Kafka's reasoning in
 KAFKA-15046). Writes that would not change the file are skipped, so loading
 thousands of logs and making them leaders again writes nothing.
+
+The load's own truncation (entries past the log end, or before the log start)
+is not written by itself: the next load applies it again, so the file only
+needs it once data is appended past the old end, and the log writes it before
+that first append (:attr:`load_truncation_pending`). Rewriting 10,000 files at
+start-up only to write them back when each partition becomes leader at the
+same epoch cost about 2 s of event-loop time.
 """
 
 from __future__ import annotations
@@ -57,7 +64,14 @@ def _parse(parts: list[str]) -> EpochEntry:
 class LeaderEpochFileCache:
     """Epochs with strictly increasing epoch and start offset, oldest first."""
 
-    __slots__ = ("_file", "_entries", "_persisted", "_unsynced", "write_generation")
+    __slots__ = (
+        "_file",
+        "_entries",
+        "_persisted",
+        "_unsynced",
+        "write_generation",
+        "load_truncation_pending",
+    )
 
     def __init__(self, path: Path | None, *, sync: bool = True) -> None:
         self._file = CheckpointFile(path, 0, _fmt, _parse, sync=sync) if path is not None else None
@@ -68,6 +82,8 @@ class LeaderEpochFileCache:
         self._unsynced = False
         #: bumped by every write (a background fsync clears only what it saw)
         self.write_generation = 0
+        #: a load-time truncation is in memory only; write it before appending
+        self.load_truncation_pending = False
 
     @property
     def path(self) -> Path | None:
@@ -153,14 +169,16 @@ class LeaderEpochFileCache:
     def truncate_from_end(self, end_offset: int, *, flush: bool = True) -> None:
         """Drop epochs starting at or after ``end_offset`` (log truncated there).
 
-        ``flush=False`` (log load) changes only the cache: :attr:`is_dirty` tells
-        the owner to write it later.
+        ``flush=False`` (log load) changes only the cache and sets
+        :attr:`load_truncation_pending`.
         """
         if end_offset >= 0 and self._entries and self._entries[-1].start_offset >= end_offset:
             while self._entries and self._entries[-1].start_offset >= end_offset:
                 self._entries.pop()
             if flush:
                 self.flush()
+            else:
+                self.load_truncation_pending = self.is_dirty
 
     def truncate_from_start(self, start_offset: int, *, flush: bool = True) -> None:
         """Drop epochs wholly before ``start_offset``; the one holding it now starts there."""
@@ -173,6 +191,8 @@ class LeaderEpochFileCache:
             self._entries.insert(0, EpochEntry(last_removed.epoch, start_offset))
         if flush:
             self.flush()
+        else:
+            self.load_truncation_pending = self.is_dirty
 
     def clear_and_flush(self) -> None:
         self._entries.clear()
@@ -180,7 +200,8 @@ class LeaderEpochFileCache:
 
     @property
     def is_dirty(self) -> bool:
-        """The cache differs from the file (a load-time truncation not written yet)."""
+        """The cache differs from the file (a load-time truncation not written yet,
+        or undone since: a leader at the same epoch and offset)."""
         return self._file is not None and tuple(self._entries) != self._persisted
 
     @property
@@ -194,16 +215,23 @@ class LeaderEpochFileCache:
             return
         entries = tuple(self._entries)
         if entries == self._persisted:
+            self.load_truncation_pending = False
             return
         f.write(entries)
         self._persisted = entries
+        self.load_truncation_pending = False
         self.write_generation += 1
         if not f.sync:
             self._unsynced = True
 
     def sync_to_disk(self) -> None:
-        """Write what is pending and fsync the file and its directory."""
-        self.flush()
+        """Write what is pending and fsync the file and its directory.
+
+        A pending load-time truncation is left alone: the data it covers is
+        already durable, and the next load truncates the same way.
+        """
+        if not self.load_truncation_pending:
+            self.flush()
         if self._unsynced and self._file is not None:
             fsync_file(self._file.path)
             fsync_dir(self._file.path.parent)

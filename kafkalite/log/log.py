@@ -274,8 +274,8 @@ class Log:
         # Everything up to the log end is now either flushed (clean shutdown) or re-validated.
         self.recovery_point = leo
         self._segments[-1].resize_indexes(self.config.segment_index_bytes)
-        # In memory only: the file is rewritten by the next change or flush, and stale
-        # entries left by a crash before that are truncated again at the next load.
+        # In memory only: every load applies it again, and the first append writes
+        # it (load_truncation_pending) before data goes past the old log end.
         self._epoch_cache.truncate_from_end(leo, flush=False)
         self._epoch_cache.truncate_from_start(self._log_start_offset, flush=False)
         self._hw = self._log_start_offset
@@ -567,6 +567,8 @@ class Log:
                 if h.max_timestamp > max_ts:
                     max_ts, off_max = h.max_timestamp, h.base_offset + h.last_offset_delta
         seg = self._maybe_roll(v.size, max_ts, last, now, first)
+        if self._epoch_cache.load_truncation_pending:
+            self._epoch_cache.flush()  # the file must not claim this data's offsets
         if leader_epoch >= 0 and self._epoch_cache.latest_epoch != leader_epoch:
             self._epoch_cache.assign(leader_epoch, first)
         seg.append(last, max_ts, off_max, buf, v.headers)
@@ -626,6 +628,8 @@ class Log:
         now = self._clock()
         seg = self._maybe_roll(pos, max_ts, last, now, first)
         cache = self._epoch_cache
+        if cache.load_truncation_pending:
+            cache.flush()  # the file must not claim this data's offsets
         for h in headers:
             epoch = h.partition_leader_epoch
             if epoch >= 0:
@@ -1134,7 +1138,9 @@ class Log:
         """
         if sync:
             self._epoch_cache.sync_to_disk()
-        else:
+        elif not self._epoch_cache.load_truncation_pending:
+            # (a pending load-time truncation: nothing was appended since the
+            # load, and the next load truncates the same way)
             self._epoch_cache.flush()
         for seg in self._segments:
             try:

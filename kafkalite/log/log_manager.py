@@ -648,8 +648,6 @@ class LogManager:
                 self._each(lg, lg.flush)
                 continue
             cache = lg.leader_epoch_cache
-            if cache.is_dirty:
-                self._each(lg, cache.flush)  # a load-time truncation, written without fsync
             epoch_gen = cache.write_generation if cache.needs_fsync else None
             target: int | None = lg.active_segment.base_offset
             fds: list[int] = []

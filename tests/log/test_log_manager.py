@@ -469,9 +469,9 @@ def test_leader_epoch_checkpoint_is_fsynced_before_the_recovery_point_moves(
     assert lg.recovery_point > 0 and not cache.needs_fsync
 
 
-def test_load_truncation_of_epochs_is_written_later(tmp_path: Path) -> None:
-    """Entries past the log end (a crash after the epoch write) are dropped at load in
-    memory, and the file follows at the next flush."""
+def _epoch_file_after_crash_at_leader_change(tmp_path: Path) -> tuple[LogManager, Path]:
+    """A log with epoch 1 at offsets 0-1 and a file that also claims epoch 5 from 2
+    (a leader change whose data never came), reloaded."""
     lm = _mgr([tmp_path])
     lg = lm.get_or_create_log("t", 0)
     fill(lg, 2, epoch=1)
@@ -479,15 +479,54 @@ def test_load_truncation_of_epochs_is_written_later(tmp_path: Path) -> None:
     lm.shutdown()
     f = tmp_path / "t-0" / "leader-epoch-checkpoint"
     assert f.read_text() == "0\n2\n1 0\n5 2\n"
+    return _mgr([tmp_path]), f
+
+
+def test_load_truncation_of_epochs_is_applied_at_every_load_until_an_append(
+    tmp_path: Path,
+) -> None:
+    """Entries past the log end are dropped at load in memory only: maintenance and a
+    clean shutdown leave the file alone (10,000 partitions rewrote 10,000 files for
+    nothing), and the next load drops them again."""
+    lm, f = _epoch_file_after_crash_at_leader_change(tmp_path)
+    lg = lm.get_log("t", 0)
+    assert lg is not None
+    assert [(e.epoch, e.start_offset) for e in lg.leader_epoch_cache.entries()] == [(1, 0)]
+    assert lg.leader_epoch_cache.load_truncation_pending
+    lm.tick()
+    lm.shutdown()
+    assert f.read_text() == "0\n2\n1 0\n5 2\n"
     lm = _mgr([tmp_path])
     lg = lm.get_log("t", 0)
     assert lg is not None
     assert [(e.epoch, e.start_offset) for e in lg.leader_epoch_cache.entries()] == [(1, 0)]
-    assert f.read_text() == "0\n2\n1 0\n5 2\n"  # not written during the load
-    assert lg.leader_epoch_cache.is_dirty
-    lm.tick()
+    assert lg.end_offset_for_epoch(1) == (1, 2)
+    lm.shutdown()
+
+
+def test_load_truncation_of_epochs_is_written_before_a_leader_append(tmp_path: Path) -> None:
+    """An append under the epoch the file wrongly extends (epoch 1 again past offset 2)
+    assigns nothing; the truncation is written first, or the file would give its data
+    to epoch 5."""
+    lm, f = _epoch_file_after_crash_at_leader_change(tmp_path)
+    lg = lm.get_log("t", 0)
+    assert lg is not None
+    fill(lg, 3, epoch=1)
     assert f.read_text() == "0\n1\n1 0\n"
-    assert not lg.leader_epoch_cache.is_dirty
+    assert not lg.leader_epoch_cache.load_truncation_pending
+    lm.shutdown()
+
+
+def test_load_truncation_of_epochs_is_written_before_a_follower_append(tmp_path: Path) -> None:
+    lm, f = _epoch_file_after_crash_at_leader_change(tmp_path)
+    lg = lm.get_log("t", 0)
+    assert lg is not None
+    src = lm.get_or_create_log("src", 0)
+    fill(src, 5, epoch=1)
+    src.update_high_watermark(src.log_end_offset)
+    lg.append_as_follower(src.read(2, 1 << 20).read_bytes())  # offsets 2-4, epoch 1
+    assert lg.log_end_offset == 5
+    assert f.read_text() == "0\n1\n1 0\n"
     lm.shutdown()
 
 
