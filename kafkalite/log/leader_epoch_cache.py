@@ -9,17 +9,19 @@ file at once (tmp + rename) but not fsynced; the owner fsyncs it
 (:meth:`sync_to_disk`, or the LogManager's background flush) before it moves
 the log's recovery point past data written under the new entries. After a
 power loss the file is therefore only stale for offsets the recovery pass
-re-validates, and that pass re-learns their epochs from the batch headers;
+re-validates, and that pass re-learns their epochs from the batch headers
+(dropping entries the batches contradict, see LogSegment.recover);
 entries past the log end are truncated again at load (Kafka's reasoning in
 KAFKA-15046). Writes that would not change the file are skipped, so loading
 thousands of logs and making them leaders again writes nothing.
 
 The load's own truncation (entries past the log end, or before the log start)
-is not written by itself: the next load applies it again, so the file only
-needs it once data is appended past the old end, and the log writes it before
-that first append (:attr:`load_truncation_pending`). Rewriting 10,000 files at
-start-up only to write them back when each partition becomes leader at the
-same epoch cost about 2 s of event-loop time.
+is not written by itself: the next load applies it again. It reaches the file
+with the next write of the cache, or at the latest just before the next append
+(:attr:`load_truncation_pending`), since an append under an epoch no newer than
+the stale entries assigns nothing and the file would credit its data to them.
+Rewriting 10,000 files at start-up only to write them back when each partition
+became leader at the same epoch cost about 2 s of event-loop time.
 """
 
 from __future__ import annotations
@@ -200,8 +202,8 @@ class LeaderEpochFileCache:
 
     @property
     def is_dirty(self) -> bool:
-        """The cache differs from the file (a load-time truncation not written yet,
-        or undone since: a leader at the same epoch and offset)."""
+        """The cache differs from the file (only while a load-time truncation
+        is pending: every other change writes the file)."""
         return self._file is not None and tuple(self._entries) != self._persisted
 
     @property

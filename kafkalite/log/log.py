@@ -271,8 +271,11 @@ class Log:
             leo = log_start_offset
         self._leo = leo
         self._log_start_offset = max(log_start_offset, self._segments[0].base_offset)
-        # Everything up to the log end is now either flushed (clean shutdown) or re-validated.
-        self.recovery_point = leo
+        # After a clean shutdown everything up to the log end was flushed. After a
+        # crash the recovered range was re-validated but is not known to be durable
+        # (nor the epochs recovery learnt): the recovery point moves only with the
+        # next flush, as Kafka's LogLoader keeps min(checkpoint, log end).
+        self.recovery_point = min(recovery_point, leo) if needs_recovery else leo
         self._segments[-1].resize_indexes(self.config.segment_index_bytes)
         # In memory only: every load applies it again, and the first append writes
         # it (load_truncation_pending) before data goes past the old log end.

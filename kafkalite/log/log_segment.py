@@ -625,9 +625,18 @@ class LogSegment:
             recent.append((h.base_offset, last, valid, size))
             valid += size
             if leader_epoch_cache is not None and h.partition_leader_epoch >= 0:
+                epoch = h.partition_leader_epoch
                 latest = leader_epoch_cache.latest_epoch  # type: ignore[attr-defined]
-                if latest is None or h.partition_leader_epoch > latest:
-                    leader_epoch_cache.assign(h.partition_leader_epoch, h.base_offset)  # type: ignore[attr-defined]
+                if latest is not None and epoch < latest:
+                    # The file credits this batch to a later epoch: it is stale (a
+                    # truncation written without fsync and lost). The batch is the
+                    # truth: drop what starts here, then learn its epoch below.
+                    held = leader_epoch_cache.epoch_for_offset(h.base_offset)  # type: ignore[attr-defined]
+                    if held is not None and held > epoch:
+                        leader_epoch_cache.truncate_from_end(h.base_offset)  # type: ignore[attr-defined]
+                        latest = leader_epoch_cache.latest_epoch  # type: ignore[attr-defined]
+                if latest is None or epoch > latest:
+                    leader_epoch_cache.assign(epoch, h.base_offset)  # type: ignore[attr-defined]
         truncated = end - valid
         if truncated:
             log.warning(

@@ -469,33 +469,48 @@ def test_leader_epoch_checkpoint_is_fsynced_before_the_recovery_point_moves(
     assert lg.recovery_point > 0 and not cache.needs_fsync
 
 
-def _epoch_file_after_crash_at_leader_change(tmp_path: Path) -> tuple[LogManager, Path]:
-    """A log with epoch 1 at offsets 0-1 and a file that also claims epoch 5 from 2
-    (a leader change whose data never came), reloaded."""
+def _epoch_file_after_crash_at_leader_change(
+    tmp_path: Path, partitions: int = 1
+) -> tuple[LogManager, Path]:
+    """Logs with epoch 1 at offsets 0-1 and a file that also claims epoch 5 from 2
+    (a leader change whose data never came), reloaded; the first log's file."""
     lm = _mgr([tmp_path])
-    lg = lm.get_or_create_log("t", 0)
-    fill(lg, 2, epoch=1)
-    lg.leader_epoch_cache.assign(5, 2)  # a leader change with no data yet
+    for p in range(partitions):
+        lg = lm.get_or_create_log("t", p)
+        fill(lg, 2, epoch=1)
+        lg.leader_epoch_cache.assign(5, 2)  # a leader change with no data yet
     lm.shutdown()
     f = tmp_path / "t-0" / "leader-epoch-checkpoint"
     assert f.read_text() == "0\n2\n1 0\n5 2\n"
     return _mgr([tmp_path]), f
 
 
+@pytest.mark.parametrize("partitions", [1, 70])  # 70: the bulk (syncfs) shutdown path
 def test_load_truncation_of_epochs_is_applied_at_every_load_until_an_append(
-    tmp_path: Path,
+    tmp_path: Path, partitions: int
 ) -> None:
-    """Entries past the log end are dropped at load in memory only: maintenance and a
-    clean shutdown leave the file alone (10,000 partitions rewrote 10,000 files for
-    nothing), and the next load drops them again."""
-    lm, f = _epoch_file_after_crash_at_leader_change(tmp_path)
-    lg = lm.get_log("t", 0)
-    assert lg is not None
-    assert [(e.epoch, e.start_offset) for e in lg.leader_epoch_cache.entries()] == [(1, 0)]
-    assert lg.leader_epoch_cache.load_truncation_pending
-    lm.tick()
-    lm.shutdown()
-    assert f.read_text() == "0\n2\n1 0\n5 2\n"
+    """Entries past the log end are dropped at load in memory only: the background
+    flush and a clean shutdown leave the files alone (10,000 partitions rewrote 10,000
+    files for nothing), and the next load drops them again."""
+    from kafkalite.log.log_manager import BULK_SYNC_MIN_LOGS
+
+    assert (partitions >= BULK_SYNC_MIN_LOGS) == (partitions > 1)
+    lm, _ = _epoch_file_after_crash_at_leader_change(tmp_path, partitions)
+    files = [tmp_path / f"t-{p}" / "leader-epoch-checkpoint" for p in range(partitions)]
+    before = [_stat(f) for f in files]
+    logs = [lm.get_log("t", p) for p in range(partitions)]
+    assert all(lg is not None and lg.leader_epoch_cache.load_truncation_pending for lg in logs)
+    assert [(e.epoch, e.start_offset) for e in logs[0].leader_epoch_cache.entries()] == [(1, 0)]
+
+    async def go() -> None:
+        task = asyncio.create_task(lm.run(interval_ms=10))
+        await asyncio.sleep(0.2)  # several background flush passes
+        lm.shutdown()
+        await asyncio.wait_for(task, 5)
+
+    asyncio.run(go())
+    assert [_stat(f) for f in files] == before
+    assert all(f.read_text() == "0\n2\n1 0\n5 2\n" for f in files)
     lm = _mgr([tmp_path])
     lg = lm.get_log("t", 0)
     assert lg is not None

@@ -268,3 +268,51 @@ def test_random_cut_points_keep_every_complete_batch(tmp_path: Path) -> None:
         rec.close()
 
     check()
+
+
+def test_recovery_point_stays_at_the_checkpoint_after_a_crash(tmp_path: Path) -> None:
+    """Recovered data was re-validated, not made durable: as Kafka's LogLoader, the
+    recovery point stays at min(checkpoint, log end) until the next flush, so a second
+    crash re-validates it (and re-learns its epochs) again."""
+    d, _ = _crashed_log(tmp_path)
+    second_base = int(sorted(d.glob("*.log"))[1].name.split(".")[0])
+    lg = _reopen(tmp_path, recovery_point=second_base)
+    assert lg.log_end_offset == 24 and lg.recovery_point == second_base
+    lg.flush()
+    assert lg.recovery_point == 24
+    lg.close()
+    clean = new_log(tmp_path, CFG, recovery_point=0)  # a clean load: flushed to the end
+    assert clean.recovery_point == 24
+
+
+def _epoch_entries(lg: Log) -> list[tuple[int, int]]:
+    return [(e.epoch, e.start_offset) for e in lg.leader_epoch_cache.entries()]
+
+
+@pytest.mark.parametrize("path", ["leader", "follower"])
+def test_recovery_corrects_an_epoch_file_that_credits_data_to_a_later_epoch(
+    tmp_path: Path, path: str
+) -> None:
+    """A power loss can keep the data appended after a restart but lose the (unsynced)
+    epoch-file rewrite before it, leaving an entry for an epoch that never got data
+    (epoch 5 from offset 2) in front of data of an older epoch. Recovery trusts the
+    batches: it drops the stale entry and learns the data's own epoch."""
+    src = new_log(tmp_path / "src", CFG)
+    fill(src, 2, epoch=1)
+    fill(src, 2, epoch=3 if path == "follower" else 1)
+    src.update_high_watermark(src.log_end_offset)
+    lg = new_log(tmp_path / "n", CFG)
+    lg.append_as_follower(src.read(0, 1 << 20).read_bytes())
+    lg.close_handlers()  # a crash: no clean close
+    f = tmp_path / "n" / "t-0" / "leader-epoch-checkpoint"
+    f.write_text("0\n2\n1 0\n5 2\n")  # the durable file the power loss left
+    lg = new_log(tmp_path / "n", CFG, needs_recovery=True)
+    assert lg.log_end_offset == 4
+    if path == "follower":
+        assert _epoch_entries(lg) == [(1, 0), (3, 2)]
+        assert lg.end_offset_for_epoch(1) == (1, 2)
+        assert lg.end_offset_for_epoch(3) == (3, 4)
+    else:
+        assert _epoch_entries(lg) == [(1, 0)]
+        assert lg.end_offset_for_epoch(1) == (1, 4)
+    lg.close()
