@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kafkalite.protocol.varint import encode_unsigned_varint
+
 MIN_VERSION = 4
 MAX_VERSION = 16
 
@@ -31,15 +33,6 @@ _PART_V11_NULL_ABORTED = struct.Struct(">ihqqqii")
 _PART_V12_NULL_ABORTED = struct.Struct(">ihqqqbi")
 _I64 = struct.Struct(">q")
 _ABORTED = struct.Struct(">qq")
-
-
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 @dataclass(slots=True)
@@ -75,7 +68,7 @@ def _write_len(buf: bytearray, n: int, flexible: bool) -> None:
     elif n < 0x7F:
         buf.append(n + 1)
     else:
-        buf += _uvarint(n + 1)
+        buf += encode_unsigned_varint(n + 1)
 
 
 def encode_fetch_response(
@@ -199,22 +192,24 @@ def encode_fetch_response(
                     if p.current_leader is not None:
                         lid, lep = p.current_leader
                         tags.append(_tag(1, _I32.pack(lid) + _I32.pack(lep) + b"\x00"))
-                    buf += _uvarint(len(tags))
+                    buf += encode_unsigned_varint(len(tags))
                     for tg in tags:
                         buf += tg
         if flexible:
             buf.append(0)
     if flexible:
         if version >= 16 and node_endpoints:
-            body = bytearray(_uvarint(len(node_endpoints) + 1))
+            body = bytearray(encode_unsigned_varint(len(node_endpoints) + 1))
             for node_id, host, port, rack in node_endpoints:
                 h = host.encode()
-                body += _I32.pack(node_id) + _uvarint(len(h) + 1) + h + _I32.pack(port)
+                body += (
+                    _I32.pack(node_id) + encode_unsigned_varint(len(h) + 1) + h + _I32.pack(port)
+                )
                 if rack is None:
                     body += b"\x00"
                 else:
                     r = rack.encode()
-                    body += _uvarint(len(r) + 1) + r
+                    body += encode_unsigned_varint(len(r) + 1) + r
                 body += b"\x00"
             buf += b"\x01" + _tag(0, bytes(body))
         else:
@@ -224,7 +219,7 @@ def encode_fetch_response(
 
 
 def _tag(tag: int, payload: bytes) -> bytes:
-    return _uvarint(tag) + _uvarint(len(payload)) + payload
+    return encode_unsigned_varint(tag) + encode_unsigned_varint(len(payload)) + payload
 
 
 def flatten(parts: list[Any]) -> bytes:

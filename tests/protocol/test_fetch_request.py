@@ -24,6 +24,7 @@ from kafkalite.protocol.fetch_request import (
     parse_fetch_request,
 )
 from kafkalite.protocol.headers import MalformedRequest
+from kafkalite.protocol.varint import encode_unsigned_varint
 from kafkalite.server.apis import build_api_table
 
 VERSIONS = range(MIN_VERSION, MAX_VERSION + 1)
@@ -140,25 +141,18 @@ def test_body_is_read_from_its_offset_in_the_frame() -> None:
 # ---------------------------------------------------------------- tagged fields
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def _compact(s: str) -> bytes:
     b = s.encode()
-    return _uvarint(len(b) + 1) + b
+    return encode_unsigned_varint(len(b) + 1) + b
 
 
 UNKNOWN = [(7, b"zz"), (9, b"")]  # tags no Fetch version defines
 
 
 def _tags(fields: list[tuple[int, bytes]]) -> bytes:
-    return _uvarint(len(fields)) + b"".join(_uvarint(t) + _uvarint(len(v)) + v for t, v in fields)
+    return encode_unsigned_varint(len(fields)) + b"".join(
+        encode_unsigned_varint(t) + encode_unsigned_varint(len(v)) + v for t, v in fields
+    )
 
 
 def _flexible_request(
@@ -173,14 +167,14 @@ def _flexible_request(
     if version < 15:
         out += struct.pack(">i", 5)  # replica_id
     out += struct.pack(">iiibii", 250, 1, 1 << 20, 1, 77, 3)
-    out += _uvarint(2)  # one topic
+    out += encode_unsigned_varint(2)  # one topic
     out += uuid.UUID(int=42).bytes if version >= 13 else _compact("orders")
-    out += _uvarint(2)  # one partition
+    out += encode_unsigned_varint(2)  # one partition
     out += struct.pack(">iiqiqi", 4, 6, 1000, 5, 10, 65536) + _tags(extra)
     out += _tags(extra)
-    out += _uvarint(2)  # one forgotten topic
+    out += encode_unsigned_varint(2)  # one forgotten topic
     out += uuid.UUID(int=43).bytes if version >= 13 else _compact("gone")
-    out += _uvarint(3) + struct.pack(">ii", 1, 2) + _tags(extra)
+    out += encode_unsigned_varint(3) + struct.pack(">ii", 1, 2) + _tags(extra)
     out += _compact("rack-a")
     if request_tags is None:
         request_tags = [(0, _compact("cluster-x"))]
