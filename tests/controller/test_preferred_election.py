@@ -167,7 +167,7 @@ async def test_auto_rebalance_respects_threshold_reassignment_and_shutdown(tmp_p
         ctrl = cluster.controller().controller
 
         async def check() -> list:
-            return await ctrl.put(ctrl.check_and_trigger_auto_leader_rebalance)
+            return await ctrl.put(ctrl.preferred_election.check_and_trigger_auto_leader_rebalance)
 
         await _lead_elsewhere(cluster, "t", 0, 2)  # 1 of 2 = 50%: not above the threshold
         assert await check() == []
