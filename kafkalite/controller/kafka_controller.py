@@ -65,7 +65,7 @@ from kafkalite.controller.request_batch import (
 )
 from kafkalite.controller.topic_deletion_manager import TopicDeletionManager
 from kafkalite.controller.zk_notifications import ZkNotificationHandler
-from kafkalite.metadata import paths
+from kafkalite.metadata import zk_data, zk_paths
 from kafkalite.metadata.kafka_zk_client import BrokerInfo, ControllerMovedException, KafkaZkClient
 from kafkalite.metadata.store import (
     BadVersionError,
@@ -426,7 +426,7 @@ class KafkaController:
             assignment, _version = got
             ctx.all_topics.add(topic)
             ctx.topic_ids[topic] = (
-                paths.topic_id_from_str(assignment.topic_id) if assignment.topic_id else ZERO_UUID
+                zk_data.topic_id_from_str(assignment.topic_id) if assignment.topic_id else ZERO_UUID
             )
             ctx.assignments[topic] = {p: list(r) for p, r in assignment.partitions.items()}
             loaded.append(topic)
@@ -670,7 +670,7 @@ class KafkaController:
             log.info(
                 "removing %s from %s: delete.topic.enable is false",
                 sorted(topics),
-                paths.DELETE_TOPICS,
+                zk_paths.DELETE_TOPICS,
             )
             await self.zk.delete_topic_deletions(topics, ctx.epoch_zk_version)
             return

@@ -31,7 +31,7 @@ from kafkalite.controller.controller_context import (
 from kafkalite.controller.leader_selectors import ReassignedPartitionLeaderSelector
 from kafkalite.controller.partition_state_machine import PartitionState, leader_and_isr_of
 from kafkalite.controller.replica_state_machine import ReplicaState
-from kafkalite.metadata import paths
+from kafkalite.metadata import zk_data, zk_paths
 from kafkalite.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -137,7 +137,7 @@ class PartitionReassignmentManager:
         """The ISR listener of a reassigned partition: a data watch on its state znode."""
         c = self.controller
         await c.store.exists(
-            paths.partition_state_path(*tp),
+            zk_paths.partition_state_path(*tp),
             watch=c.watch(
                 _isr_watch_name(tp),
                 lambda: self._partition_reassignment_isr_change(tp),
@@ -253,7 +253,7 @@ class PartitionReassignmentManager:
                 m[tp[1]] = list(v)
             else:
                 m.pop(tp[1], None)
-        new = paths.TopicAssignment(
+        new = zk_data.TopicAssignment(
             partitions,
             adding_map,
             removing_map,

@@ -34,7 +34,7 @@ from kafkalite.log.meta_properties import (
     read_meta_properties,
     resolve_broker_id,
 )
-from kafkalite.metadata import paths
+from kafkalite.metadata import zk_data, zk_paths
 from kafkalite.metadata.factory import open_store
 from kafkalite.metadata.kafka_zk_client import KafkaZkClient
 from kafkalite.metadata.store import MetadataStore, NodeExistsError, NoNodeError, SessionState
@@ -304,8 +304,8 @@ class KafkaBroker:
         replicas are offline (LeaderAndIsr answered with KAFKA_STORAGE_ERROR)."""
         try:
             await self.store.create(
-                paths.log_dir_event_notification_path(),
-                paths.LogDirEventNotification(self.broker_id).encode(),
+                zk_paths.log_dir_event_notification_path(),
+                zk_data.LogDirEventNotification(self.broker_id).encode(),
                 sequential=True,
                 makepath=True,
             )
@@ -351,26 +351,26 @@ class KafkaBroker:
         return ep
 
     async def _get_or_create_cluster_id(self) -> str:
-        got = await self.store.get_or_none(paths.CLUSTER_ID)
+        got = await self.store.get_or_none(zk_paths.CLUSTER_ID)
         if got is None:
             cid = self.config["cluster.id"] or uuid_to_kafka(uuid.uuid4())
             with contextlib.suppress(NodeExistsError):
                 await self.store.create(
-                    paths.CLUSTER_ID, paths.ClusterId(cid).encode(), makepath=True
+                    zk_paths.CLUSTER_ID, zk_data.ClusterId(cid).encode(), makepath=True
                 )
-            got = await self.store.get(paths.CLUSTER_ID)
-        return paths.ClusterId.decode(got[0]).id
+            got = await self.store.get(zk_paths.CLUSTER_ID)
+        return zk_data.ClusterId.decode(got[0]).id
 
     async def _resolve_broker_id(self) -> int:
         async def generate() -> int:
             if not self.config["broker.id.generation.enable"]:
                 raise ValueError("broker.id is not set and broker.id.generation.enable is false")
             try:
-                stat = await self.store.set(paths.BROKER_SEQUENCE_ID, b"")
+                stat = await self.store.set(zk_paths.BROKER_SEQUENCE_ID, b"")
             except NoNodeError:
                 with contextlib.suppress(NodeExistsError):
-                    await self.store.create(paths.BROKER_SEQUENCE_ID, b"", makepath=True)
-                stat = await self.store.set(paths.BROKER_SEQUENCE_ID, b"")
+                    await self.store.create(zk_paths.BROKER_SEQUENCE_ID, b"", makepath=True)
+                stat = await self.store.set(zk_paths.BROKER_SEQUENCE_ID, b"")
             return int(stat.version) + int(self.config["reserved.broker.max.id"])
 
         dirs = self._log_dirs
@@ -394,15 +394,15 @@ class KafkaBroker:
         Also called by the controller after a session expiry (the old registration
         went with the old session), which gives the broker a new epoch.
         """
-        reg = paths.BrokerRegistration(
+        reg = zk_data.BrokerRegistration(
             endpoints=tuple(
-                paths.EndPoint(e.listener, e.host or None, e.port, e.security_protocol)
+                zk_data.EndPoint(e.listener, e.host or None, e.port, e.security_protocol)
                 for e in self.advertised
             ),
             timestamp=self.clock_ms(),
             rack=self.config["broker.rack"],
         )
-        path = paths.broker_path(self.broker_id)
+        path = zk_paths.broker_path(self.broker_id)
         try:
             await self.store.create(path, reg.encode(), ephemeral=True, makepath=True)
         except NodeExistsError:
@@ -416,7 +416,7 @@ class KafkaBroker:
         log.info("broker %d registered (broker epoch %d)", self.broker_id, self.broker_epoch)
 
     def _dynamic_config_path(self, per_broker: bool) -> str:
-        return paths.config_entity_path(
+        return zk_paths.config_entity_path(
             "brokers", str(self.broker_id) if per_broker else "<default>"
         )
 
@@ -425,8 +425,8 @@ class KafkaBroker:
         for per_broker in (True, False):
             try:
                 raw, _ = await self.store.get(self._dynamic_config_path(per_broker))
-                stored = dict(paths.EntityConfig.decode(raw).config)
-            except (NoNodeError, paths.MetadataFormatError):
+                stored = dict(zk_data.EntityConfig.decode(raw).config)
+            except (NoNodeError, zk_data.MetadataFormatError):
                 stored = {}
             layer = {}
             for k, v in stored.items():
@@ -451,7 +451,7 @@ class KafkaBroker:
         broker_layer = dict(configs) if per_broker else self.dynamic_broker_configs
         default_layer = self.dynamic_default_configs if per_broker else dict(configs)
         self.config.with_dynamic(broker_layer, default_layer)  # raises before any change
-        data = paths.EntityConfig(configs).encode()
+        data = zk_data.EntityConfig(configs).encode()
         path = self._dynamic_config_path(per_broker)
         try:
             await self.store.set(path, data)
@@ -485,9 +485,9 @@ class KafkaBroker:
         for s in states:
             if s["topic"] not in self.admin.topic_configs:
                 with contextlib.suppress(NoNodeError, ValueError):
-                    raw, _ = await self.store.get(paths.topic_config_path(s["topic"]))
+                    raw, _ = await self.store.get(zk_paths.topic_config_path(s["topic"]))
                     self.admin.topic_configs[s["topic"]] = dict(
-                        paths.EntityConfig.decode(raw).config
+                        zk_data.EntityConfig.decode(raw).config
                     )
         parsed = {
             (s["topic"], s["partition"]): (

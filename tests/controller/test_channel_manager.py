@@ -10,7 +10,7 @@ import types
 from typing import Any
 
 from kafkalite.controller.channel_manager import ControllerChannelManager, _metadata_changes
-from kafkalite.metadata import paths
+from kafkalite.metadata import zk_paths
 from kafkalite.protocol import inter_broker as ib
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.testing import AsyncBroker
@@ -70,7 +70,7 @@ async def test_a_dead_broker_is_removed_with_its_queue():
 async def test_requests_carry_the_broker_epoch_the_controller_knows(tmp_path):
     async with AsyncBroker(tmp_path) as b:
         k = b.broker
-        raw, _ = await k.store.get(f"{paths.BROKER_IDS}/{k.broker_id}")
+        raw, _ = await k.store.get(f"{zk_paths.BROKER_IDS}/{k.broker_id}")
         registration = json.loads(raw)
         epoch = k.metadata_cache.controller_epoch
         extra = {"id": 42, "endpoints": ["PLAINTEXT://10.0.0.42:9092"]}
@@ -96,7 +96,7 @@ async def test_requests_carry_the_broker_epoch_the_controller_knows(tmp_path):
 async def test_stale_broker_epoch_is_reported_to_a_callback(tmp_path):
     async with AsyncBroker(tmp_path) as b:
         k = b.broker
-        raw, _ = await k.store.get(f"{paths.BROKER_IDS}/{k.broker_id}")
+        raw, _ = await k.store.get(f"{zk_paths.BROKER_IDS}/{k.broker_id}")
         manager = ControllerChannelManager(k.broker_id)
         got: list[int] = []
         try:
