@@ -5,7 +5,7 @@ layout, :mod:`.zk_data` for the JSON stored there, and :func:`open_store` to pic
 backend from broker config.
 """
 
-from kafkalite.metadata.embedded import EmbeddedEnsemble, EmbeddedStore
+from kafkalite.metadata.embedded_store import EmbeddedEnsemble, EmbeddedStore
 from kafkalite.metadata.factory import open_store
 from kafkalite.metadata.store import (
     ANY_VERSION,

@@ -22,14 +22,14 @@ from typing import Any
 from confluent_kafka.admin import AdminClient
 
 from kafkalite.metadata import zk_data, zk_paths
-from kafkalite.metadata.embedded import EmbeddedEnsemble
+from kafkalite.metadata.embedded_store import EmbeddedEnsemble
 from kafkalite.metadata.kafka_zk_client import parse_controller_id
 from kafkalite.metadata.store import MetadataStore, NoNodeError
 from kafkalite.metadata.zookeeper import ZooKeeperStore
 from kafkalite.protocol import inter_broker as ib
 from kafkalite.server.broker import KafkaBroker
 from kafkalite.testing import AsyncBroker
-from kafkalite.testing.embedded import _make_config
+from kafkalite.testing.embedded_broker import _make_config
 from kafkalite.testing.in_process_cluster import _crash
 
 _I32 = struct.Struct(">i")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from kafkalite.metadata import zk_paths
-from kafkalite.metadata.embedded import EmbeddedStore
+from kafkalite.metadata.embedded_store import EmbeddedStore
 from tests.controller.cluster import Cluster, eventually
 
 

@@ -145,8 +145,8 @@ def test_leader_moves_to_another_replica_when_its_log_dir_fails(tmp_path):
     """Two brokers, partition replicas [0, 1] led by 0, broker 0 with two log dirs. Its
     dir holding the partition fails: the controller takes the replica offline and
     elects broker 1 (the other ISR member); clients see offline_replicas [0]."""
-    from kafkalite.metadata.embedded import EmbeddedEnsemble
-    from kafkalite.testing.embedded import AsyncBroker, LoopThread
+    from kafkalite.metadata.embedded_store import EmbeddedEnsemble
+    from kafkalite.testing.embedded_broker import AsyncBroker, LoopThread
 
     lt = LoopThread("log-dir-failover")
     lt.start()
