@@ -212,6 +212,8 @@ class KafkaController:
         return self.event_manager.put(name, fn)
 
     def put_nowait(self, name: str, fn: Callable[[], Awaitable[Any]]) -> None:
+        """Queue ``fn`` from a callback (watch, broker response, timer) that cannot wait;
+        dropped once the controller is shut down."""
         if self._running:
             self.event_manager.put_nowait(name, fn)
 
