@@ -131,6 +131,14 @@ _DEFS: list[ConfigDef] = [
     ConfigDef("offsets.load.buffer.size", "int", 5242880, validator=at_least(1)),
     ConfigDef("offsets.topic.segment.bytes", "int", 104857600, validator=at_least(1)),
     ConfigDef("offset.metadata.max.bytes", "int", 4096, validator=at_least(0)),
+    ConfigDef(
+        "kafkalite.max.partitions.per.request",
+        "int",
+        10000,
+        "Most partitions one CreateTopics or CreatePartitions request may create (Kafka 4's "
+        "fixed MAX_PARTITIONS_PER_BATCH); more: POLICY_VIOLATION.",
+        validator=at_least(1),
+    ),
     # log defaults (topic-level defaults come from these)
     ConfigDef("log.dirs", "list", None),
     ConfigDef("log.dir", "string", "/tmp/kafka-logs"),
