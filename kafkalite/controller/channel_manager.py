@@ -87,6 +87,18 @@ def _inter_broker_listener(
     return endpoints[0] if endpoints else None
 
 
+def _controller_target_listener(
+    info: Mapping[str, Any], control_plane: str | None, inter_broker: str | None
+) -> tuple[str, str, int] | None:
+    """The endpoint the controller sends its requests to: the control-plane listener
+    (KIP-291) when the broker registered one, else the inter-broker one."""
+    if control_plane is not None:
+        for e in parse_endpoints(info):
+            if e[0] == control_plane:
+                return e
+    return _inter_broker_listener(info, inter_broker)
+
+
 def _security_protocol(info: Mapping[str, Any], listener: str) -> str:
     protocols = info.get("listener_security_protocol_map") or {}
     return str(
@@ -216,14 +228,18 @@ class ControllerChannelManager:
         controller_id: int,
         *,
         listener_name: str | None = None,
+        control_plane_listener_name: str | None = None,
         request_timeout_ms: int = 30000,
         retry_backoff_ms: int = 100,
-        ssl_cafile: str | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.controller_id = controller_id
+        #: the inter-broker listener: LeaderAndIsr's live leaders are advertised on it
         self.listener_name = listener_name
-        self.ssl_cafile = ssl_cafile
-        self._ssl_context: ssl.SSLContext | None = None
+        #: where the requests go (KIP-291); the inter-broker listener when unset
+        self.control_plane_listener_name = control_plane_listener_name
+        #: the broker's client-side TLS (its keystore as client certificate)
+        self._ssl_context = ssl_context
         self.request_timeout_s = request_timeout_ms / 1000
         self.retry_backoff_s = retry_backoff_ms / 1000
         self._senders: dict[int, RequestSendTask] = {}
@@ -238,7 +254,9 @@ class ControllerChannelManager:
         fresh queue, since requests meant for its previous incarnation are moot."""
         nodes: dict[int, BrokerNode] = {}
         for broker_id, info in live.items():
-            found = _inter_broker_listener(info, self.listener_name)
+            found = _controller_target_listener(
+                info, self.control_plane_listener_name, self.listener_name
+            )
             if found is None:
                 log.warning("controller: broker %d registered no endpoint", broker_id)
                 continue
@@ -261,9 +279,10 @@ class ControllerChannelManager:
                 )
 
     def _client_ssl_context(self) -> ssl.SSLContext:
-        """TLS to an SSL inter-broker listener, verified against ``ssl.truststore.location``."""
+        """TLS to an SSL listener: the broker's own client context (which presents its
+        keystore), else the system's defaults."""
         if self._ssl_context is None:
-            self._ssl_context = ssl.create_default_context(cafile=self.ssl_cafile)
+            self._ssl_context = ssl.create_default_context()
         return self._ssl_context
 
     def _remove(self, broker_id: int) -> None:

@@ -39,7 +39,7 @@ async def send_controlled_shutdown(
     *,
     listener_name: str | None,
     request_timeout_ms: int,
-    ssl_cafile: str | None = None,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> ib.ControlledShutdownResponse:
     """One ControlledShutdown round trip to the current controller."""
     zk = KafkaZkClient(store)
@@ -55,7 +55,8 @@ async def send_controlled_shutdown(
     name, host, port = found
     tls = None
     if _security_protocol(info.registration, name) in ("SSL", "SASL_SSL"):
-        tls = ssl.create_default_context(cafile=ssl_cafile)
+        # the broker's client context presents its keystore (ssl.client.auth=required)
+        tls = ssl_context if ssl_context is not None else ssl.create_default_context()
     correlation_id = next(_correlation) & 0x7FFFFFFF
     request = ib.ControlledShutdownRequest(broker_id, broker_epoch)
     async with asyncio.timeout(request_timeout_ms / 1000):
@@ -92,7 +93,7 @@ async def controlled_shutdown(
     max_retries: int,
     retry_backoff_ms: int,
     request_timeout_ms: int,
-    ssl_cafile: str | None = None,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> bool:
     """Ask the controller until it has moved every leadership off this broker; False if
     it never did within ``max_retries`` attempts (the broker then stops anyway)."""
@@ -104,7 +105,7 @@ async def controlled_shutdown(
                 broker_epoch,
                 listener_name=listener_name,
                 request_timeout_ms=request_timeout_ms,
-                ssl_cafile=ssl_cafile,
+                ssl_context=ssl_context,
             )
             if resp.error_code == 0 and not resp.remaining_partitions:
                 log.info("broker %d: controlled shutdown succeeded", broker_id)

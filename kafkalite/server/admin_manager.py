@@ -188,6 +188,12 @@ class AdminManager:
                 )
             assignment: dict[int, list[int]] = {}
             for a in manual:
+                if len(a.broker_ids) > len(live):  # before copying a list of any length
+                    raise KafkaError(
+                        ErrorCode.invalid_replica_assignment,
+                        f"{len(a.broker_ids)} replicas for partition {a.partition_index}, but "
+                        f"only {len(live)} brokers are registered",
+                    )
                 replicas = [int(b) for b in a.broker_ids]
                 if not replicas or len(set(replicas)) != len(replicas):
                     raise KafkaError(
@@ -341,6 +347,8 @@ class AdminManager:
                     f"{len(assignments)} assignments provided.",
                 )
             for i, a in enumerate(assignments):
+                if len(a.broker_ids) != rf:  # before copying a list of any length
+                    raise KafkaError(ErrorCode.invalid_replica_assignment, "bad replica assignment")
                 replicas = [int(b) for b in a.broker_ids]
                 if (
                     len(replicas) != rf

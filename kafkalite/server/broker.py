@@ -47,11 +47,12 @@ from kafkalite.server.admin_manager import AdminManager
 from kafkalite.server.apis import build_broker_api_table
 from kafkalite.server.apis.controller_requests import ControllerRequestChannel
 from kafkalite.server.config import BrokerConfig, Endpoint
+from kafkalite.server.controller_identity import ControllerRequestGate
 from kafkalite.server.fetch_session import FetchSessionCache
 from kafkalite.server.metadata_cache import BrokerEndpointInfo, MetadataCache, PartitionMetadata
 from kafkalite.server.metrics import BrokerMetrics, MetricsHttpServer
 from kafkalite.server.socket_server import SocketServer
-from kafkalite.server.tls import build_ssl_context
+from kafkalite.server.tls import build_client_ssl_context, build_ssl_context
 from kafkalite.server.topic_names import INTERNAL_TOPICS
 
 log = logging.getLogger(__name__)
@@ -100,6 +101,20 @@ class KafkaBroker:
             self.channel,
             idle_ms=int(config["connections.max.idle.ms"]),
             ssl_context=tls,
+        )
+        #: this broker as a TLS client of other brokers (presents its keystore)
+        self.client_tls = (
+            build_client_ssl_context(config)
+            if tls is not None or config["ssl.truststore.location"]
+            else None
+        )
+        self.controller_gate = ControllerRequestGate(
+            control_plane_listener=config.control_plane_listener,
+            inter_broker_listener=config.inter_broker_listener,
+            store=lambda: self.store,
+            watched_controller_id=lambda: (
+                None if self.controller is None else self.controller.active_controller_id
+            ),
         )
         self.log_manager: LogManager = None  # type: ignore[assignment]
         self.replica_manager: ReplicaManager = None  # type: ignore[assignment]
@@ -202,9 +217,10 @@ class KafkaBroker:
             self.store,
             ControllerChannelManager(
                 self.broker_id,
-                listener_name=self._inter_broker_listener(),
+                listener_name=cfg.inter_broker_listener,
+                control_plane_listener_name=cfg["control.plane.listener.name"],
                 request_timeout_ms=int(cfg["request.timeout.ms"]),
-                ssl_cafile=cfg["ssl.truststore.location"],
+                ssl_context=self.client_tls,
             ),
             config=ControllerConfig(
                 unclean_leader_election_enable=lambda: bool(
@@ -233,15 +249,6 @@ class KafkaBroker:
             self.broker_id,
             self.cluster_id,
             ", ".join(str(e) for e in self.advertised),
-        )
-
-    def _inter_broker_listener(self) -> str:
-        return str(
-            self.config["inter.broker.listener.name"]
-            or next(
-                (e.listener for e in self.advertised if e.security_protocol == "PLAINTEXT"),
-                self.advertised[0].listener,
-            )
         )
 
     async def stop(self) -> None:
@@ -332,11 +339,11 @@ class KafkaBroker:
             self.store,
             self.broker_id,
             self.broker_epoch,
-            listener_name=self._inter_broker_listener(),
+            listener_name=cfg.inter_broker_listener,
             max_retries=int(cfg["controlled.shutdown.max.retries"]),
             retry_backoff_ms=int(cfg["controlled.shutdown.retry.backoff.ms"]),
             request_timeout_ms=int(cfg["request.timeout.ms"]),
-            ssl_cafile=cfg["ssl.truststore.location"],
+            ssl_context=self.client_tls,
         )
 
     def bound_port(self, listener: str | None = None) -> int:
