@@ -13,6 +13,11 @@ The controller sees this class only through the ``BrokerChannel`` protocol
 controller's partition-state dicts into LeaderAndIsr v7, UpdateMetadata v8 and
 StopReplica v4 requests. Those calls only enqueue: a controller event never
 waits for a broker, so a dead broker cannot stall the event queue.
+
+Every request is signed for its target broker with the cluster's inter-broker
+secret (an HMAC over the body in a request-header tag, see
+:mod:`kafkalite.protocol.inter_broker.authenticator`): brokers obey no controller
+request without it.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafkalite.protocol import inter_broker as ib
+from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.kafka_uuid import ZERO_UUID
 
 log = logging.getLogger(__name__)
@@ -40,6 +46,7 @@ STOP_REPLICA_VERSION = 4
 ResponseCallback = Callable[[int, Any], None]
 
 _I32 = struct.Struct(">i")
+CLUSTER_AUTHORIZATION_FAILED = int(ErrorCode.cluster_authorization_failed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,8 +132,10 @@ class RequestSendTask:
         request_timeout_s: float,
         retry_backoff_s: float,
         ssl_context: ssl.SSLContext | None = None,
+        secret: Callable[[], bytes | None] = lambda: None,
     ) -> None:
         self.node = node
+        self._secret = secret
         self.ssl_context = ssl_context
         self.client_id = client_id
         self.request_timeout_s = request_timeout_s
@@ -158,6 +167,13 @@ class RequestSendTask:
                 req = await self.queue.get()
                 response = await self._send_until_answered(req)
                 self.sent += 1
+                if getattr(response, "error_code", 0) == CLUSTER_AUTHORIZATION_FAILED:
+                    log.warning(
+                        "controller: broker %d refused %s (error 31): the brokers do not "
+                        "share one inter-broker secret (one metadata store?)",
+                        self.node.id,
+                        ib.CONTROLLER_APIS[req.api_key].name,
+                    )
                 if req.callback is not None:
                     try:
                         req.callback(self.node.id, response)
@@ -201,7 +217,13 @@ class RequestSendTask:
             )
         assert self._reader is not None
         correlation_id = next(self._correlation) & 0x7FFFFFFF
-        header = ib.request_header(req.api_key, req.version, correlation_id, self.client_id)
+        secret = self._secret()
+        mac = (
+            None
+            if secret is None
+            else ib.authenticator(secret, req.api_key, req.version, self.node.id, req.body)
+        )
+        header = ib.request_header(req.api_key, req.version, correlation_id, self.client_id, mac)
         self._writer.write(ib.frame_with_body(header, req.body))
         await self._writer.drain()
         try:
@@ -232,8 +254,12 @@ class ControllerChannelManager:
         request_timeout_ms: int = 30000,
         retry_backoff_ms: int = 100,
         ssl_context: ssl.SSLContext | None = None,
+        secret: bytes | None = None,
     ) -> None:
         self.controller_id = controller_id
+        #: the cluster's inter-broker secret; requests go unsigned (and are refused)
+        #: without it. Read at each send, so a sender retrying picks up a new value.
+        self.secret = secret
         #: the inter-broker listener: LeaderAndIsr's live leaders are advertised on it
         self.listener_name = listener_name
         #: where the requests go (KIP-291); the inter-broker listener when unset
@@ -276,6 +302,7 @@ class ControllerChannelManager:
                     request_timeout_s=self.request_timeout_s,
                     retry_backoff_s=self.retry_backoff_s,
                     ssl_context=self._client_ssl_context() if node.tls else None,
+                    secret=lambda: self.secret,
                 )
 
     def _client_ssl_context(self) -> ssl.SSLContext:

@@ -2,10 +2,11 @@
 
 Before it stops, a broker asks the controller (found in /controller, reached on
 its inter-broker listener) to move leadership off it: ControlledShutdown
-(api key 7) with its id and broker epoch. Success is error 0 with no remaining
-partitions. Otherwise it retries ``controlled.shutdown.max.retries`` times,
-``controlled.shutdown.retry.backoff.ms`` apart, and then shuts down anyway, as
-Kafka does.
+(api key 7) with its id and broker epoch, signed for the controller with the
+cluster's inter-broker secret (the controller refuses it otherwise). Success is
+error 0 with no remaining partitions. Otherwise it retries
+``controlled.shutdown.max.retries`` times, ``controlled.shutdown.retry.backoff.ms``
+apart, and then shuts down anyway, as Kafka does.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ async def send_controlled_shutdown(
     listener_name: str | None,
     request_timeout_ms: int,
     ssl_context: ssl.SSLContext | None = None,
+    secret: bytes | None = None,
 ) -> ib.ControlledShutdownResponse:
     """One ControlledShutdown round trip to the current controller."""
     zk = KafkaZkClient(store)
@@ -69,6 +71,8 @@ async def send_controlled_shutdown(
                     correlation_id,
                     str(broker_id),
                     request,
+                    secret=secret,
+                    target_broker_id=controller_id,
                 )
             )
             await writer.drain()
@@ -94,6 +98,7 @@ async def controlled_shutdown(
     retry_backoff_ms: int,
     request_timeout_ms: int,
     ssl_context: ssl.SSLContext | None = None,
+    secret: bytes | None = None,
 ) -> bool:
     """Ask the controller until it has moved every leadership off this broker; False if
     it never did within ``max_retries`` attempts (the broker then stops anyway)."""
@@ -106,6 +111,7 @@ async def controlled_shutdown(
                 listener_name=listener_name,
                 request_timeout_ms=request_timeout_ms,
                 ssl_context=ssl_context,
+                secret=secret,
             )
             if resp.error_code == 0 and not resp.remaining_partitions:
                 log.info("broker %d: controlled shutdown succeeded", broker_id)

@@ -1,7 +1,8 @@
 """KafkaBroker: wires one broker together and runs its start-up and shutdown.
 
 Start-up order: log dirs and meta.properties → metadata store → cluster id →
-logs (with recovery) → listeners (so ephemeral ports are known) → broker
+inter-broker secret (before any listener accepts a controller request) → logs
+(with recovery) → listeners (so ephemeral ports are known) → broker
 registration (/brokers/ids/<id>) → controller → wait until the controller's
 UpdateMetadata has reached this broker's cache. Shutdown reverses it and
 writes the clean-shutdown marker so the next start skips recovery.
@@ -36,6 +37,7 @@ from kafkalite.log.meta_properties import (
 )
 from kafkalite.metadata import zk_data, zk_paths
 from kafkalite.metadata.factory import open_store
+from kafkalite.metadata.inter_broker_secret import get_or_create_inter_broker_secret
 from kafkalite.metadata.kafka_zk_client import KafkaZkClient
 from kafkalite.metadata.store import MetadataStore, NodeExistsError, NoNodeError, SessionState
 from kafkalite.protocol.errors import ErrorCode
@@ -75,6 +77,8 @@ class KafkaBroker:
         #: czxid of our /brokers/ids/<id> registration (Kafka's broker epoch)
         self.broker_epoch = -1
         self.cluster_id: str | None = None
+        #: the cluster's key for signing controller requests (read at start-up)
+        self.inter_broker_secret: bytes | None = None
         self.store: MetadataStore = None  # type: ignore[assignment]
         self.metadata_cache = MetadataCache(self.broker_id)
         self.admin = AdminManager(self)
@@ -116,6 +120,7 @@ class KafkaBroker:
                 None if self.controller is None else self.controller.active_controller_id
             ),
         )
+        self.channel.gate = self.controller_gate
         self.log_manager: LogManager = None  # type: ignore[assignment]
         self.replica_manager: ReplicaManager = None  # type: ignore[assignment]
         self.controller: KafkaController = None  # type: ignore[assignment]
@@ -166,6 +171,8 @@ class KafkaBroker:
         self.broker_id = await self._resolve_broker_id()
         self.metadata_cache.broker_id = self.broker_id
         self.metadata_cache.cluster_id = self.cluster_id
+        self.inter_broker_secret = await get_or_create_inter_broker_secret(self.store)
+        self.controller_gate.authenticate_as(self.broker_id, self.inter_broker_secret)
         self.producer_ids = ProducerIdManager(self.broker_id, self.store)
         await self._load_dynamic_broker_configs()
         await self.admin.load_topic_configs()
@@ -221,6 +228,7 @@ class KafkaBroker:
                 control_plane_listener_name=cfg["control.plane.listener.name"],
                 request_timeout_ms=int(cfg["request.timeout.ms"]),
                 ssl_context=self.client_tls,
+                secret=self.inter_broker_secret,
             ),
             config=ControllerConfig(
                 unclean_leader_election_enable=lambda: bool(
@@ -344,6 +352,7 @@ class KafkaBroker:
             retry_backoff_ms=int(cfg["controlled.shutdown.retry.backoff.ms"]),
             request_timeout_ms=int(cfg["request.timeout.ms"]),
             ssl_context=self.client_tls,
+            secret=self.inter_broker_secret,
         )
 
     def bound_port(self, listener: str | None = None) -> int:

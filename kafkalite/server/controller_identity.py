@@ -13,6 +13,11 @@ real controller is refused afterwards. A kafkalite broker accepts them only
   store holds in /controller and /controller_epoch (STALE_CONTROLLER_EPOCH
   otherwise: the sender is not the current controller).
 
+Before both, and first of all: the request must carry the HMAC of the cluster's
+inter-broker secret over its body (:mod:`kafkalite.protocol.inter_broker.authenticator`),
+CLUSTER_AUTHORIZATION_FAILED otherwise. On a shared listener a client can name the
+live controller's id and epoch exactly; it cannot sign for them.
+
 The pair last read from the store is cached, so the controller's own requests
 cost no store read. The store is read again when a request names another pair (a
 higher epoch may be a controller this broker has not heard of yet) or when this
@@ -31,6 +36,7 @@ from kafkalite.metadata import zk_data, zk_paths
 from kafkalite.metadata.kafka_zk_client import parse_controller_id
 from kafkalite.metadata.store import MetadataStore, MetadataStoreError
 from kafkalite.protocol.errors import ErrorCode
+from kafkalite.protocol.inter_broker.authenticator import AUTHENTICATOR_TAG, is_valid
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +87,35 @@ class ControllerRequestGate:
         #: this broker's own view of /controller from its watch (None before it has one)
         self._watched_controller_id = watched_controller_id
         self.live = LiveController()
+        #: set by authenticate_as() at start-up, before any listener accepts
+        self._secret: bytes | None = None
+        self._broker_id = -1
+
+    def authenticate_as(self, broker_id: int, secret: bytes) -> None:
+        """Check requests against this broker's id and the cluster's inter-broker secret."""
+        self._broker_id = broker_id
+        self._secret = secret
+
+    def check_authenticator(
+        self,
+        api_key: int,
+        api_version: int,
+        presented: bytes | None,
+        body: bytes | memoryview,
+        flexible: bool,
+    ) -> Rejection | None:
+        """None if ``presented`` is the HMAC of this request for this broker."""
+        if is_valid(self._secret, presented, api_key, api_version, self._broker_id, body):
+            return None
+        if not flexible:
+            reason = f"v{api_version} is not flexible and cannot carry an authenticator"
+        elif presented is None:
+            reason = f"no authenticator (request header tag {AUTHENTICATOR_TAG})"
+        elif self._secret is None:
+            reason = "this broker has not read the inter-broker secret yet"
+        else:
+            reason = "the authenticator does not match the cluster's inter-broker secret"
+        return Rejection(CLUSTER_AUTHORIZATION_FAILED, reason)
 
     def check_listener(self, api_key: int, listener: str) -> Rejection | None:
         if api_key == CONTROLLED_SHUTDOWN:

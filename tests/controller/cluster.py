@@ -152,12 +152,17 @@ class Cluster:
             **{**self.config, "broker.id": i, **overrides},
         )
 
-    async def start(self) -> Cluster:
+    async def start(self, *, concurrently: bool = False) -> Cluster:
+        """Start every broker, one after another (broker 0 is then the first controller)
+        or ``concurrently``, as a cluster's first start often is."""
         if self.ensemble is not None:
             self.admin = self.ensemble.connect(30000)
         else:
             assert self.zookeeper_connect is not None
             self.admin = await ZooKeeperStore.open(self.zookeeper_connect, session_timeout_ms=30000)
+        if concurrently:
+            await asyncio.gather(*(self._start_node(i) for i in range(len(self.nodes))))
+            return self
         for i in range(len(self.nodes)):
             await self._start_node(i)
         return self
@@ -404,11 +409,21 @@ async def call(
     *,
     host: str = "127.0.0.1",
     client_id: str | None = "raw-controller",
+    signed_for: KafkaBroker | None = None,
 ) -> Any:
-    """Send one inter-broker request on a fresh connection and return the decoded response."""
+    """Send one inter-broker request on a fresh connection and return the decoded response.
+
+    Unsigned, it is what any client can send; ``signed_for`` signs it for that (receiving)
+    broker with the cluster's inter-broker secret, as only a broker can, so a test can
+    reach the checks that come after the authenticator's."""
+    secret = None if signed_for is None else signed_for.inter_broker_secret
+    target = -1 if signed_for is None else signed_for.broker_id
+    frame = ib.request_frame(
+        api_key, version, 1, client_id, request, secret=secret, target_broker_id=target
+    )
     reader, writer = await asyncio.open_connection(host, port)
     try:
-        writer.write(ib.request_frame(api_key, version, 1, client_id, request))
+        writer.write(frame)
         await writer.drain()
         (size,) = _I32.unpack(await asyncio.wait_for(reader.readexactly(4), 10))
         cid, response = ib.parse_response_frame(api_key, version, await reader.readexactly(size))

@@ -87,6 +87,7 @@ async def test_killing_the_controller_elects_another_within_the_session_timeout(
             ib.UPDATE_METADATA,
             8,
             ib.UpdateMetadataRequest(old, 1, [], []),
+            signed_for=cluster.live[0],
         )
         assert resp.error_code == ErrorCode.stale_controller_epoch
 

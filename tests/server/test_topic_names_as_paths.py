@@ -40,7 +40,9 @@ async def test_leader_and_isr_with_a_path_like_topic_name_touches_nothing(tmp_pa
     async with AsyncBroker(data) as b:
         epoch = b.broker.metadata_cache.controller_epoch
         before = _tree(tmp_path)
-        resp = await call(b.port, ib.LEADER_AND_ISR, 7, _leader_and_isr(topic, epoch))
+        resp = await call(
+            b.port, ib.LEADER_AND_ISR, 7, _leader_and_isr(topic, epoch), signed_for=b.broker
+        )
         assert resp.error_code == 0
         assert [e.error_code for t in resp.topics for e in t.partition_errors] == [
             ErrorCode.invalid_topic_exception
@@ -70,7 +72,7 @@ async def test_stop_replica_delete_with_a_path_like_topic_name_deletes_nothing(t
                 for n in names
             ],
         )
-        resp = await call(b.port, ib.STOP_REPLICA, 4, req)
+        resp = await call(b.port, ib.STOP_REPLICA, 4, req, signed_for=b.broker)
         assert [(e.topic_name, e.error_code) for e in resp.partition_errors] == [
             (n, ErrorCode.invalid_topic_exception) for n in names
         ]

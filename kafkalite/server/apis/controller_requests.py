@@ -7,7 +7,10 @@ The broker side of the controller's requests. Kio has no schemas for them
 :mod:`kafkalite.protocol.inter_broker` and every other API with kio as usual.
 
 Admission (:mod:`kafkalite.server.controller_identity`), before anything is
-applied: a request on a listener that is not the controller's gets
+applied: a request without a valid authenticator (the HMAC of the cluster's
+inter-broker secret, in a request-header tag; only flexible versions can carry
+one) gets CLUSTER_AUTHORIZATION_FAILED, checked by the channel before the body
+is decoded; then a request on a listener that is not the controller's gets
 CLUSTER_AUTHORIZATION_FAILED; one addressed to an earlier incarnation of this
 broker (broker epoch = czxid of its /brokers/ids/<id> znode) STALE_BROKER_EPOCH,
 as in Kafka's ZooKeeper mode; one whose controller id and epoch are not those of
@@ -34,7 +37,12 @@ from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.headers import MalformedRequest, parse_request_header
 from kafkalite.protocol.kafka_uuid import ZERO_UUID
 from kafkalite.server.connection import CloseConnection, Connection
-from kafkalite.server.controller_identity import Rejection, log_rejection
+from kafkalite.server.controller_identity import (
+    CLUSTER_AUTHORIZATION_FAILED,
+    ControllerRequestGate,
+    Rejection,
+    log_rejection,
+)
 from kafkalite.server.request_channel import RequestChannel, RequestContext
 from kafkalite.server.topic_names import validate_topic_name
 
@@ -50,10 +58,15 @@ STALE_CONTROLLER_EPOCH = int(ErrorCode.stale_controller_epoch)
 STALE_BROKER_EPOCH = int(ErrorCode.stale_broker_epoch)
 INVALID_TOPIC = int(ErrorCode.invalid_topic_exception)
 UNKNOWN_TOPIC_OR_PARTITION = int(ErrorCode.unknown_topic_or_partition)
+#: RequestContext.extra key: why the channel refused the request's authenticator
+_UNAUTHENTICATED = "controller_request_unauthenticated"
 
 
 class ControllerRequestChannel(RequestChannel):
     """A RequestChannel that also understands the controller APIs kio lacks."""
+
+    #: set by the broker; without one every controller request is refused
+    gate: ControllerRequestGate | None = None
 
     def handle(
         self, conn: Connection, frame: bytes
@@ -74,18 +87,35 @@ class ControllerRequestChannel(RequestChannel):
                 f"unsupported version {version} of {spec.name} (supported {spec.min_version}-{spec.max_version})"
             )
         flexible = ib.is_flexible(api_key, version)
+        presented: bytes | None = None
         if ib.request_header_version(api_key, version) == 0:  # ControlledShutdown v0
             if len(frame) < 8:
                 raise MalformedRequest("request shorter than its header")
             correlation_id, client_id, pos = _I32.unpack_from(frame, 4)[0], None, 8
         else:
-            hdr = parse_request_header(frame, flexible)
+            hdr = parse_request_header(frame)
             correlation_id, client_id, pos = hdr.correlation_id, hdr.client_id, hdr.size
+            if flexible:
+                try:
+                    presented, pos = ib.read_header_authenticator(frame, pos)
+                except ib.InterBrokerCodecError as e:
+                    raise MalformedRequest(f"{spec.name} request header: {e}") from None
+        # first of all; the body is still decoded (bounded codec) for the error response
+        gate = self.gate
+        unauthenticated = (
+            Rejection(CLUSTER_AUTHORIZATION_FAILED, "no controller request gate")
+            if gate is None
+            else gate.check_authenticator(
+                api_key, version, presented, memoryview(frame)[pos:], flexible
+            )
+        )
         try:
             request = ib.decode_request(api_key, version, frame, pos)
         except ib.InterBrokerCodecError as e:
             raise MalformedRequest(f"cannot decode {spec.name} v{version}: {e}") from None
         ctx = RequestContext(conn, api_key, version, correlation_id, client_id, flexible)
+        if unauthenticated is not None:
+            ctx.extra[_UNAUTHENTICATED] = unauthenticated
         framer = self._framer(correlation_id, flexible, api_key, version)
 
         def encode(result: Any) -> Any:
@@ -110,7 +140,9 @@ async def _admit(
     """0, or the error the whole request gets (Kafka's order: authorization, broker
     epoch, controller epoch); a refusal is logged once and changes nothing."""
     gate = broker.controller_gate
-    rejection = gate.check_listener(ctx.api_key, ctx.listener)
+    rejection: Rejection | None = ctx.extra.get(_UNAUTHENTICATED)
+    if rejection is None:
+        rejection = gate.check_listener(ctx.api_key, ctx.listener)
     if rejection is None and _stale_broker_epoch(broker, broker_epoch):
         rejection = Rejection(
             STALE_BROKER_EPOCH,
@@ -320,13 +352,15 @@ async def handle_controlled_shutdown(
 ) -> ib.ControlledShutdownResponse:
     """Validate, then run ``shutdownBroker`` as an event on the controller's queue.
 
-    CLUSTER_AUTHORIZATION_FAILED on a listener that is not the inter-broker (or
-    control-plane) one, NOT_CONTROLLER if this broker is not the active controller,
-    BROKER_NOT_AVAILABLE for an unregistered broker, STALE_BROKER_EPOCH for an
+    CLUSTER_AUTHORIZATION_FAILED without a valid authenticator or on a listener that
+    is not the inter-broker (or control-plane) one, NOT_CONTROLLER if this broker is
+    not the active controller, BROKER_NOT_AVAILABLE for an unregistered broker, STALE_BROKER_EPOCH for an
     earlier incarnation; otherwise error 0 and the partitions the broker still leads
     (with another live replica), which makes it retry.
     """
-    rejection = broker.controller_gate.check_listener(ctx.api_key, ctx.listener)
+    rejection: Rejection | None = ctx.extra.get(_UNAUTHENTICATED)
+    if rejection is None:
+        rejection = broker.controller_gate.check_listener(ctx.api_key, ctx.listener)
     if rejection is not None:
         log_rejection("ControlledShutdown", ctx.connection.peer, ctx.listener, rejection)
         return ib.ControlledShutdownResponse(rejection.error_code)
