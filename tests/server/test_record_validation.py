@@ -113,3 +113,18 @@ def test_a_lying_max_timestamp_is_replaced_by_the_records_largest(broker, client
     assert send(client, lying).error_code == ErrorCode.none
     p = list_offsets(client, "v", MAX_TIMESTAMP)
     assert (p.offset, int(p.timestamp)) == (1, now)
+
+
+def test_clients_cannot_append_to_internal_topics_as_in_kafka(broker, client):
+    """Only the coordinators write __consumer_offsets (Kafka: INVALID_TOPIC_EXCEPTION
+    unless the client id is its admin tools' "__admin_client")."""
+    from kio.schema.find_coordinator.v0.request import FindCoordinatorRequest
+
+    assert client.call(10, 0, FindCoordinatorRequest(key="g")).error_code == ErrorCode.none
+    garbage = build_batch([(b"\x00\x09not-a-key", b"\xff" * 8)])
+    r = send(client, garbage, "__consumer_offsets")
+    assert r.error_code == ErrorCode.invalid_topic_exception
+    assert log_end(client, "__consumer_offsets") == 0
+    cid = client.send(0, 9, produce("__consumer_offsets", garbage), client_id="__admin_client")
+    got, resp = client.read_response(0, 9)
+    assert got == cid and resp.responses[0].partition_responses[0].error_code == ErrorCode.none

@@ -23,6 +23,7 @@ from kafkalite.protocol.record_validator import (
 )
 from kafkalite.replica.replica_manager import ProduceResult
 from kafkalite.server.connection import CloseConnection
+from kafkalite.server.topic_names import INTERNAL_TOPICS
 
 if TYPE_CHECKING:
     from kafkalite.log.log_config import LogConfig
@@ -32,6 +33,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 VALID_ACKS = (-1, 0, 1)
+#: the client id of Kafka's admin tools, which may append to internal topics (AdminUtils)
+ADMIN_CLIENT_ID = "__admin_client"
 TP = tuple[str, int]
 
 
@@ -78,6 +81,9 @@ def handle_produce(broker: KafkaBroker, ctx: RequestContext, req: ProduceRequest
                 )
             elif name not in broker.metadata_cache.topics:
                 results[tp] = ProduceResult(ErrorCode.unknown_topic_or_partition)
+            elif name in INTERNAL_TOPICS and ctx.client_id != ADMIN_CLIENT_ID:
+                # Kafka's ReplicaManager: only the coordinators write them (or its admin tools)
+                results[tp] = ProduceResult(ErrorCode.invalid_topic_exception)
             else:
                 records = pd.records or b""
                 try:
