@@ -48,6 +48,7 @@ from kafkalite.server import gc_tuning
 from kafkalite.server.admin_manager import AdminManager
 from kafkalite.server.apis import build_broker_api_table
 from kafkalite.server.apis.controller_requests import ControllerRequestChannel
+from kafkalite.server.append_sequencer import AppendSequencer
 from kafkalite.server.config import BrokerConfig, Endpoint
 from kafkalite.server.controller_identity import ControllerRequestGate
 from kafkalite.server.fetch_session import FetchSessionCache
@@ -126,6 +127,7 @@ class KafkaBroker:
         self.controller: KafkaController = None  # type: ignore[assignment]
         self.producer_ids: ProducerIdManager = None  # type: ignore[assignment]
         self.group_coordinator = GroupCoordinator(self)
+        self.append_sequencer = AppendSequencer()  # produce appends checked in slices
         self.metrics = BrokerMetrics()
         self.metrics.register_purgatories(self._purgatories)
         self.metrics.register_controller(lambda: self.controller)
