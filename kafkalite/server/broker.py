@@ -95,12 +95,7 @@ class KafkaBroker:
             if any(e.security_protocol == "SSL" for e in config.listeners)
             else None
         )
-        self.socket_server = SocketServer(
-            config.listeners,
-            self.channel,
-            idle_ms=int(config["connections.max.idle.ms"]),
-            ssl_context=tls,
-        )
+        self.socket_server = SocketServer.from_config(config, self.channel, ssl_context=tls)
         self.log_manager: LogManager = None  # type: ignore[assignment]
         self.replica_manager: ReplicaManager = None  # type: ignore[assignment]
         self.controller: KafkaController = None  # type: ignore[assignment]
