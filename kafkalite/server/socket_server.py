@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from kafkalite.server.config import BrokerConfig, ConfigError, Endpoint
 from kafkalite.server.connection import Connection, TlsConnection
 from kafkalite.server.connection_quotas import ConnectionQuotas, parse_overrides, resolve_overrides
+from kafkalite.server.heap_trim import HeapTrimmer
 from kafkalite.server.request_channel import RequestChannel
 from kafkalite.server.request_queue import ConnectionLimits, RequestQueue
 
@@ -73,6 +74,8 @@ class SocketServer:
         self._tasks: list[asyncio.Task[None]] = []
         self._ips: dict[int, str] = {}
         self._stopped = False
+        #: returns the heap of many closed connections to the OS
+        self.heap_trimmer = HeapTrimmer(lambda: len(self._ips))
 
     @classmethod
     def from_config(
@@ -203,6 +206,7 @@ class SocketServer:
         self._ips[conn.id] = ip
         self.channel.connection_opened(conn)
         conn.start()
+        self.heap_trimmer.opened()
         if self.quotas.over_limit():
             self._close_least_recently_active()
 
@@ -228,6 +232,8 @@ class SocketServer:
         for lst in self._listeners:
             if not lst.polling and not self.quotas.full(lst.name):
                 self._poll(lst)
+        if not self._stopped:
+            self.heap_trimmer.closed()
 
     # ---- idle and dead connections ------------------------------------------
     async def _sweep(self) -> None:
@@ -275,6 +281,7 @@ class SocketServer:
 
     async def stop(self) -> None:
         self._stopped = True
+        self.heap_trimmer.cancel()
         for lst in self._listeners:
             self._unpoll(lst)
         for t in self._tasks:
