@@ -162,10 +162,8 @@ class Connection:
         #: the broker-wide queue bounds, as Kafka's control plane has its own queue
         self.control_plane: bool | None = None
         #: responses in request order: a future (not answered yet), an encoded
-        #: response ``((parts, nbytes), _ENCODED)``, or the ``_CLOSE`` sentinel
-        self._pending: collections.deque[tuple[Any, Callable[[Any], Parts | None]]] = (
-            collections.deque()
-        )
+        #: response ``(parts, nbytes)`` (an int second: no encoder), or ``_CLOSE``
+        self._pending: collections.deque[tuple[Any, Any]] = collections.deque()
         self._wake: asyncio.Future[None] | None = None
         self._closed = False
         self._eof = False
@@ -337,9 +335,10 @@ class Connection:
         that sends half a request and resets would hold its connection until
         ``connections.max.idle.ms``).
         """
-        for _ in range(_READS_PER_WAKEUP):
-            if not self._read_once() or not self._rend or not self._reading:
-                return
+        if self._read_once() and self._rend and self._reading:
+            for _ in range(_READS_PER_WAKEUP - 1):
+                if not self._read_once() or not self._rend or not self._reading:
+                    return
 
     def _read_once(self) -> bool:
         """One ``recv`` and the dispatch of what it completed; False: nothing more to read now."""
@@ -410,7 +409,8 @@ class Connection:
     def _after_dispatch(self) -> None:
         """Write what is ready; go on dispatching if that lifted a bound, else maybe mute."""
         while True:
-            self._update_reservation()
+            if self._rend or self._reserved:
+                self._update_reservation()
             self._flush()
             if self._closed:
                 return
@@ -425,6 +425,14 @@ class Connection:
                 self._reader_done()
                 return
             self._consumed(start)
+        if (
+            self._reading
+            and self._serial_wait is None
+            and len(self._pending) < self._max_inflight
+            and self._unsent < self._max_queued
+            and not self._queue.paused
+        ):
+            return  # the common case: go on reading
         self._update_reading()
 
     def _reader_done(self) -> None:
@@ -445,11 +453,18 @@ class Connection:
         """
         self._blocked = False
         max_bytes = self.channel.max_request_size
+        pending, queue = self._pending, self._queue
+        max_inflight, max_queued = self._max_inflight, self._max_queued
         while end - start >= 4:
             if self.control_plane is None and end - start >= 6:
                 # the controller's connections send controller requests (keys 4-7) only
                 self.control_plane = view[start + 4] == 0 and 4 <= view[start + 5] <= 7
-            if not self._may_dispatch():
+            if (  # _may_dispatch, inlined: this runs for every request
+                self._serial_wait is not None
+                or len(pending) >= max_inflight
+                or self._unsent >= max_queued
+                or (queue.paused and not self.control_plane)
+            ):
                 self._blocked = True
                 break
             size = _I32.unpack_from(view, start)[0]
@@ -617,7 +632,7 @@ class Connection:
             # encoded now, so the bytes waiting for this client are known (max_queued)
             n = _nbytes(parts)
             self._unsent += n
-            self._pending.append(((parts, n), _ENCODED))
+            self._pending.append((parts, n))
         return True
 
     def _on_response_done(self, fut: asyncio.Future[Any]) -> None:
@@ -636,7 +651,7 @@ class Connection:
                         return
                     n = _nbytes(parts)
                     self._unsent += n
-                    pending[i] = ((parts, n), _ENCODED)
+                    pending[i] = (parts, n)
                     break
         self._flush()
 
@@ -667,7 +682,7 @@ class Connection:
             return
         if chunks:
             if not self.direct_writes or any(type(c) is FileRange for c in chunks):
-                pending.appendleft(((chunks, n), _ENCODED))
+                pending.appendleft((chunks, n))
             else:
                 try:
                     rest = _send_some(self.sock, chunks)
@@ -680,7 +695,7 @@ class Connection:
                     # the socket is full: the rest waits for the writer, still counted
                     left = _nbytes(rest)
                     self._unsent += left - n
-                    pending.appendleft(((rest, left), _ENCODED))
+                    pending.appendleft((rest, left))
                 else:
                     self._unsent -= n
             self.last_active = time.monotonic()
@@ -698,10 +713,10 @@ class Connection:
         n = 0
         while pending:
             value, encode = pending[0]
-            if encode is _ENCODED:
+            if type(encode) is int:  # encoded: (parts, nbytes)
                 pending.popleft()
-                chunks += value[0]
-                n += value[1]
+                chunks += value
+                n += encode
                 continue
             if encode is _CLOSE:
                 break
@@ -734,7 +749,7 @@ class Connection:
                 value, encode = pending[0]
                 if encode is _CLOSE:
                     break
-                if encode is not _ENCODED:  # a response future
+                if type(encode) is not int:  # a response future
                     if not value.done():
                         # its completion callback flushes (or wakes this task)
                         self._wake = self.loop.create_future()
@@ -968,12 +983,10 @@ def _CLOSE(_: Any) -> None:  # sentinel encoder: close after draining
     return None
 
 
-def _ENCODED(value: tuple[Parts, int]) -> Parts:  # sentinel: an encoded response and its size
-    return value[0]
-
-
 def _nbytes(parts: Parts) -> int:
     """Bytes held in memory by a response's chunks (file ranges are not)."""
+    if len(parts) == 2 and type(parts[1]) is not FileRange:
+        return len(parts[0]) + len(parts[1])  # header + a pre-encoded body: most responses
     n = 0
     for p in parts:
         if type(p) is not FileRange:
