@@ -215,9 +215,7 @@ class Connection:
             self._trim_handle.cancel()
             self._trim_handle = None
         self._drop_buffer()
-        if self._reserved:
-            self._queue.reserve(-self._reserved)
-            self._reserved = 0
+        self._release_reservation()
         self._queue.forget(self.id)
         try:
             self.sock.close()
@@ -258,7 +256,8 @@ class Connection:
             self._serial_wait is None
             and len(self._pending) < self._max_inflight
             and self._unsent < self._max_queued
-            and (not self._queue.paused or bool(self.control_plane))
+            # a paused queue still lets through the buffered frame it already counts
+            and (not self._queue.paused or bool(self.control_plane) or bool(self._reserved))
         )
 
     def _want_read(self) -> bool:
@@ -270,12 +269,9 @@ class Connection:
         if self._queue.paused and self.control_plane is not True:
             if self.control_plane is None:
                 return True  # read its first request, to learn if it is the controller's
-            # start no new request, but finish receiving one already started
-            avail = self._rend - self._rstart
-            if avail < 4:
-                return False
-            size = _I32.unpack_from(self._rview, self._rstart)[0]
-            return 0 <= size <= self.channel.max_request_size and avail < 4 + size
+            # start no new request, but finish receiving (and then handle) one the
+            # queue admitted before it filled, as Kafka's memory pool
+            return self._rend - self._rstart < self._reserved
         return True
 
     def _update_reading(self) -> None:
@@ -409,7 +405,7 @@ class Connection:
     def _after_dispatch(self) -> None:
         """Write what is ready; go on dispatching if that lifted a bound, else maybe mute."""
         while True:
-            if self._rend or self._reserved:
+            if self._rend and not self._reserved:
                 self._update_reservation()
             self._flush()
             if self._closed:
@@ -463,7 +459,7 @@ class Connection:
                 self._serial_wait is not None
                 or len(pending) >= max_inflight
                 or self._unsent >= max_queued
-                or (queue.paused and not self.control_plane)
+                or (queue.paused and not self.control_plane and not self._counted(view, start))
             ):
                 self._blocked = True
                 break
@@ -479,6 +475,8 @@ class Connection:
             if end - start - 4 < size:
                 break
             frame = bytes(view[start + 4 : start + 4 + size])
+            if self._reserved and start == self._rstart and view is self._rview:
+                self._release_reservation()  # the admitted frame is handled now
             start += 4 + size
             if not self._dispatch(frame) or self._closed:
                 return -1
@@ -554,16 +552,29 @@ class Connection:
         self._rview = memoryview(buf)
         self._rstart, self._rend = 0, used
 
+    def _counted(self, view: memoryview, start: int) -> bool:
+        """Whether the frame at ``start`` is the one the queue already counts (it may start)."""
+        return bool(self._reserved) and start == self._rstart and view is self._rview
+
     def _update_reservation(self) -> None:
-        """Count the frame being received in the broker-wide queue (queued.max.request.bytes)."""
-        want = 0
-        if self._rend - self._rstart >= 4 and not self.control_plane:
+        """Admit the buffered head frame to the broker-wide queue (queued.max.request.bytes).
+
+        Its announced size is counted from its prefix until it is dispatched, as
+        Kafka's memory pool allocates a receive; while the queue is full a new
+        frame is not admitted (and not read on, see ``_want_read``).
+        """
+        if self._reserved or self.control_plane or self._queue.paused:
+            return
+        if self._rend - self._rstart >= 4:
             size = _I32.unpack_from(self._rview, self._rstart)[0]
             if 0 <= size <= self.channel.max_request_size:
-                want = 4 + size
-        if want != self._reserved:
-            self._queue.reserve(want - self._reserved)
-            self._reserved = want
+                self._reserved = 4 + size
+                self._queue.reserve(self._reserved)
+
+    def _release_reservation(self) -> None:
+        if self._reserved:
+            self._queue.reserve(-self._reserved)
+            self._reserved = 0
 
     async def _read_loop(self) -> None:
         """The reader for sockets that need a task (TLS); same framing as ``_on_readable``."""

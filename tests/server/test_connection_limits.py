@@ -291,6 +291,48 @@ def test_queued_max_requests_stops_reading_until_a_request_finishes(kafka_broker
         other.close()
 
 
+def test_queued_max_request_bytes_holds_new_requests_while_started_frames_finish(
+    kafka_broker_factory,
+):
+    """queued.max.request.bytes=2 MiB and two clients each half-way through a 1.5 MiB
+    request (their announced sizes are counted, as Kafka's memory pool allocates
+    them): a third client's request waits, the two frames still complete (no
+    deadlock), and once they are handled the third is answered."""
+    mib = 1 << 20
+    b = kafka_broker_factory(
+        **{"socket.request.max.bytes": 2 * mib, "queued.max.request.bytes": 2 * mib}
+    )
+    b.create_topic("big", config={"max.message.bytes": str(4 * mib)})
+    queue = b.kafka.socket_server.queue
+    frame = request_bytes(
+        PRODUCE, 9, 1, produce("big", build_batch([(None, b"x" * (3 * mib // 2))]))
+    )
+    senders = [RawClient.to(b.bootstrap_servers, timeout=30) for _ in range(2)]
+    other = RawClient.to(b.bootstrap_servers, timeout=30)
+    try:
+        for c in senders:
+            c.send_raw(frame[: len(frame) // 2])
+        wait_until(lambda: b.call(lambda: queue.paused), what="the announced bytes to fill it")
+        conn = server_side(b, other)
+        served = b.call(lambda: b.kafka.channel.requests_total.get(API_VERSIONS, 0))
+        other.send(API_VERSIONS, 3, api_versions())
+        wait_until(
+            lambda: not conn_state(b, conn, "reading")[0], what="the request to be held back"
+        )
+        assert b.call(lambda: b.kafka.channel.requests_total.get(API_VERSIONS, 0)) == served
+        for c in senders:
+            c.send_raw(frame[len(frame) // 2 :])
+        for c in senders:
+            _, resp = c.read_response(PRODUCE, 9)
+            assert resp.responses[0].partition_responses[0].error_code == 0
+        _, resp = other.read_response(API_VERSIONS, 3)
+        assert resp.error_code == 0
+        assert b.call(lambda: (queue.paused, queue.bytes)) == (False, 0)
+    finally:
+        for c in (*senders, other):
+            c.close()
+
+
 def test_full_request_queue_does_not_starve_the_controller(kafka_broker_factory):
     """Controller requests come on connections exempt from queued.max.requests (Kafka's
     control plane): a topic is created while client requests fill the queue, also over
