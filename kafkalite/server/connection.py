@@ -640,8 +640,12 @@ class Connection:
             log.exception("connection %s: encoding a response failed", self.peer)
             return False
         if parts:
-            # encoded now, so the bytes waiting for this client are known (max_queued)
-            n = _nbytes(parts)
+            # encoded now, so the bytes waiting for this client are known (max_queued);
+            # most responses are a header and a pre-encoded body (_nbytes inlined)
+            if len(parts) == 2 and type(parts[1]) is not FileRange:
+                n = len(parts[0]) + len(parts[1])
+            else:
+                n = _nbytes(parts)
             self._unsent += n
             self._pending.append((parts, n))
         return True
@@ -996,8 +1000,6 @@ def _CLOSE(_: Any) -> None:  # sentinel encoder: close after draining
 
 def _nbytes(parts: Parts) -> int:
     """Bytes held in memory by a response's chunks (file ranges are not)."""
-    if len(parts) == 2 and type(parts[1]) is not FileRange:
-        return len(parts[0]) + len(parts[1])  # header + a pre-encoded body: most responses
     n = 0
     for p in parts:
         if type(p) is not FileRange:
