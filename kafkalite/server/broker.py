@@ -101,12 +101,7 @@ class KafkaBroker:
             if any(e.security_protocol == "SSL" for e in config.listeners)
             else None
         )
-        self.socket_server = SocketServer(
-            config.listeners,
-            self.channel,
-            idle_ms=int(config["connections.max.idle.ms"]),
-            ssl_context=tls,
-        )
+        self.socket_server = SocketServer.from_config(config, self.channel, ssl_context=tls)
         #: this broker as a TLS client of other brokers (presents its keystore)
         self.client_tls = (
             build_client_ssl_context(config)

@@ -20,6 +20,8 @@ from typing import Any
 
 import yaml
 
+from kafkalite.server.connection_quotas import parse_overrides as parse_connection_overrides
+
 log = logging.getLogger(__name__)
 
 LONG_MAX = 2**63 - 1
@@ -122,6 +124,39 @@ _DEFS: list[ConfigDef] = [
     # network
     ConfigDef("socket.request.max.bytes", "int", 104857600, validator=at_least(1)),
     ConfigDef("connections.max.idle.ms", "long", 600000, validator=at_least(-1)),
+    # bounds on what clients can make the broker hold (docs/configuration.md)
+    ConfigDef(
+        "queued.max.requests",
+        "int",
+        500,
+        "Requests in progress broker-wide before connections stop being read.",
+        validator=at_least(1),
+    ),
+    ConfigDef(
+        "queued.max.request.bytes",
+        "long",
+        -1,
+        "Bytes of requests in progress or being received broker-wide before connections"
+        " stop being read; -1: no bound.",
+    ),
+    ConfigDef("max.connections", "int", INT_MAX, validator=at_least(0)),
+    ConfigDef("max.connections.per.ip", "int", INT_MAX, validator=at_least(0)),
+    ConfigDef("max.connections.per.ip.overrides", "string", ""),
+    ConfigDef(
+        "kafkalite.connection.max.inflight.requests",
+        "int",
+        100,
+        "Requests of one connection whose responses are not written yet before it stops"
+        " being read.",
+        validator=at_least(1),
+    ),
+    ConfigDef(
+        "kafkalite.connection.max.queued.response.bytes",
+        "int",
+        1048576,
+        "Bytes of one connection's encoded, unwritten responses before it stops being read.",
+        validator=at_least(1),
+    ),
     ConfigDef("request.timeout.ms", "int", 30000, validator=at_least(0)),
     # metadata store
     ConfigDef("zookeeper.connect", "string", None),
@@ -279,7 +314,6 @@ IGNORED_KAFKA_KEYS = frozenset(
         "num.replica.fetchers",
         "socket.send.buffer.bytes",
         "socket.receive.buffer.bytes",
-        "queued.max.requests",
         "background.threads",
         "log.cleaner.io.buffer.size",
         "log.cleaner.io.buffer.load.factor",
@@ -480,6 +514,7 @@ class BrokerConfig:
             self._values["broker.id"] = self._static["broker.id"] = self._values["node.id"]
         if self._values["broker.id"] < -1:
             raise ConfigError("broker.id", "must be >= 0 (or -1 to generate)")
+        self._check_connection_bounds()
         base = base_dir or Path.cwd()
         dirs = self._values["log.dirs"] or [self._values["log.dir"]]
         if not dirs:
@@ -605,6 +640,24 @@ class BrokerConfig:
     def control_plane_listener(self) -> str:
         """The listener the controller sends LeaderAndIsr / StopReplica / UpdateMetadata to."""
         return str(self._values["control.plane.listener.name"] or self.inter_broker_listener)
+
+    def _check_connection_bounds(self) -> None:
+        """Kafka's cross-key rules for the request queue and connection quotas."""
+        v = self._values
+        if 0 < v["queued.max.request.bytes"] < v["socket.request.max.bytes"]:
+            raise ConfigError(
+                "queued.max.request.bytes",
+                "must be larger or equal to socket.request.max.bytes (or <= 0 for no bound)",
+            )
+        try:
+            overrides = parse_connection_overrides(str(v["max.connections.per.ip.overrides"]))
+        except ValueError as e:
+            raise ConfigError("max.connections.per.ip.overrides", str(e)) from None
+        if v["max.connections.per.ip"] == 0 and not overrides:
+            raise ConfigError(
+                "max.connections.per.ip",
+                "can be set to zero only if max.connections.per.ip.overrides is set",
+            )
 
     # ---- access -------------------------------------------------------------
     def __getitem__(self, key: str) -> Any:

@@ -8,6 +8,12 @@ synchronous part of a handler (e.g. the log append) runs in arrival order, and
 anything it leaves pending (a long-poll fetch, an acks=all produce) is a future
 the writer awaits in order. APIs marked ``serial`` finish before the next
 request on the connection is dispatched, as Kafka does for every request.
+
+Memory follows what the client actually sends and reads: a connection owns no
+read buffer until a read ends inside a frame, the buffer grows with the bytes
+that arrive (never from the length prefix alone) and is dropped once emptied;
+a connection stops being read while too many of its responses are unwritten
+(``ConnectionLimits``) or the broker-wide queue is full (``RequestQueue``).
 """
 
 from __future__ import annotations
@@ -20,11 +26,13 @@ import os
 import socket
 import ssl
 import struct
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from kafkalite.protocol.headers import MalformedRequest
+from kafkalite.server.request_queue import ConnectionLimits, RequestQueue
 
 if TYPE_CHECKING:
     from kafkalite.server.request_channel import RequestChannel
@@ -32,7 +40,26 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _I32 = struct.Struct(">i")
-_READ_CHUNK = 256 * 1024
+#: one read of a connection that holds no partial frame goes here (one per thread,
+#: shared by its connections: a read is dispatched or copied out before the next)
+_SCRATCH_BYTES = 256 * 1024
+#: smallest buffer a connection allocates for a frame that did not arrive whole
+_MIN_BUFFER = 4096
+#: an emptied buffer larger than this is dropped at once; smaller ones once idle
+_KEEP_BYTES = 1 << 20
+_TRIM_SECONDS = 1.0
+#: recv calls per readable callback while a frame is incomplete (others get their turn)
+_READS_PER_WAKEUP = 16
+_NO_BUFFER = bytearray()
+_NO_VIEW = memoryview(_NO_BUFFER)
+_local = threading.local()
+
+
+def _thread_scratch() -> memoryview:
+    view: memoryview | None = getattr(_local, "scratch", None)
+    if view is None:
+        view = _local.scratch = memoryview(bytearray(_SCRATCH_BYTES))
+    return view
 
 
 class FileRange:
@@ -72,28 +99,50 @@ class Connection:
         "loop",
         "client_software_name",
         "client_software_version",
+        "id",
+        "faults",
+        "last_active",
+        "control_plane",
         "_pending",
         "_wake",
         "_closed",
-        "last_active",
+        "_eof",
         "_writer_task",
         "_reader_task",
         "_reading",
+        "_resume_scheduled",
+        "_resume_fut",
+        "_readable_fut",
+        "_blocked",
+        "_serial_wait",
+        "_scratch",
         "_rbuf",
         "_rview",
         "_rstart",
         "_rend",
-        "_serial_wait",
-        "id",
-        "muted_until",
-        "faults",
+        "_trim_handle",
+        "_reserved",
+        "_unsent",
+        "_max_inflight",
+        "_max_queued",
+        "_queue",
+        "_on_close",
     )
 
     _next_id = 0
     #: the reader may sendmsg ready responses itself (not through TLS)
     direct_writes = True
 
-    def __init__(self, sock: socket.socket, listener: str, channel: RequestChannel) -> None:
+    def __init__(
+        self,
+        sock: socket.socket,
+        listener: str,
+        channel: RequestChannel,
+        *,
+        limits: ConnectionLimits | None = None,
+        queue: RequestQueue | None = None,
+        on_close: Callable[[Connection], None] | None = None,
+    ) -> None:
         Connection._next_id += 1
         self.id = Connection._next_id
         self.sock = sock
@@ -107,28 +156,47 @@ class Connection:
         self.loop = asyncio.get_running_loop()
         self.client_software_name: str | None = None
         self.client_software_version: str | None = None
-        self._pending: collections.deque[
-            tuple[asyncio.Future[Any] | Any, Callable[[Any], Parts | None]]
-        ] = collections.deque()
+        self.faults: Any = None
+        self.last_active = time.monotonic()
+        #: carries controller requests (decided by its first request, revoked when one
+        #: fails the controller-request authenticator): exempt from
+        #: the broker-wide queue bounds, as Kafka's control plane has its own queue
+        self.control_plane: bool | None = None
+        #: responses in request order: a future (not answered yet), an encoded
+        #: response ``(parts, nbytes)`` (an int second: no encoder), or ``_CLOSE``
+        self._pending: collections.deque[tuple[Any, Any]] = collections.deque()
         self._wake: asyncio.Future[None] | None = None
         self._closed = False
-        self.last_active = time.monotonic()
+        self._eof = False
         self._writer_task: asyncio.Task[None] | None = None
         self._reader_task: asyncio.Task[None] | None = None
         self._reading = False
-        self._rbuf = bytearray(_READ_CHUNK)
-        self._rview = memoryview(self._rbuf)
-        self._rstart = self._rend = 0
+        self._resume_scheduled = False
+        self._resume_fut: asyncio.Future[None] | None = None
+        self._readable_fut: asyncio.Future[None] | None = None
+        self._blocked = False
         self._serial_wait: asyncio.Future[Any] | None = None
-        self.muted_until = 0.0
-        self.faults: Any = None
+        self._scratch = _thread_scratch()
+        # no buffer of its own until a read ends inside a frame (see _keep)
+        self._rbuf = _NO_BUFFER
+        self._rview = _NO_VIEW
+        self._rstart = self._rend = 0
+        self._trim_handle: asyncio.TimerHandle | None = None
+        #: bytes of the frame being received, counted in the broker-wide queue
+        self._reserved = 0
+        #: bytes of encoded responses not yet written to the socket
+        self._unsent = 0
+        limits = limits or ConnectionLimits()
+        self._max_inflight = limits.max_inflight
+        self._max_queued = limits.max_queued_bytes
+        self._queue = queue if queue is not None else RequestQueue()
+        self._on_close = on_close
 
     # ---- lifecycle ----------------------------------------------------------
     def start(self) -> None:
         # a persistent reader callback, not a task awaiting sock_recv_into: no
         # future, task step or epoll_ctl pair per request (issue 7's latency)
-        self.loop.add_reader(self.fd, self._on_readable)
-        self._reading = True
+        self._start_reading()
         self._writer_task = self.loop.create_task(self._write_loop())
 
     def close(self) -> None:
@@ -136,8 +204,7 @@ class Connection:
             return
         self._closed = True
         if self._reading:
-            self._reading = False
-            self.loop.remove_reader(self.fd)
+            self._stop_reading()
         for t in (self._reader_task, self._writer_task):
             if t is not None and t is not asyncio.current_task():
                 t.cancel()
@@ -145,97 +212,259 @@ class Connection:
             if isinstance(fut, asyncio.Future) and not fut.done():
                 fut.cancel()
         self._pending.clear()
+        if self._trim_handle is not None:
+            self._trim_handle.cancel()
+            self._trim_handle = None
+        self._drop_buffer()
+        self._release_reservation()
+        self._queue.forget(self.id)
         try:
             self.sock.close()
         except OSError:
             pass
         self.channel.connection_closed(self)
+        if self._on_close is not None:
+            self._on_close(self)
 
     @property
     def closed(self) -> bool:
         return self._closed
 
-    # ---- reading ------------------------------------------------------------
-    def _on_readable(self) -> None:
-        """The socket has bytes: one ``recv``, dispatch the whole frames, flush.
+    @property
+    def reading(self) -> bool:
+        """Whether the socket is being read (False: muted by a bound, or closing)."""
+        return self._reading
 
-        Level-triggered, so what one ``recv`` leaves is read on the next call.
-        """
-        try:
-            n = self.sock.recv_into(self._room())
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError:  # ConnectionError included
-            self._reader_done()
-            return
-        if n == 0:
-            self._reader_done()
-            return
-        self._rend += n
-        self.last_active = time.monotonic()
-        self._after_read()
+    @property
+    def buffered_bytes(self) -> int:
+        """Size of this connection's own read buffer (0 when idle)."""
+        return len(self._rbuf)
 
-    def _after_read(self) -> None:
-        try:
-            ok = self._dispatch_frames()
-        except Exception:
-            log.exception("connection %s: unexpected error", self.peer)
-            ok = False
-        if not ok:
-            self._reader_done()
+    @property
+    def inflight(self) -> int:
+        """Requests whose responses are not written yet."""
+        return len(self._pending)
+
+    @property
+    def unsent_bytes(self) -> int:
+        """Bytes of encoded responses not yet written to the socket."""
+        return self._unsent
+
+    # ---- flow control -------------------------------------------------------
+    def _may_dispatch(self) -> bool:
+        """Whether the next request may start: the connection's and the broker's bounds."""
+        return (
+            self._serial_wait is None
+            and len(self._pending) < self._max_inflight
+            and self._unsent < self._max_queued
+            # a paused queue still lets through the buffered frame it already counts
+            and (not self._queue.paused or bool(self.control_plane) or bool(self._reserved))
+        )
+
+    def _want_read(self) -> bool:
+        """Whether to read the socket: ``_may_dispatch``, or finish a frame the queue counts."""
+        if self._closed or self._eof or self._serial_wait is not None:
+            return False
+        if len(self._pending) >= self._max_inflight or self._unsent >= self._max_queued:
+            return False  # muted until its responses drain (the client is not reading)
+        if self._queue.paused and self.control_plane is not True:
+            if self.control_plane is None:
+                return True  # read its first request, to learn if it is the controller's
+            # start no new request, but finish receiving (and then handle) one the
+            # queue admitted before it filled, as Kafka's memory pool
+            return self._rend - self._rstart < self._reserved
+        return True
+
+    def _update_reading(self) -> None:
+        """Read the socket or stop reading it, as the bounds say; arrange to be resumed."""
+        if self._want_read():
+            if not self._reading:
+                self._start_reading()
             return
-        self._flush()
-        wait = self._serial_wait
-        if wait is not None and self._reading:
-            # a serial API: no further request is dispatched until it finishes
-            self._reading = False
-            self.loop.remove_reader(self.fd)
-            wait.add_done_callback(self._serial_done)
+        if self._reading:
+            self._stop_reading()
+        if self._queue.paused and not self.control_plane and not self._closed:
+            self._queue.wait(self.id, self._resume)
+        # per-connection bounds: the writer resumes it (_maybe_resume) as responses drain;
+        # a serial request: _serial_done
+
+    def _maybe_resume(self) -> None:
+        """Called when responses were written while muted: read again if the bounds allow."""
+        if not self._resume_scheduled and self._want_read():
+            self._resume_scheduled = True
+            self.loop.call_soon(self._resume)
+
+    def _resume(self) -> None:
+        self._resume_scheduled = False
+        if self._closed or self._reading:
+            return
+        if self._want_read():
+            self._start_reading()
+            self._after_read()  # the frames that arrived while muted
+        elif self._queue.paused and not self.control_plane:
+            self._queue.wait(self.id, self._resume)  # paused again meanwhile
+
+    def _start_reading(self) -> None:
+        self._reading = True
+        self.loop.add_reader(self.fd, self._on_readable)
+
+    def _stop_reading(self) -> None:
+        self._reading = False
+        self.loop.remove_reader(self.fd)
 
     def _serial_done(self, _: Any) -> None:
         self._serial_wait = None
-        if self._closed:
+        if not self._closed:
+            self._resume()
+
+    # ---- reading ------------------------------------------------------------
+    def _on_readable(self) -> None:
+        """The socket has bytes: ``recv``, dispatch the whole frames, flush.
+
+        Level-triggered, so what one ``recv`` leaves is read on the next call. A
+        connection without a partial frame reads into the thread's shared scratch
+        buffer and keeps only the tail of a frame that did not arrive whole, so an
+        idle connection holds no buffer at all.
+
+        While a frame is incomplete it reads on until the socket is drained: uvloop
+        silently drops the reader of a socket whose reset arrived together with
+        data, so the reset must be seen by a ``recv`` of this call (else a client
+        that sends half a request and resets would hold its connection until
+        ``connections.max.idle.ms``).
+        """
+        if self._read_once() and self._rend and self._reading:
+            for _ in range(_READS_PER_WAKEUP - 1):
+                if not self._read_once() or not self._rend or not self._reading:
+                    return
+
+    def _read_once(self) -> bool:
+        """One ``recv`` and the dispatch of what it completed; False: nothing more to read now."""
+        if self._rend or len(self._rbuf) >= _SCRATCH_BYTES:
+            try:
+                n = self.sock.recv_into(self._room())
+            except (BlockingIOError, InterruptedError):
+                return False
+            except OSError:  # ConnectionError included
+                self._reader_done()
+                return False
+            if n == 0:
+                self._reader_done()
+                return False
+            self._rend += n
+            self.last_active = time.monotonic()
+            self._after_read()
+            return not self._closed
+        view = self._scratch
+        try:
+            n = self.sock.recv_into(view)
+        except (BlockingIOError, InterruptedError):
+            return False
+        except OSError:
+            self._reader_done()
+            return False
+        if n == 0:
+            self._reader_done()
+            return False
+        self.last_active = time.monotonic()
+        try:
+            start = self._dispatch_frames(view, 0, n)
+        except Exception:
+            log.exception("connection %s: unexpected error", self.peer)
+            start = -1
+        if start < 0:
+            self._reader_done()
+            return False
+        if start < n:
+            self._keep(view[start:n])
+        self._after_dispatch()
+        return not self._closed
+
+    def poke(self) -> None:
+        """Read now: the socket is readable but no callback came (see ``_on_readable``)."""
+        if self._closed or not self._reading:
             return
-        self._reading = True
-        self.loop.add_reader(self.fd, self._on_readable)
-        self._after_read()  # the frames that arrived behind it
+        if self.direct_writes:
+            self._on_readable()
+            return
+        fut = self._readable_fut
+        if fut is not None and not fut.done():
+            fut.set_result(None)  # the TLS reader retries its recv
+
+    def _after_read(self) -> None:
+        """Dispatch the whole frames in this connection's buffer, then flush."""
+        try:
+            start = self._dispatch_frames(self._rview, self._rstart, self._rend)
+        except Exception:
+            log.exception("connection %s: unexpected error", self.peer)
+            start = -1
+        if start < 0:
+            self._reader_done()
+            return
+        self._consumed(start)
+        self._after_dispatch()
+
+    def _after_dispatch(self) -> None:
+        """Write what is ready; go on dispatching if that lifted a bound, else maybe mute."""
+        while True:
+            if self._rend and not self._reserved:
+                self._update_reservation()
+            self._flush()
+            if self._closed:
+                return
+            if not (self._blocked and self._may_dispatch()):
+                break
+            try:
+                start = self._dispatch_frames(self._rview, self._rstart, self._rend)
+            except Exception:
+                log.exception("connection %s: unexpected error", self.peer)
+                start = -1
+            if start < 0:
+                self._reader_done()
+                return
+            self._consumed(start)
+        if (
+            self._reading
+            and self._serial_wait is None
+            and len(self._pending) < self._max_inflight
+            and self._unsent < self._max_queued
+            and not self._queue.paused
+        ):
+            return  # the common case: go on reading
+        self._update_reading()
 
     def _reader_done(self) -> None:
         """EOF or a read error: stop reading, let queued responses drain, then close."""
+        self._eof = True
         if self._reading:
-            self._reading = False
-            self.loop.remove_reader(self.fd)
+            self._stop_reading()
         if not self._closed:
             self._flush()
             self._pending.append((None, _CLOSE))
             self._wakeup()
 
-    def _room(self) -> memoryview:
-        """Free space at the end of the read buffer: compacted, or grown when full."""
-        if self._rend == len(self._rbuf):
-            if self._rstart > 0:
-                self._compact()
-            else:
-                self._grow(2 * len(self._rbuf))
-        return self._rview[self._rend :]
+    def _dispatch_frames(self, view: memoryview, start: int, end: int) -> int:
+        """Dispatch the whole frames in ``view[start:end]`` while the bounds allow.
 
-    def _compact(self) -> None:
-        start, end = self._rstart, self._rend
-        self._rview[0 : end - start] = self._rview[start:end]
-        self._rstart, self._rend = 0, end - start
-
-    def _grow(self, size: int) -> None:
-        self._rview.release()
-        self._rbuf.extend(bytes(size - len(self._rbuf)))
-        self._rview = memoryview(self._rbuf)
-
-    def _dispatch_frames(self) -> bool:
-        """Dispatch every whole frame in the buffer (up to a serial API); False: close."""
-        buf, view = self._rbuf, self._rview
-        start, end = self._rstart, self._rend
+        Returns where the undispatched bytes start, or -1 to close the connection.
+        ``_blocked`` tells whether a bound (not a partial frame) stopped it.
+        """
+        self._blocked = False
         max_bytes = self.channel.max_request_size
-        while end - start >= 4 and self._serial_wait is None:
-            size = _I32.unpack_from(buf, start)[0]
+        pending, queue = self._pending, self._queue
+        max_inflight, max_queued = self._max_inflight, self._max_queued
+        while end - start >= 4:
+            if self.control_plane is None and end - start >= 6:
+                # the controller's connections send controller requests (keys 4-7) only
+                self.control_plane = view[start + 4] == 0 and 4 <= view[start + 5] <= 7
+            if (  # _may_dispatch, inlined: this runs for every request
+                self._serial_wait is not None
+                or len(pending) >= max_inflight
+                or self._unsent >= max_queued
+                or (queue.paused and not self.control_plane and not self._counted(view, start))
+            ):
+                self._blocked = True
+                break
+            size = _I32.unpack_from(view, start)[0]
             if size < 0 or size > max_bytes:
                 log.warning(
                     "closing connection from %s: request of %d bytes exceeds socket.request.max.bytes=%d",
@@ -243,47 +472,127 @@ class Connection:
                     size,
                     max_bytes,
                 )
-                return False
+                return -1
             if end - start - 4 < size:
-                if start + 4 + size > len(buf):
-                    # make room for the whole frame: move it to the front, grow if needed
-                    self._compact()
-                    if 4 + size > len(self._rbuf):
-                        self._grow(4 + size)
-                    return True
                 break
             frame = bytes(view[start + 4 : start + 4 + size])
+            if self._reserved and start == self._rstart and view is self._rview:
+                self._release_reservation()  # the admitted frame is handled now
             start += 4 + size
-            self._rstart = start
             if not self._dispatch(frame) or self._closed:
-                return False
-        if start == end:
-            self._rstart = self._rend = 0
-        return True
+                return -1
+        return start
+
+    # ---- the connection's own read buffer ----------------------------------
+    def _keep(self, data: memoryview) -> None:
+        """Copy what one read left (a frame's head, or frames a bound held back) to our buffer.
+
+        Sized from the bytes that arrived, never from the length prefix alone: a
+        client announcing 100 MiB and sending nothing costs ``_MIN_BUFFER``.
+        """
+        n = len(data)
+        if len(self._rbuf) < n:
+            size = max(n, _MIN_BUFFER)
+            if n >= 4:
+                need = 4 + _I32.unpack_from(data, 0)[0]
+                if need > n:
+                    size = max(n, min(need, 2 * n), _MIN_BUFFER)
+            self._rbuf = bytearray(size)
+            self._rview = memoryview(self._rbuf)
+        self._rview[:n] = data
+        self._rstart, self._rend = 0, n
+
+    def _consumed(self, start: int) -> None:
+        """The buffer's frames up to ``start`` are dispatched."""
+        if start < self._rend:
+            self._rstart = start
+            return
+        self._rstart = self._rend = 0
+        if len(self._rbuf) > _KEEP_BYTES:
+            self._drop_buffer()  # a large frame is done: give its memory back now
+        elif self._trim_handle is None and self._rbuf is not _NO_BUFFER:
+            self._trim_handle = self.loop.call_later(_TRIM_SECONDS, self._trim)
+
+    def _trim(self) -> None:
+        """Drop the (empty) read buffer of a connection that stopped sending."""
+        self._trim_handle = None
+        if self._closed or self._rend or self._rbuf is _NO_BUFFER:
+            return  # a partial frame: _consumed re-arms this once it is dispatched
+        if time.monotonic() - self.last_active >= _TRIM_SECONDS:
+            self._drop_buffer()
+        else:
+            self._trim_handle = self.loop.call_later(_TRIM_SECONDS, self._trim)
+
+    def _drop_buffer(self) -> None:
+        self._rbuf = _NO_BUFFER
+        self._rview = _NO_VIEW
+        self._rstart = self._rend = 0
+
+    def _room(self) -> memoryview:
+        """Free space at the end of the read buffer: compacted, or grown when full."""
+        if self._rend == len(self._rbuf):
+            if self._rstart > 0:
+                start, end = self._rstart, self._rend
+                self._rview[0 : end - start] = self._rview[start:end]
+                self._rstart, self._rend = 0, end - start
+            else:
+                self._grow()
+        return self._rview[self._rend :]
+
+    def _grow(self) -> None:
+        """Double the full buffer, but never past the frame being received."""
+        used = self._rend - self._rstart
+        size = max(2 * len(self._rbuf), _MIN_BUFFER)
+        if used >= 4:
+            need = 4 + _I32.unpack_from(self._rview, self._rstart)[0]
+            if need > used:
+                size = min(size, need)
+        buf = bytearray(size)
+        buf[:used] = self._rview[self._rstart : self._rend]
+        self._rbuf = buf
+        self._rview = memoryview(buf)
+        self._rstart, self._rend = 0, used
+
+    def _counted(self, view: memoryview, start: int) -> bool:
+        """Whether the frame at ``start`` is the one the queue already counts (it may start)."""
+        return bool(self._reserved) and start == self._rstart and view is self._rview
+
+    def _update_reservation(self) -> None:
+        """Admit the buffered head frame to the broker-wide queue (queued.max.request.bytes).
+
+        Its announced size is counted from its prefix until it is dispatched, as
+        Kafka's memory pool allocates a receive; while the queue is full a new
+        frame is not admitted (and not read on, see ``_want_read``).
+        """
+        if self._reserved or self.control_plane or self._queue.paused:
+            return
+        if self._rend - self._rstart >= 4:
+            size = _I32.unpack_from(self._rview, self._rstart)[0]
+            if 0 <= size <= self.channel.max_request_size:
+                self._reserved = 4 + size
+                self._queue.reserve(self._reserved)
+
+    def _release_reservation(self) -> None:
+        if self._reserved:
+            self._queue.reserve(-self._reserved)
+            self._reserved = 0
 
     async def _read_loop(self) -> None:
         """The reader for sockets that need a task (TLS); same framing as ``_on_readable``."""
         try:
             while True:
-                self._flush()
+                while not self._reading:
+                    if self._closed or self._eof:
+                        return
+                    self._resume_fut = self.loop.create_future()
+                    await self._resume_fut
                 n = await self._recv_into(self._room())
                 if n == 0:
                     return
                 self._rend += n
                 self.last_active = time.monotonic()
-                while True:
-                    if not self._dispatch_frames():
-                        return
-                    wait = self._serial_wait
-                    if wait is None:
-                        break
-                    self._flush()
-                    try:
-                        await wait
-                    except Exception:
-                        pass
-                    self._serial_wait = None
-                if self._closed:
+                self._after_read()
+                if self._closed or self._eof:
                     return
         except (ConnectionError, OSError):
             pass
@@ -311,19 +620,56 @@ class Connection:
         value, encode, serial = result
         if isinstance(value, Awaitable) and not isinstance(value, asyncio.Future):
             value = asyncio.ensure_future(value)
-        if isinstance(value, asyncio.Future) and not value.done():
-            if serial:
-                self._serial_wait = value
-            # a delayed response (long poll, acks=all) leaves from its completion
-            # callback when it reaches the head, without a writer-task step
-            value.add_done_callback(self._on_response_done)
-        # written by _flush once this read's frames are dispatched, or by the writer
-        self._pending.append((value, encode))
+            if not self.control_plane:
+                # a handler still running: what Kafka's request queue bounds
+                self._queue.acquire(len(frame))
+                value.add_done_callback(_Release(self._queue, len(frame)))
+        if isinstance(value, asyncio.Future):
+            if not value.done():
+                if serial:
+                    # no further request is dispatched until it finishes
+                    self._serial_wait = value
+                    value.add_done_callback(self._serial_done)
+                # a delayed response (long poll, acks=all) leaves from its completion
+                # callback when it reaches the head, without a writer-task step
+                value.add_done_callback(self._on_response_done)
+            self._pending.append((value, encode))
+            return True
+        try:
+            parts = encode(value)
+        except Exception:
+            log.exception("connection %s: encoding a response failed", self.peer)
+            return False
+        if parts:
+            # encoded now, so the bytes waiting for this client are known (max_queued);
+            # most responses are a header and a pre-encoded body (_nbytes inlined)
+            if len(parts) == 2 and type(parts[1]) is not FileRange:
+                n = len(parts[0]) + len(parts[1])
+            else:
+                n = _nbytes(parts)
+            self._unsent += n
+            self._pending.append((parts, n))
         return True
 
-    def _on_response_done(self, _: Any) -> None:
-        if not self._closed:
-            self._flush()
+    def _on_response_done(self, fut: asyncio.Future[Any]) -> None:
+        if self._closed:
+            return
+        pending = self._pending
+        if pending and pending[0][0] is not fut and not fut.cancelled() and fut.exception() is None:
+            # behind a response still being written: encode it now so its bytes count
+            for i, (value, encode) in enumerate(pending):
+                if value is fut:
+                    try:
+                        parts = encode(fut.result()) or []
+                    except Exception:
+                        log.exception("connection %s: encoding a response failed", self.peer)
+                        self.close()
+                        return
+                    n = _nbytes(parts)
+                    self._unsent += n
+                    pending[i] = (parts, n)
+                    break
+        self._flush()
 
     def _flush(self) -> None:
         """Write the responses that are ready from the reader's task, if the writer is idle.
@@ -340,7 +686,7 @@ class Connection:
         if w is None or w.done():
             return  # the writer is busy (or already woken): it will take them in order
         try:
-            chunks = self._take_ready()
+            chunks, n = self._take_ready()
             if self.direct_writes:
                 chunks = _copy_small_ranges(chunks)
         except ConnectionAbortedError:
@@ -351,8 +697,8 @@ class Connection:
             self.close()
             return
         if chunks:
-            if not self.direct_writes or any(isinstance(c, FileRange) for c in chunks):
-                pending.appendleft((chunks, _PARTS))
+            if not self.direct_writes or any(type(c) is FileRange for c in chunks):
+                pending.appendleft((chunks, n))
             else:
                 try:
                     rest = _send_some(self.sock, chunks)
@@ -362,30 +708,44 @@ class Connection:
                     self.close()
                     return
                 if rest:
-                    pending.appendleft((rest, _PARTS))
+                    # the socket is full: the rest waits for the writer, still counted
+                    left = _nbytes(rest)
+                    self._unsent += left - n
+                    pending.appendleft((rest, left))
+                else:
+                    self._unsent -= n
             self.last_active = time.monotonic()
+        if not self._reading:
+            self._maybe_resume()
         if pending:
             head = pending[0][0]
             if not isinstance(head, asyncio.Future) or head.done():
                 w.set_result(None)  # else the head's completion callback flushes
 
-    def _take_ready(self) -> Parts:
-        """Pop and encode the responses at the head that need no waiting; their chunks."""
+    def _take_ready(self) -> tuple[Parts, int]:
+        """Pop the responses at the head that need no waiting: their chunks and counted bytes."""
         pending = self._pending
         chunks: Parts = []
+        n = 0
         while pending:
             value, encode = pending[0]
+            if type(encode) is int:  # encoded: (parts, nbytes)
+                pending.popleft()
+                chunks += value
+                n += encode
+                continue
             if encode is _CLOSE:
                 break
-            if isinstance(value, asyncio.Future):
-                if not value.done() or value.cancelled() or value.exception() is not None:
-                    break  # the writer awaits it (and handles its failure)
-                value = value.result()
+            if not value.done() or value.cancelled() or value.exception() is not None:
+                break  # the writer awaits it (and handles its failure)
             pending.popleft()
-            parts = encode(value)
+            parts = encode(value.result())
             if parts:
-                chunks.extend(parts)
-        return chunks
+                size = _nbytes(parts)
+                self._unsent += size
+                chunks += parts
+                n += size
+        return chunks, n
 
     def _wakeup(self) -> None:
         w = self._wake
@@ -405,38 +765,34 @@ class Connection:
                 value, encode = pending[0]
                 if encode is _CLOSE:
                     break
-                if isinstance(value, asyncio.Future):
+                if type(encode) is not int:  # a response future
                     if not value.done():
                         # its completion callback flushes (or wakes this task)
                         self._wake = self.loop.create_future()
                         await self._wake
                         self._wake = None
                         continue
+                    if value.cancelled():
+                        break
                     try:
-                        value = value.result()
+                        value.result()
                     except CloseConnection as e:
                         log.warning("closing connection from %s: %s", self.peer, e)
                         break
                     except Exception:
                         log.exception("request failed on connection %s", self.peer)
                         break
-                if pending and pending[0][1] is encode:
-                    pending.popleft()
-                parts = encode(value)
-                if pending:
-                    # what queued up behind it goes out in the same sendmsg
-                    more = self._take_ready()
-                    if more:
-                        parts = [*(parts or ()), *more]
+                # the head and whatever queued up behind it go out in one sendmsg
+                parts, n = self._take_ready()
                 if not parts:
+                    if not self._reading:
+                        self._maybe_resume()
                     continue
-                if self.muted_until:
-                    delay = self.muted_until - time.monotonic()
-                    self.muted_until = 0.0
-                    if delay > 0:
-                        await asyncio.sleep(delay)
                 await self.send_parts(parts)
+                self._unsent -= n
                 self.last_active = time.monotonic()
+                if not self._reading:
+                    self._maybe_resume()
         except (ConnectionError, OSError):
             pass
         except asyncio.CancelledError:
@@ -497,6 +853,7 @@ class Connection:
 
     async def _wait_readable(self) -> None:
         fut: asyncio.Future[None] = self.loop.create_future()
+        self._readable_fut = fut
 
         def ready() -> None:
             if not fut.done():
@@ -506,6 +863,7 @@ class Connection:
         try:
             await fut
         finally:
+            self._readable_fut = None
             self.loop.remove_reader(self.fd)
 
     async def _wait_writable(self) -> None:
@@ -533,8 +891,18 @@ class TlsConnection(Connection):
     direct_writes = False
 
     def start(self) -> None:
+        self._reading = True
         self._reader_task = self.loop.create_task(self._handshake_then_read())
         self._writer_task = self.loop.create_task(self._write_loop())
+
+    def _start_reading(self) -> None:
+        self._reading = True
+        fut = self._resume_fut
+        if fut is not None and not fut.done():
+            fut.set_result(None)
+
+    def _stop_reading(self) -> None:
+        self._reading = False  # the read loop parks before its next recv
 
     async def _handshake_then_read(self) -> None:
         sock: ssl.SSLSocket = self.sock  # type: ignore[assignment]
@@ -631,8 +999,26 @@ def _CLOSE(_: Any) -> None:  # sentinel encoder: close after draining
     return None
 
 
-def _PARTS(parts: Parts) -> Parts:  # already encoded (the rest of a coalesced write)
-    return parts
+def _nbytes(parts: Parts) -> int:
+    """Bytes held in memory by a response's chunks (file ranges are not)."""
+    n = 0
+    for p in parts:
+        if type(p) is not FileRange:
+            n += len(p)
+    return n
+
+
+class _Release:
+    """Done callback of a handler task: give its place in the broker-wide queue back."""
+
+    __slots__ = ("queue", "nbytes")
+
+    def __init__(self, queue: RequestQueue, nbytes: int) -> None:
+        self.queue = queue
+        self.nbytes = nbytes
+
+    def __call__(self, _: Any) -> None:
+        self.queue.release(self.nbytes)
 
 
 #: at most this many buffers per sendmsg (Linux's IOV_MAX is 1024)

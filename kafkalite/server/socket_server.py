@@ -1,6 +1,16 @@
 """Listeners: accept TCP connections and hand them to :class:`Connection`.
 
-Also enforces ``connections.max.idle.ms`` with one periodic sweep.
+Also enforces ``connections.max.idle.ms`` with one periodic sweep (which also
+reads connections whose reset the event loop did not report), the
+connection count limits (:mod:`connection_quotas`), and gives every connection
+the broker-wide request queue and the per-connection bounds
+(:mod:`request_queue`).
+
+Accepting is a reader callback on the listening socket that accepts up to
+``_ACCEPT_BATCH`` connections per wake-up (not a future per accept), so a storm
+of connects and closes costs little, and a listener that cannot accept (the
+process is out of descriptors, or ``max.connections`` is reached) stops being
+polled instead of spinning.
 """
 
 from __future__ import annotations
@@ -8,15 +18,36 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import select
 import socket
 import ssl
 import time
+from dataclasses import dataclass
 
-from kafkalite.server.config import Endpoint
+from kafkalite.server.config import BrokerConfig, ConfigError, Endpoint
 from kafkalite.server.connection import Connection, TlsConnection
+from kafkalite.server.connection_quotas import ConnectionQuotas, parse_overrides, resolve_overrides
+from kafkalite.server.heap_trim import HeapTrimmer
 from kafkalite.server.request_channel import RequestChannel
+from kafkalite.server.request_queue import ConnectionLimits, RequestQueue
 
 log = logging.getLogger(__name__)
+
+#: connections accepted per wake-up of a listener before other callbacks run
+_ACCEPT_BATCH = 64
+#: pause after accept() fails (EMFILE ...) before polling the listener again
+_ACCEPT_BACKOFF_S = 0.1
+#: how often (and after how long without traffic) quiet connections are checked
+#: for a readable socket the event loop did not report
+_POKE_INTERVAL_S = 2.0
+
+
+@dataclass(slots=True)
+class _Listener:
+    name: str
+    sock: socket.socket
+    tls: ssl.SSLContext | None
+    polling: bool = False
 
 
 class SocketServer:
@@ -27,14 +58,64 @@ class SocketServer:
         *,
         idle_ms: int,
         ssl_context: ssl.SSLContext | None = None,
+        limits: ConnectionLimits | None = None,
+        queue: RequestQueue | None = None,
+        quotas: ConnectionQuotas | None = None,
     ) -> None:
         self.endpoints = endpoints
         self.ssl_context = ssl_context
         self.channel = channel
         self.idle_ms = idle_ms
+        self.limits = limits or ConnectionLimits()
+        self.queue = queue or RequestQueue()
+        self.quotas = quotas or ConnectionQuotas()
         self.bound: dict[str, tuple[str, int]] = {}
-        self._socks: list[socket.socket] = []
+        self._listeners: list[_Listener] = []
         self._tasks: list[asyncio.Task[None]] = []
+        self._ips: dict[int, str] = {}
+        self._stopped = False
+        #: returns the heap of many closed connections to the OS
+        self.heap_trimmer = HeapTrimmer(lambda: len(self._ips))
+
+    @classmethod
+    def from_config(
+        cls,
+        config: BrokerConfig,
+        channel: RequestChannel,
+        *,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> SocketServer:
+        listeners = config.listeners
+        inter_broker = config["inter.broker.listener.name"] or next(
+            (e.listener for e in listeners if e.security_protocol == "PLAINTEXT"),
+            listeners[0].listener,
+        )
+        try:
+            overrides = resolve_overrides(
+                parse_overrides(str(config["max.connections.per.ip.overrides"] or ""))
+            )
+        except (OSError, ValueError) as e:
+            raise ConfigError("max.connections.per.ip.overrides", str(e)) from None
+        return cls(
+            listeners,
+            channel,
+            idle_ms=int(config["connections.max.idle.ms"]),
+            ssl_context=ssl_context,
+            limits=ConnectionLimits(
+                max_inflight=int(config["kafkalite.connection.max.inflight.requests"]),
+                max_queued_bytes=int(config["kafkalite.connection.max.queued.response.bytes"]),
+            ),
+            queue=RequestQueue(
+                int(config["queued.max.requests"]), int(config["queued.max.request.bytes"])
+            ),
+            quotas=ConnectionQuotas(
+                max_connections=int(config["max.connections"]),
+                max_per_ip=int(config["max.connections.per.ip"]),
+                per_ip_overrides=overrides,
+                # as Kafka: protected only when clients have another listener to use
+                protected_listener=str(inter_broker) if len(listeners) > 1 else None,
+            ),
+        )
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -49,58 +130,166 @@ class SocketServer:
                 raise OSError(e.errno, f"cannot listen on {ep}: {e.strerror}") from None
             s.listen(1024)
             s.setblocking(False)
-            self._socks.append(s)
             self.bound[ep.listener] = s.getsockname()[:2]
             tls = self.ssl_context if ep.security_protocol == "SSL" else None
-            self._tasks.append(loop.create_task(self._accept_loop(s, ep.listener, tls)))
+            lst = _Listener(ep.listener, s, tls)
+            self._listeners.append(lst)
+            self._poll(lst)
             log.info("listening on %s://%s:%d", ep.listener, *self.bound[ep.listener])
-        if self.idle_ms > 0:
-            self._tasks.append(loop.create_task(self._idle_sweep()))
+        self._tasks.append(loop.create_task(self._sweep()))
 
-    async def _accept_loop(
-        self, lsock: socket.socket, listener: str, tls: ssl.SSLContext | None
-    ) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
+    # ---- accepting ----------------------------------------------------------
+    def _poll(self, lst: _Listener) -> None:
+        if not lst.polling and not self._stopped:
+            lst.polling = True
+            asyncio.get_running_loop().add_reader(lst.sock.fileno(), self._on_acceptable, lst)
+
+    def _unpoll(self, lst: _Listener) -> None:
+        if lst.polling:
+            lst.polling = False
+            asyncio.get_running_loop().remove_reader(lst.sock.fileno())
+
+    def _on_acceptable(self, lst: _Listener) -> None:
+        for _ in range(_ACCEPT_BATCH):
+            if self.quotas.full(lst.name):
+                self._unpoll(lst)  # polled again when a connection closes
+                return
             try:
-                sock, _addr = await loop.sock_accept(lsock)
-            except asyncio.CancelledError:
-                raise
+                sock, addr = lst.sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
             except OSError as e:
-                log.warning("accept failed on %s: %s", listener, e)
-                await asyncio.sleep(0.05)
-                continue
-            try:
-                sock.setblocking(False)
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                if tls is not None:
-                    sock = tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
-                    conn: Connection = TlsConnection(sock, listener, self.channel)
-                else:
-                    conn = Connection(sock, listener, self.channel)
-                self.channel.connection_opened(conn)
-                conn.start()
-            except Exception:
-                log.exception("could not set up a connection on %s", listener)
-                sock.close()
+                # out of descriptors (EMFILE/ENFILE) or buffers: the listener stays readable,
+                # so stop polling it for a moment instead of spinning
+                log.warning("accept failed on %s: %s", lst.name, e)
+                self._unpoll(lst)
+                asyncio.get_running_loop().call_later(_ACCEPT_BACKOFF_S, self._poll, lst)
+                return
+            self._setup(sock, addr, lst)
 
-    async def _idle_sweep(self) -> None:
-        interval = min(self.idle_ms / 1000 / 2, 30.0)
+    def _setup(self, sock: socket.socket, addr: object, lst: _Listener) -> None:
+        ip = str(addr[0]) if isinstance(addr, tuple) else str(addr)
+        if not self.quotas.admit(ip):
+            log.info(
+                "Rejected connection from %s, address already has the configured maximum of %d"
+                " connections.",
+                ip,
+                self.quotas.limit_for(ip),
+            )
+            sock.close()
+            return
+        try:
+            sock.setblocking(False)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            cls = Connection
+            if lst.tls is not None:
+                sock = lst.tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+                cls = TlsConnection
+            conn = cls(
+                sock,
+                lst.name,
+                self.channel,
+                limits=self.limits,
+                queue=self.queue,
+                on_close=self._closed,
+            )
+        except OSError as e:  # the client left before we set it up (reset, ...)
+            log.debug("connection from %s on %s gone before set-up: %s", ip, lst.name, e)
+            self.quotas.release(ip)
+            sock.close()
+            return
+        except Exception:
+            log.exception("could not set up a connection on %s", lst.name)
+            self.quotas.release(ip)
+            sock.close()
+            return
+        self._ips[conn.id] = ip
+        self.channel.connection_opened(conn)
+        conn.start()
+        self.heap_trimmer.opened()
+        if self.quotas.over_limit():
+            self._close_least_recently_active()
+
+    def _close_least_recently_active(self) -> None:
+        protected = self.quotas.protected_listener
+        victims = [c for c in self.channel.connections if c.listener != protected]
+        if victims:
+            victim = min(victims, key=lambda c: c.last_active)
+            log.info(
+                "closing connection from %s on %s: max.connections=%d reached and the"
+                " inter-broker listener needs a slot",
+                victim.peer,
+                victim.listener,
+                self.quotas.max_connections,
+            )
+            victim.close()
+
+    def _closed(self, conn: Connection) -> None:
+        ip = self._ips.pop(conn.id, None)
+        if ip is None:
+            return
+        self.quotas.release(ip)
+        for lst in self._listeners:
+            if not lst.polling and not self.quotas.full(lst.name):
+                self._poll(lst)
+        if not self._stopped:
+            self.heap_trimmer.closed()
+
+    # ---- idle and dead connections ------------------------------------------
+    async def _sweep(self) -> None:
+        """Close idle connections (``connections.max.idle.ms``) and poke quiet readable ones."""
+        idle_s = self.idle_ms / 1000 if self.idle_ms > 0 else None
+        interval = _POKE_INTERVAL_S if idle_s is None else min(idle_s / 2, _POKE_INTERVAL_S)
         while True:
             await asyncio.sleep(max(interval, 0.01))
-            deadline = time.monotonic() - self.idle_ms / 1000
-            for conn in list(self.channel.connections):
-                if conn.last_active < deadline and not conn.closed:
-                    log.info("closing idle connection from %s (connections.max.idle.ms)", conn.peer)
-                    conn.close()
+            now = time.monotonic()
+            if idle_s is not None:
+                deadline = now - idle_s
+                for conn in list(self.channel.connections):
+                    if conn.last_active < deadline and not conn.closed:
+                        log.info(
+                            "closing idle connection from %s (connections.max.idle.ms)", conn.peer
+                        )
+                        conn.close()
+            self._poke_quiet(now - _POKE_INTERVAL_S)
+
+    def _poke_quiet(self, quiet_since: float) -> None:
+        """Read connections that are readable (data, EOF or a reset) but were not called back.
+
+        uvloop drops the reader of a socket whose reset came with data still
+        unread; such a connection would otherwise stay open until it is idle
+        for ``connections.max.idle.ms``. One ``poll`` finds them.
+        """
+        quiet = {
+            c.fd: c
+            for c in self.channel.connections
+            if c.reading and c.last_active < quiet_since and not c.closed
+        }
+        if not quiet:
+            return
+        p = select.poll()
+        for fd in quiet:
+            p.register(fd, select.POLLIN | select.POLLPRI)
+        try:
+            ready = p.poll(0)
+        except OSError:
+            return
+        for fd, _events in ready:
+            conn = quiet.get(fd)
+            if conn is not None:
+                conn.poke()
 
     async def stop(self) -> None:
+        self._stopped = True
+        self.heap_trimmer.cancel()
+        for lst in self._listeners:
+            self._unpoll(lst)
         for t in self._tasks:
             t.cancel()
         for t in self._tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
-        for s in self._socks:
-            s.close()
+        for lst in self._listeners:
+            lst.sock.close()
         for conn in list(self.channel.connections):
             conn.close()

@@ -116,6 +116,9 @@ class ControllerRequestChannel(RequestChannel):
         ctx = RequestContext(conn, api_key, version, correlation_id, client_id, flexible)
         if unauthenticated is not None:
             ctx.extra[_UNAUTHENTICATED] = unauthenticated
+            # a connection is exempt from the broker-wide request queue for carrying the
+            # controller's requests; one that sends an unsigned one is a client's
+            conn.control_plane = False
         framer = self._framer(correlation_id, flexible, api_key, version)
 
         def encode(result: Any) -> Any:
