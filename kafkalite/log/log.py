@@ -8,13 +8,12 @@ checkpoints in the background.
 
 from __future__ import annotations
 
-import bisect
 import functools
 import logging
 import os
 import struct
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
@@ -52,6 +51,7 @@ from kafkalite.log.log_segment import (
     LogSegment,
     check_stored_batch,
 )
+from kafkalite.log.log_segments import LogSegments
 from kafkalite.protocol.compression import CompressionType, parse_compression_type
 from kafkalite.protocol.recompression import needs_recompression, recompress_batches
 from kafkalite.protocol.record_batch import (
@@ -190,8 +190,7 @@ class Log:
         #: told the new log end offset after a truncation (the cleaner resets its checkpoint)
         self.on_truncate = on_truncate
         self._offline = False
-        self._segments: list[LogSegment] = []
-        self._bases: list[int] = []
+        self._segments = LogSegments()
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         #: runs segment file deletions off the caller's thread (the LogManager's
         #: kafka-delete-logs thread); None deletes inline
@@ -246,16 +245,17 @@ class Log:
                     self.recovery_truncated_bytes += seg.recover(None)
         if not self._segments:
             self._add_segment(self._new_segment(log_start_offset))
-        leo, end = self._segments[-1].scan_end()
-        if end != self._segments[-1].size:
+        active = self._segments.active
+        leo, end = active.scan_end()
+        if end != active.size:
             # A clean shutdown never leaves a partial tail; recover rather than append after it.
             log.warning(
                 "%s: the active segment ends with %d unreadable bytes",
                 self.name,
-                self._segments[-1].size - end,
+                active.size - end,
             )
-            self.recovery_truncated_bytes += self._segments[-1].recover(self._epoch_cache)
-            leo = self._segments[-1].read_next_offset()
+            self.recovery_truncated_bytes += active.recover(self._epoch_cache)
+            leo = active.read_next_offset()
         if leo < log_start_offset:
             log.warning(
                 "%s: log end offset %d is below the checkpointed log start offset %d; starting afresh there",
@@ -266,17 +266,16 @@ class Log:
             for seg in list(self._segments):
                 seg.delete()
             self._segments.clear()
-            self._bases.clear()
             self._add_segment(self._new_segment(log_start_offset))
             leo = log_start_offset
         self._leo = leo
-        self._log_start_offset = max(log_start_offset, self._segments[0].base_offset)
+        self._log_start_offset = max(log_start_offset, self._segments.first.base_offset)
         # After a clean shutdown everything up to the log end was flushed. After a
         # crash the recovered range was re-validated but is not known to be durable
         # (nor the epochs recovery learnt): the recovery point moves only with the
         # next flush, as Kafka's LogLoader keeps min(checkpoint, log end).
         self.recovery_point = min(recovery_point, leo) if needs_recovery else leo
-        self._segments[-1].resize_indexes(self.config.segment_index_bytes)
+        self._segments.active.resize_indexes(self.config.segment_index_bytes)
         # In memory only: every load applies it again, and the first append writes
         # it (load_truncation_pending) before data goes past the old log end.
         self._epoch_cache.truncate_from_end(leo, flush=False)
@@ -355,9 +354,9 @@ class Log:
     def _recover_from(self, recovery_point: int, rebuild: set[int]) -> None:
         """Re-validate segments holding offsets >= recovery_point (and those with bad
         indexes); drop every later segment after a bad batch."""
-        segs = self._segments
-        for i, seg in enumerate(segs):
-            next_base = segs[i + 1].base_offset if i + 1 < len(segs) else None
+        segments = self._segments
+        for i, seg in enumerate(segments.values()):
+            next_base = segments.next_base_offset(i)
             if (
                 next_base is not None
                 and next_base <= recovery_point
@@ -367,7 +366,7 @@ class Log:
             truncated = seg.recover(self._epoch_cache)
             if truncated > 0:
                 self.recovery_truncated_bytes += truncated
-                dropped = segs[i + 1 :]
+                dropped = segments.remove_from(i + 1)
                 if dropped:
                     log.warning(
                         "%s: corruption in segment %d; deleting %d later segments",
@@ -378,16 +377,13 @@ class Log:
                 for d in dropped:
                     self.recovery_truncated_bytes += d.size
                     d.delete()
-                del segs[i + 1 :]
-                del self._bases[i + 1 :]
                 break
 
     def _new_segment(self, base_offset: int) -> LogSegment:
         return LogSegment.open(self.dir, base_offset, self.config, created_ms=self._clock())
 
     def _add_segment(self, seg: LogSegment) -> None:
-        self._segments.append(seg)
-        self._bases.append(seg.base_offset)
+        self._segments.add(seg)
 
     # ------------------------------------------------------------ properties
 
@@ -405,7 +401,7 @@ class Log:
 
     @property
     def log_end_offset_metadata(self) -> LogOffsetMetadata:
-        active = self._segments[-1]
+        active = self._segments.active
         return LogOffsetMetadata(self._leo, active.base_offset, active.size)
 
     @property
@@ -427,11 +423,11 @@ class Log:
 
     @property
     def size_in_bytes(self) -> int:
-        return sum(s.size for s in self._segments)
+        return self._segments.size_in_bytes
 
     @property
     def first_segment_base_offset(self) -> int:
-        return self._segments[0].base_offset
+        return self._segments.first.base_offset
 
     @property
     def num_segments(self) -> int:
@@ -443,7 +439,7 @@ class Log:
 
     @property
     def active_segment(self) -> LogSegment:
-        return self._segments[-1]
+        return self._segments.active
 
     @property
     def leader_epoch_cache(self) -> LeaderEpochFileCache:
@@ -670,7 +666,7 @@ class Log:
     def _maybe_roll(
         self, size: int, max_ts: int, max_offset: int, now: int, first_offset: int
     ) -> LogSegment:
-        seg = self._segments[-1]
+        seg = self._segments.active
         cfg = self.config
         if seg.should_roll(
             max_segment_bytes=cfg.segment_bytes,
@@ -693,7 +689,7 @@ class Log:
 
     def _roll(self, expected_next_offset: int | None) -> LogSegment:
         new_offset = max(expected_next_offset or 0, self._leo)
-        active = self._segments[-1]
+        active = self._segments.active
         if active.base_offset == new_offset:
             if active.size == 0:
                 return active  # rolling an empty segment would recreate it at the same offset
@@ -738,8 +734,9 @@ class Log:
                 else self.offset_metadata(start_offset)
             )
             return FetchDataInfo(meta, b"")
-        segs = self._segments
-        i = bisect.bisect_right(self._bases, start_offset) - 1
+        segments = self._segments
+        segs = segments.values()
+        i = segments.floor_index(start_offset)
         bound_base = bound.segment_base_offset
         while 0 <= i < len(segs):
             seg = segs[i]
@@ -771,8 +768,9 @@ class Log:
             raise OffsetOutOfRange(
                 f"offset {offset} is below the log start offset {self._log_start_offset}"
             )
-        segs = self._segments
-        i = bisect.bisect_right(self._bases, offset) - 1
+        segments = self._segments
+        segs = segments.values()
+        i = segments.floor_index(offset)
         meta = None
         while 0 <= i < len(segs):
             sp = segs[i].translate_offset(offset)
@@ -908,7 +906,7 @@ class Log:
         return nxt is not None and nxt.base_offset <= self._log_start_offset
 
     def _delete_matching(self, predicate: Callable[[LogSegment, LogSegment | None], bool]) -> int:
-        segs = self._segments
+        segs = self._segments.values()
         deletable: list[LogSegment] = []
         for i, seg in enumerate(segs):
             nxt = segs[i + 1] if i + 1 < len(segs) else None
@@ -925,17 +923,15 @@ class Log:
         if len(deletable) == len(segs):
             self._roll(None)
         self._remove_segments(deletable, "retention")
-        first_base = self._segments[0].base_offset
+        first_base = self._segments.first.base_offset
         if first_base > self._log_start_offset:
             self._log_start_offset = first_base
             self._epoch_cache.truncate_from_start(first_base)
         return len(deletable)
 
-    def _remove_segments(self, doomed: list[LogSegment], reason: str) -> None:
+    def _remove_segments(self, doomed: Sequence[LogSegment], reason: str) -> None:
         """Drop segments from the log, rename to ``.deleted``, delete after file.delete.delay.ms."""
-        ids = {id(s) for s in doomed}
-        self._segments = [s for s in self._segments if id(s) not in ids]
-        self._bases = [s.base_offset for s in self._segments]
+        self._segments.remove(doomed)
         self._meta_cache.clear()
         delay = self.config.file_delete_delay_ms
         due = self._clock() + delay
@@ -995,14 +991,14 @@ class Log:
             raise ValueError(f"cannot truncate {self.name} to a negative offset {offset}")
         if offset >= self._leo:
             return False
-        if self._segments[0].base_offset > offset:
+        segments = self._segments
+        if segments.first.base_offset > offset:
             self._truncate_fully_and_start_at(offset)
             return True
-        i = bisect.bisect_right(self._bases, offset) - 1
-        doomed = self._segments[i + 1 :]
+        doomed = segments.values()[segments.floor_index(offset) + 1 :]
         if doomed:
             self._remove_segments(doomed, f"truncation to {offset}")
-        active = self._segments[-1]
+        active = segments.active
         active.truncate_to(offset)
         self._leo = max(active.read_next_offset(), active.base_offset)
         self._meta_cache.clear()
@@ -1024,14 +1020,12 @@ class Log:
         old_active = old[-1]
         if old_active.base_offset == offset:
             # same file name: delete now rather than rename-and-wait
-            self._segments.pop()
-            self._bases.pop()
+            self._segments.remove_from(len(old) - 1)
             old_active.delete()
             old.pop()
         if old:
             self._remove_segments(old, f"truncate fully and start at {offset}")
-        self._segments = []
-        self._bases = []
+        self._segments.clear()
         self._add_segment(self._new_segment(offset))
         self._meta_cache.clear()
         self._epoch_cache.clear_and_flush()
@@ -1062,7 +1056,7 @@ class Log:
         """Segments holding offsets in [recovery_point, up_to): what flush(up_to) would fsync."""
         return [
             seg
-            for seg, next_base in self._segments_between(self.recovery_point, up_to)
+            for seg, next_base in self._segments.between(self.recovery_point, up_to)
             if next_base is None or next_base > self.recovery_point
         ]
 
@@ -1073,13 +1067,6 @@ class Log:
             self.recovery_point = offset
             self.last_flush_ms = self._clock()
 
-    def _segments_between(self, start: int, end: int) -> Iterator[tuple[LogSegment, int | None]]:
-        segs = self._segments
-        i = max(bisect.bisect_right(self._bases, start) - 1, 0)
-        while i < len(segs) and segs[i].base_offset < end:
-            yield segs[i], segs[i + 1].base_offset if i + 1 < len(segs) else None
-            i += 1
-
     # ------------------------------------------------------------ transactions / cleaner hooks
 
     def collect_aborted_transactions(
@@ -1087,14 +1074,11 @@ class Log:
     ) -> list[AbortedTxn]:
         """Aborted transactions overlapping [start_offset, upper_bound_offset) (read_committed fetch)."""
         out: list[AbortedTxn] = []
-        segs = self._segments
-        i = max(bisect.bisect_right(self._bases, start_offset) - 1, 0)
-        while i < len(segs) and segs[i].base_offset < upper_bound_offset:
-            r = segs[i].txn_index.collect_aborted_txns(start_offset, upper_bound_offset)
+        for seg, _next_base in self._segments.between(start_offset, upper_bound_offset):
+            r = seg.txn_index.collect_aborted_txns(start_offset, upper_bound_offset)
             out.extend(r.aborted)
             if r.is_complete:
                 break
-            i += 1
         return out
 
     @_guarded
@@ -1125,10 +1109,8 @@ class Log:
         self._remove_segments(doomed, "replaced by cleaned segments")
         if after_step is not None:
             after_step("deleted")
-        merged = self._segments + new_sorted
-        merged.sort(key=lambda s: s.base_offset)
-        self._segments = merged
-        self._bases = [s.base_offset for s in merged]
+        for seg in new_sorted:
+            self._segments.add(seg)
         for seg in new_sorted:
             seg.change_file_suffixes(SWAP_FILE_SUFFIX, "")
         self._meta_cache.clear()
@@ -1175,8 +1157,7 @@ class Log:
         import shutil
 
         self.close_handlers()
-        self._segments = []
-        self._bases = []
+        self._segments.clear()
         self._pending_deletes = []
         shutil.rmtree(self.dir, ignore_errors=True)
 
