@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 import struct
 import time
 from collections.abc import Callable, Sequence
@@ -18,8 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
-from kafkalite.log.abstract_index import CorruptIndexError
-from kafkalite.log.checkpoint import CorruptCheckpointError
 from kafkalite.log.errors import (
     CorruptRecordBatch,
     InvalidRecord,
@@ -38,16 +35,13 @@ from kafkalite.log.fetch_data import (
     LogOffsetMetadata,
     TimestampAndOffset,
 )
-from kafkalite.log.leader_epoch_cache import LEADER_EPOCH_CHECKPOINT_FILE, LeaderEpochFileCache
+from kafkalite.log.leader_epoch_cache import LeaderEpochFileCache
 from kafkalite.log.log_config import LONG_MAX, LogConfig
+from kafkalite.log.log_loader import LogLoader
 from kafkalite.log.log_segment import (
     CLEANED_FILE_SUFFIX,
     DELETED_FILE_SUFFIX,
-    INDEX_FILE_SUFFIX,
-    LOG_FILE_SUFFIX,
     SWAP_FILE_SUFFIX,
-    TIME_INDEX_FILE_SUFFIX,
-    TXN_INDEX_FILE_SUFFIX,
     LogSegment,
     check_stored_batch,
 )
@@ -102,17 +96,6 @@ def parse_topic_partition_name(name: str) -> tuple[str, int]:
     if not sep or not topic or not part.isdigit():
         raise ValueError(f"{name!r} is not a <topic>-<partition> directory name")
     return topic, int(part)
-
-
-def _log_file_offsets(names: list[str]) -> list[int]:
-    """Base offsets of the ``<20 digits>.log`` files among ``names``."""
-    out = []
-    for name in names:
-        if name.endswith(LOG_FILE_SUFFIX):
-            stem = name[: -len(LOG_FILE_SUFFIX)]
-            if stem.isdigit():
-                out.append(int(stem))
-    return out
 
 
 def _validate_keys(buf: bytearray | memoryview, batches: list[tuple[int, int]], name: str) -> None:
@@ -198,192 +181,27 @@ class Log:
         self._meta_cache: dict[int, LogOffsetMetadata] = {}
         self._unflushed_messages = 0
         self.last_flush_ms = clock_ms()
-        #: bytes recovery truncated at load (LogManager logs it)
-        self.recovery_truncated_bytes = 0
         self.dir.mkdir(parents=True, exist_ok=True)
-        epoch_path = self.dir / LEADER_EPOCH_CHECKPOINT_FILE
-        try:
-            # fsynced by flush() before the recovery point moves (see leader_epoch_cache)
-            self._epoch_cache = LeaderEpochFileCache(epoch_path, sync=False)
-        except CorruptCheckpointError as e:
-            log.warning("%s; rebuilding the leader epoch cache from the log", e)
-            epoch_path.unlink()
-            self._epoch_cache = LeaderEpochFileCache(epoch_path, sync=False)
-            needs_recovery = True
-            recovery_point = 0
-        self._load(log_start_offset, recovery_point, needs_recovery)
-
-    # ------------------------------------------------------------------ load
-
-    def _load(self, log_start_offset: int, recovery_point: int, needs_recovery: bool) -> None:
-        # One listing serves every step unless one of them changed the directory.
-        names = os.listdir(self.dir)
-        if self._remove_temp_files(names):
-            names = os.listdir(self.dir)
-        if self._complete_swap_operations(names):
-            names = os.listdir(self.dir)
-        present = set(names)
-        rebuild: set[int] = set()
-        for base in sorted(_log_file_offsets(names)):
-            missing_index = f"{base:020d}{INDEX_FILE_SUFFIX}" not in present
-            seg = LogSegment.open(self.dir, base, self.config, created_ms=0)
-            self._add_segment(seg)
-            if missing_index:
-                log.info("%s: rebuilding the missing indexes of segment %d", self.name, base)
-                rebuild.add(base)
-                continue
-            try:
-                seg.sanity_check()
-            except CorruptIndexError as e:
-                log.warning("%s: %s; rebuilding the indexes of segment %d", self.name, e, base)
-                rebuild.add(base)
-        if needs_recovery:
-            self._recover_from(recovery_point, rebuild)
-        else:
-            for seg in self._segments:
-                if seg.base_offset in rebuild:
-                    self.recovery_truncated_bytes += seg.recover(None)
-        if not self._segments:
-            self._add_segment(self._new_segment(log_start_offset))
-        active = self._segments.active
-        leo, end = active.scan_end()
-        if end != active.size:
-            # A clean shutdown never leaves a partial tail; recover rather than append after it.
-            log.warning(
-                "%s: the active segment ends with %d unreadable bytes",
-                self.name,
-                active.size - end,
-            )
-            self.recovery_truncated_bytes += active.recover(self._epoch_cache)
-            leo = active.read_next_offset()
-        if leo < log_start_offset:
-            log.warning(
-                "%s: log end offset %d is below the checkpointed log start offset %d; starting afresh there",
-                self.name,
-                leo,
-                log_start_offset,
-            )
-            for seg in list(self._segments):
-                seg.delete()
-            self._segments.clear()
-            self._add_segment(self._new_segment(log_start_offset))
-            leo = log_start_offset
-        self._leo = leo
-        self._log_start_offset = max(log_start_offset, self._segments.first.base_offset)
-        # After a clean shutdown everything up to the log end was flushed. After a
-        # crash the recovered range was re-validated but is not known to be durable
-        # (nor the epochs recovery learnt): the recovery point moves only with the
-        # next flush, as Kafka's LogLoader keeps min(checkpoint, log end).
-        self.recovery_point = min(recovery_point, leo) if needs_recovery else leo
-        self._segments.active.resize_indexes(self.config.segment_index_bytes)
-        # In memory only: every load applies it again, and the first append writes
-        # it (load_truncation_pending) before data goes past the old log end.
-        self._epoch_cache.truncate_from_end(leo, flush=False)
-        self._epoch_cache.truncate_from_start(self._log_start_offset, flush=False)
-        self._hw = self._log_start_offset
-        # Loading read the active segment's tail (and recovery whole segments): let go
-        # of those descriptors, so an idle partition holds none until it is used.
-        for seg in self._segments:
-            seg.release_handle()
-
-    def _log_file_offsets(self) -> list[int]:
-        return _log_file_offsets(os.listdir(self.dir))
-
-    def _remove_temp_files(self, names: list[str]) -> bool:
-        """Delete leftovers of interrupted deletes/cleans and orphaned indexes (as Kafka).
-
-        Returns True when something was deleted."""
-        logs = {n[: -len(LOG_FILE_SUFFIX)] for n in names if n.endswith(LOG_FILE_SUFFIX)}
-        changed = False
-        for name in names:
-            if name.endswith((DELETED_FILE_SUFFIX, CLEANED_FILE_SUFFIX, ".tmp")):
-                p = self.dir / name
-                if p.is_file():
-                    p.unlink()
-                    changed = True
-                continue
-            for suffix in (INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, TXN_INDEX_FILE_SUFFIX):
-                if name.endswith(suffix) and name[: -len(suffix)] not in logs:
-                    p = self.dir / name
-                    if p.is_file():
-                        log.info("%s: deleting orphaned index %s", self.name, name)
-                        p.unlink()
-                        changed = True
-        return changed
-
-    def _complete_swap_operations(self, names: list[str]) -> bool:
-        """Finish a cleaner swap interrupted by a crash (hook for ``cleaner.py``).
-
-        A ``.log.swap`` is a complete replacement for the segments whose base
-        offsets fall in its offset range: delete those and drop the suffix.
-        Swap indexes are discarded and rebuilt. Returns True when there was one.
-        """
-        swaps = sorted(n for n in names if n.endswith(SWAP_FILE_SUFFIX))
-        if not swaps:
-            return False
-        for name in swaps:
-            if not name.endswith(LOG_FILE_SUFFIX + SWAP_FILE_SUFFIX):
-                (self.dir / name).unlink()
-        for p in sorted(self.dir.glob(f"*{LOG_FILE_SUFFIX}{SWAP_FILE_SUFFIX}")):
-            base = int(p.name.split(".", 1)[0])
-            seg = LogSegment.open(self.dir, base, self.config, file_suffix=SWAP_FILE_SUFFIX)
-            seg.recover(None)
-            end = seg.read_next_offset()
-            seg.close()
-            for other in self._log_file_offsets():
-                if base <= other < end:
-                    for suffix in (
-                        LOG_FILE_SUFFIX,
-                        INDEX_FILE_SUFFIX,
-                        TIME_INDEX_FILE_SUFFIX,
-                        TXN_INDEX_FILE_SUFFIX,
-                    ):
-                        (self.dir / f"{other:020d}{suffix}").unlink(missing_ok=True)
-            for suffix in (
-                LOG_FILE_SUFFIX,
-                INDEX_FILE_SUFFIX,
-                TIME_INDEX_FILE_SUFFIX,
-                TXN_INDEX_FILE_SUFFIX,
-            ):
-                swap = self.dir / f"{base:020d}{suffix}{SWAP_FILE_SUFFIX}"
-                if swap.exists():
-                    os.replace(swap, self.dir / f"{base:020d}{suffix}")
-            log.info("%s: completed interrupted swap of segment %d", self.name, base)
-        return True
-
-    def _recover_from(self, recovery_point: int, rebuild: set[int]) -> None:
-        """Re-validate segments holding offsets >= recovery_point (and those with bad
-        indexes); drop every later segment after a bad batch."""
-        segments = self._segments
-        for i, seg in enumerate(segments.values()):
-            next_base = segments.next_base_offset(i)
-            if (
-                next_base is not None
-                and next_base <= recovery_point
-                and seg.base_offset not in rebuild
-            ):
-                continue
-            truncated = seg.recover(self._epoch_cache)
-            if truncated > 0:
-                self.recovery_truncated_bytes += truncated
-                dropped = segments.remove_from(i + 1)
-                if dropped:
-                    log.warning(
-                        "%s: corruption in segment %d; deleting %d later segments",
-                        self.name,
-                        seg.base_offset,
-                        len(dropped),
-                    )
-                for d in dropped:
-                    self.recovery_truncated_bytes += d.size
-                    d.delete()
-                break
+        loaded = LogLoader(
+            self.dir,
+            config,
+            self._segments,
+            name=self.name,
+            log_start_offset=log_start_offset,
+            recovery_point=recovery_point,
+            needs_recovery=needs_recovery,
+            clock_ms=clock_ms,
+        ).load()
+        self._epoch_cache = loaded.leader_epoch_cache
+        self._leo = loaded.log_end_offset
+        self._log_start_offset = loaded.log_start_offset
+        self.recovery_point = loaded.recovery_point
+        self._hw = loaded.log_start_offset
+        #: bytes recovery truncated at load (LogManager logs it)
+        self.recovery_truncated_bytes = loaded.truncated_bytes
 
     def _new_segment(self, base_offset: int) -> LogSegment:
         return LogSegment.open(self.dir, base_offset, self.config, created_ms=self._clock())
-
-    def _add_segment(self, seg: LogSegment) -> None:
-        self._segments.add(seg)
 
     # ------------------------------------------------------------ properties
 
@@ -696,7 +514,7 @@ class Log:
             raise RuntimeError(f"{self.name}: segment {new_offset} already exists")
         active.on_become_inactive()
         seg = self._new_segment(new_offset)
-        self._add_segment(seg)
+        self._segments.add(seg)
         return seg
 
     # ------------------------------------------------------------ read
@@ -1026,7 +844,7 @@ class Log:
         if old:
             self._remove_segments(old, f"truncate fully and start at {offset}")
         self._segments.clear()
-        self._add_segment(self._new_segment(offset))
+        self._segments.add(self._new_segment(offset))
         self._meta_cache.clear()
         self._epoch_cache.clear_and_flush()
         self._leo = offset
