@@ -38,14 +38,19 @@ from kafkalite.log.fetch_data import (
 from kafkalite.log.leader_epoch_cache import LeaderEpochFileCache
 from kafkalite.log.log_config import LONG_MAX, LogConfig
 from kafkalite.log.log_loader import LogLoader
+from kafkalite.log.log_retention import (
+    SegmentPredicate,
+    deletable_segments,
+    retention_breaches,
+)
 from kafkalite.log.log_segment import (
     CLEANED_FILE_SUFFIX,
-    DELETED_FILE_SUFFIX,
     SWAP_FILE_SUFFIX,
     LogSegment,
     check_stored_batch,
 )
 from kafkalite.log.log_segments import LogSegments
+from kafkalite.log.segment_deleter import SegmentDeleter
 from kafkalite.protocol.compression import CompressionType, parse_compression_type
 from kafkalite.protocol.recompression import needs_recompression, recompress_batches
 from kafkalite.protocol.record_batch import (
@@ -174,10 +179,7 @@ class Log:
         self.on_truncate = on_truncate
         self._offline = False
         self._segments = LogSegments()
-        self._pending_deletes: list[tuple[int, LogSegment]] = []
-        #: runs segment file deletions off the caller's thread (the LogManager's
-        #: kafka-delete-logs thread); None deletes inline
-        self.file_deleter: Callable[[Callable[[], None]], None] | None = None
+        self._deleter = SegmentDeleter(self.name, clock_ms)
         self._meta_cache: dict[int, LogOffsetMetadata] = {}
         self._unflushed_messages = 0
         self.last_flush_ms = clock_ms()
@@ -290,11 +292,7 @@ class Log:
         """The log dir failed: every further call raises KafkaStorageError."""
         if not self._offline:
             self._offline = True
-            for seg in self._segments:
-                try:
-                    seg.close_handlers()
-                except OSError:
-                    pass
+            self._segments.close_handlers()
 
     def update_config(self, config: LogConfig) -> None:
         self.config = config
@@ -695,50 +693,23 @@ class Log:
 
         Only data below the HW goes. When every segment qualifies the log rolls
         first, so the active segment itself is never deleted (Kafka does the same).
-        Returns the number of segments deleted.
+        Returns the number of segments deleted. ``log_retention`` decides which.
         """
-        n = self._delete_matching(self._start_offset_breached)
-        cfg = self.config
-        if cfg.delete:
-            if cfg.retention_ms >= 0:
-                now = self._clock()
-                retention_ms = cfg.retention_ms
-                n += self._delete_matching(
-                    lambda seg, _nxt: now - seg.largest_timestamp > retention_ms
-                )
-            if cfg.retention_bytes >= 0:
-                excess = self.size_in_bytes - cfg.retention_bytes
-                if excess > 0:
-                    state = [excess]
-
-                    def by_size(seg: LogSegment, _nxt: LogSegment | None) -> bool:
-                        if state[0] - seg.size >= 0:
-                            state[0] -= seg.size
-                            return True
-                        return False
-
-                    n += self._delete_matching(by_size)
+        n = 0
+        for breached in retention_breaches(
+            self.config, self._segments, self._log_start_offset, self._clock
+        ):
+            n += self._delete_segments(breached)
         return n
 
-    def _start_offset_breached(self, _seg: LogSegment, nxt: LogSegment | None) -> bool:
-        return nxt is not None and nxt.base_offset <= self._log_start_offset
-
-    def _delete_matching(self, predicate: Callable[[LogSegment, LogSegment | None], bool]) -> int:
-        segs = self._segments.values()
-        deletable: list[LogSegment] = []
-        for i, seg in enumerate(segs):
-            nxt = segs[i + 1] if i + 1 < len(segs) else None
-            upper = nxt.base_offset if nxt is not None else self._leo
-            if self._hw < upper:
-                break
-            if nxt is None and seg.size == 0:
-                break
-            if not predicate(seg, nxt):
-                break
-            deletable.append(seg)
+    def _delete_segments(self, breached: SegmentPredicate) -> int:
+        """Delete the oldest segments ``breached`` selects (Kafka's deleteSegments)."""
+        deletable = deletable_segments(
+            self._segments, breached, high_watermark=self._hw, log_end_offset=self._leo
+        )
         if not deletable:
             return 0
-        if len(deletable) == len(segs):
+        if len(deletable) == len(self._segments):
             self._roll(None)
         self._remove_segments(deletable, "retention")
         first_base = self._segments.first.base_offset
@@ -748,57 +719,28 @@ class Log:
         return len(deletable)
 
     def _remove_segments(self, doomed: Sequence[LogSegment], reason: str) -> None:
-        """Drop segments from the log, rename to ``.deleted``, delete after file.delete.delay.ms."""
+        """Drop segments from the log; their files go after file.delete.delay.ms."""
         self._segments.remove(doomed)
         self._meta_cache.clear()
-        delay = self.config.file_delete_delay_ms
-        due = self._clock() + delay
-        for seg in doomed:
-            log.info("%s: deleting segment %d (%s)", self.name, seg.base_offset, reason)
-            # renamed first (as Kafka's asyncDeleteSegment), so a deletion that runs
-            # later never hits a new file with the same name (a cleaner swap)
-            seg.change_file_suffixes("", DELETED_FILE_SUFFIX)
-            if delay <= 0:
-                self._delete_segment_files(seg)
-            else:
-                self._pending_deletes.append((due, seg))
+        self._deleter.delete(doomed, reason, self.config.file_delete_delay_ms)
 
     def run_pending_deletes(self, now_ms: int | None = None, *, force: bool = False) -> int:
         """Delete ``.deleted`` segment files whose delay expired; returns how many."""
-        if not self._pending_deletes:
-            return 0
-        now = self._clock() if now_ms is None else now_ms
-        keep, done = [], 0
-        for due, seg in self._pending_deletes:
-            if force:
-                self._unlink_segment(seg)
-                done += 1
-            elif due <= now:
-                self._delete_segment_files(seg)
-                done += 1
-            else:
-                keep.append((due, seg))
-        self._pending_deletes = keep
-        return done
-
-    def _delete_segment_files(self, seg: LogSegment) -> None:
-        """Delete a segment that left the log, on the file deleter when there is one:
-        unlinking a large segment blocks for tens of milliseconds."""
-        deleter = self.file_deleter
-        if deleter is None:
-            self._unlink_segment(seg)
-        else:
-            deleter(functools.partial(self._unlink_segment, seg))
-
-    def _unlink_segment(self, seg: LogSegment) -> None:
-        try:
-            seg.delete()
-        except OSError as e:
-            log.warning("%s: failed to delete %s: %s", self.name, seg.log_path, e)
+        return self._deleter.run_pending(now_ms, force=force)
 
     @property
     def pending_deletes(self) -> list[tuple[int, LogSegment]]:
-        return list(self._pending_deletes)
+        return self._deleter.pending
+
+    @property
+    def file_deleter(self) -> Callable[[Callable[[], None]], None] | None:
+        """Runs segment file deletions off the caller's thread (the LogManager's
+        kafka-delete-logs thread); None deletes inline."""
+        return self._deleter.file_deleter
+
+    @file_deleter.setter
+    def file_deleter(self, deleter: Callable[[Callable[[], None]], None] | None) -> None:
+        self._deleter.file_deleter = deleter
 
     # ------------------------------------------------------------ truncation
 
@@ -950,25 +892,13 @@ class Log:
                 seg.close()
             except OSError as e:
                 log.warning("%s: error closing %r: %s", self.name, seg, e)
-        for _due, seg in self._pending_deletes:
-            try:
-                seg.close_handlers()
-            except OSError:
-                pass
-        self._pending_deletes = []
+        self._deleter.close_handlers()
+        self._deleter.clear()
 
     def close_handlers(self) -> None:
         """Release descriptors without touching files (offline dir, deleted log)."""
-        for seg in self._segments:
-            try:
-                seg.close_handlers()
-            except OSError:
-                pass
-        for _due, seg in self._pending_deletes:
-            try:
-                seg.close_handlers()
-            except OSError:
-                pass
+        self._segments.close_handlers()
+        self._deleter.close_handlers()
 
     def delete(self) -> None:
         """Remove every file of the log and its directory."""
@@ -976,7 +906,7 @@ class Log:
 
         self.close_handlers()
         self._segments.clear()
-        self._pending_deletes = []
+        self._deleter.clear()
         shutil.rmtree(self.dir, ignore_errors=True)
 
     # ------------------------------------------------------------ misc
