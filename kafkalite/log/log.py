@@ -1,4 +1,9 @@
-"""One partition's log (Kafka's UnifiedLog + LocalLog): segments, offsets, reads.
+"""One partition's log (Kafka's UnifiedLog + LocalLog): append, read, roll, truncate.
+
+The parts Kafka also keeps apart have modules of their own: the ordered
+segments (``log_segments``), loading and crash recovery (``log_loader``), which
+segments retention deletes (``log_retention``) and the delayed deletion of the
+files of segments that left the log (``segment_deleter``).
 
 All calls are synchronous file I/O made from the event loop, as Kafka's
 request threads do: appends go to the page cache with no fsync (durability
@@ -201,9 +206,6 @@ class Log:
         self._hw = loaded.log_start_offset
         #: bytes recovery truncated at load (LogManager logs it)
         self.recovery_truncated_bytes = loaded.truncated_bytes
-
-    def _new_segment(self, base_offset: int) -> LogSegment:
-        return LogSegment.open(self.dir, base_offset, self.config, created_ms=self._clock())
 
     # ------------------------------------------------------------ properties
 
@@ -514,6 +516,9 @@ class Log:
         seg = self._new_segment(new_offset)
         self._segments.add(seg)
         return seg
+
+    def _new_segment(self, base_offset: int) -> LogSegment:
+        return LogSegment.open(self.dir, base_offset, self.config, created_ms=self._clock())
 
     # ------------------------------------------------------------ read
 
@@ -852,9 +857,9 @@ class Log:
         """Swap cleaned segments in for old ones (Kafka's replaceSegments; for ``cleaner.py``).
 
         ``new_segments`` are complete, flushed segments written with the
-        ``.cleaned`` suffix. They are renamed ``.swap`` first: from then on a
-        crash is completed at load by :meth:`_complete_swap_operations`. Then
-        the old segments leave the log (renamed ``.deleted``, removed after
+        ``.cleaned`` suffix. They are renamed ``.swap`` first: from then on
+        ``LogLoader`` completes a swap a crash interrupted. Then the old
+        segments leave the log (renamed ``.deleted``, removed after
         file.delete.delay.ms) and the swap suffix is dropped. ``after_step`` is
         told ``"swap"`` and ``"deleted"`` as those steps complete (crash tests).
         """
