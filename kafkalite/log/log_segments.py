@@ -20,7 +20,11 @@ __all__ = ["LogSegments"]
 class LogSegments:
     """The segments of one log, oldest first; the last one is the active segment."""
 
-    __slots__ = ("_segments", "_bases")
+    __slots__ = ("_segments", "_bases", "active")
+
+    #: the last segment, the one taking appends (unset while there is none). An
+    #: attribute the changes below keep, not a property: every append and read asks.
+    active: LogSegment
 
     def __init__(self) -> None:
         self._segments: list[LogSegment] = []
@@ -38,11 +42,6 @@ class LogSegments:
 
     def base_offsets(self) -> list[int]:
         return list(self._bases)
-
-    @property
-    def active(self) -> LogSegment:
-        """The segment taking appends (the log always has one once loaded)."""
-        return self._segments[-1]
 
     @property
     def first(self) -> LogSegment:
@@ -80,6 +79,7 @@ class LogSegments:
         if not self._bases or base > self._bases[-1]:
             self._segments.append(segment)
             self._bases.append(base)
+            self.active = segment
             return
         i = bisect.bisect_right(self._bases, base)
         self._segments.insert(i, segment)
@@ -90,6 +90,7 @@ class LogSegments:
         ids = {id(s) for s in doomed}
         self._segments = [s for s in self._segments if id(s) not in ids]
         self._bases = [s.base_offset for s in self._segments]
+        self._reset_active()
 
     def remove_from(self, index: int) -> list[LogSegment]:
         """Take out the segments from ``index`` on and return them (recovery drops
@@ -97,11 +98,19 @@ class LogSegments:
         dropped = self._segments[index:]
         del self._segments[index:]
         del self._bases[index:]
+        self._reset_active()
         return dropped
 
     def clear(self) -> None:
         self._segments = []
         self._bases = []
+        self._reset_active()
+
+    def _reset_active(self) -> None:
+        if self._segments:
+            self.active = self._segments[-1]
+        elif hasattr(self, "active"):
+            del self.active
 
     def close_handlers(self) -> None:
         """Release every segment's descriptors, ignoring errors (an offline or deleted log)."""

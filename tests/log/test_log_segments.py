@@ -65,8 +65,10 @@ def test_remove_by_identity_keeps_the_base_offsets_in_step(open_segment) -> None
     dropped = segments.remove_from(1)
     assert [s.base_offset for s in dropped] == [20]
     assert _bases(segments) == [0] and segments.floor_index(99) == 0
+    assert segments.active is segs[0]  # the active segment follows the last one
     segments.clear()
     assert len(segments) == 0 and segments.floor_index(0) == -1
+    assert not hasattr(segments, "active")
 
 
 def test_size_in_bytes_sums_every_segment(tmp_path: Path) -> None:
