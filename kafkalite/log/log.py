@@ -1,4 +1,9 @@
-"""One partition's log (Kafka's UnifiedLog + LocalLog): segments, offsets, reads.
+"""One partition's log (Kafka's UnifiedLog + LocalLog): append, read, roll, truncate.
+
+The parts Kafka also keeps apart have modules of their own: the ordered
+segments (``log_segments``), loading and crash recovery (``log_loader``), which
+segments retention deletes (``log_retention``) and the delayed deletion of the
+files of segments that left the log (``segment_deleter``).
 
 All calls are synchronous file I/O made from the event loop, as Kafka's
 request threads do: appends go to the page cache with no fsync (durability
@@ -8,19 +13,15 @@ checkpoints in the background.
 
 from __future__ import annotations
 
-import bisect
 import functools
 import logging
-import os
 import struct
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
-from kafkalite.log.abstract_index import CorruptIndexError
-from kafkalite.log.checkpoint import CorruptCheckpointError
 from kafkalite.log.errors import (
     CorruptRecordBatch,
     InvalidRecord,
@@ -39,19 +40,22 @@ from kafkalite.log.fetch_data import (
     LogOffsetMetadata,
     TimestampAndOffset,
 )
-from kafkalite.log.leader_epoch_cache import LEADER_EPOCH_CHECKPOINT_FILE, LeaderEpochFileCache
+from kafkalite.log.leader_epoch_cache import LeaderEpochFileCache
 from kafkalite.log.log_config import LONG_MAX, LogConfig
+from kafkalite.log.log_loader import LogLoader
+from kafkalite.log.log_retention import (
+    SegmentPredicate,
+    deletable_segments,
+    retention_breaches,
+)
 from kafkalite.log.log_segment import (
     CLEANED_FILE_SUFFIX,
-    DELETED_FILE_SUFFIX,
-    INDEX_FILE_SUFFIX,
-    LOG_FILE_SUFFIX,
     SWAP_FILE_SUFFIX,
-    TIME_INDEX_FILE_SUFFIX,
-    TXN_INDEX_FILE_SUFFIX,
     LogSegment,
     check_stored_batch,
 )
+from kafkalite.log.log_segments import LogSegments
+from kafkalite.log.segment_deleter import SegmentDeleter
 from kafkalite.protocol.compression import CompressionType, parse_compression_type
 from kafkalite.protocol.recompression import needs_recompression, recompress_batches
 from kafkalite.protocol.record_batch import (
@@ -102,17 +106,6 @@ def parse_topic_partition_name(name: str) -> tuple[str, int]:
     if not sep or not topic or not part.isdigit():
         raise ValueError(f"{name!r} is not a <topic>-<partition> directory name")
     return topic, int(part)
-
-
-def _log_file_offsets(names: list[str]) -> list[int]:
-    """Base offsets of the ``<20 digits>.log`` files among ``names``."""
-    out = []
-    for name in names:
-        if name.endswith(LOG_FILE_SUFFIX):
-            stem = name[: -len(LOG_FILE_SUFFIX)]
-            if stem.isdigit():
-                out.append(int(stem))
-    return out
 
 
 def _validate_keys(buf: bytearray | memoryview, batches: list[tuple[int, int]], name: str) -> None:
@@ -190,204 +183,29 @@ class Log:
         #: told the new log end offset after a truncation (the cleaner resets its checkpoint)
         self.on_truncate = on_truncate
         self._offline = False
-        self._segments: list[LogSegment] = []
-        self._bases: list[int] = []
-        self._pending_deletes: list[tuple[int, LogSegment]] = []
-        #: runs segment file deletions off the caller's thread (the LogManager's
-        #: kafka-delete-logs thread); None deletes inline
-        self.file_deleter: Callable[[Callable[[], None]], None] | None = None
+        self._segments = LogSegments()
+        self._deleter = SegmentDeleter(self.name, clock_ms)
         self._meta_cache: dict[int, LogOffsetMetadata] = {}
         self._unflushed_messages = 0
         self.last_flush_ms = clock_ms()
-        #: bytes recovery truncated at load (LogManager logs it)
-        self.recovery_truncated_bytes = 0
         self.dir.mkdir(parents=True, exist_ok=True)
-        epoch_path = self.dir / LEADER_EPOCH_CHECKPOINT_FILE
-        try:
-            # fsynced by flush() before the recovery point moves (see leader_epoch_cache)
-            self._epoch_cache = LeaderEpochFileCache(epoch_path, sync=False)
-        except CorruptCheckpointError as e:
-            log.warning("%s; rebuilding the leader epoch cache from the log", e)
-            epoch_path.unlink()
-            self._epoch_cache = LeaderEpochFileCache(epoch_path, sync=False)
-            needs_recovery = True
-            recovery_point = 0
-        self._load(log_start_offset, recovery_point, needs_recovery)
-
-    # ------------------------------------------------------------------ load
-
-    def _load(self, log_start_offset: int, recovery_point: int, needs_recovery: bool) -> None:
-        # One listing serves every step unless one of them changed the directory.
-        names = os.listdir(self.dir)
-        if self._remove_temp_files(names):
-            names = os.listdir(self.dir)
-        if self._complete_swap_operations(names):
-            names = os.listdir(self.dir)
-        present = set(names)
-        rebuild: set[int] = set()
-        for base in sorted(_log_file_offsets(names)):
-            missing_index = f"{base:020d}{INDEX_FILE_SUFFIX}" not in present
-            seg = LogSegment.open(self.dir, base, self.config, created_ms=0)
-            self._add_segment(seg)
-            if missing_index:
-                log.info("%s: rebuilding the missing indexes of segment %d", self.name, base)
-                rebuild.add(base)
-                continue
-            try:
-                seg.sanity_check()
-            except CorruptIndexError as e:
-                log.warning("%s: %s; rebuilding the indexes of segment %d", self.name, e, base)
-                rebuild.add(base)
-        if needs_recovery:
-            self._recover_from(recovery_point, rebuild)
-        else:
-            for seg in self._segments:
-                if seg.base_offset in rebuild:
-                    self.recovery_truncated_bytes += seg.recover(None)
-        if not self._segments:
-            self._add_segment(self._new_segment(log_start_offset))
-        leo, end = self._segments[-1].scan_end()
-        if end != self._segments[-1].size:
-            # A clean shutdown never leaves a partial tail; recover rather than append after it.
-            log.warning(
-                "%s: the active segment ends with %d unreadable bytes",
-                self.name,
-                self._segments[-1].size - end,
-            )
-            self.recovery_truncated_bytes += self._segments[-1].recover(self._epoch_cache)
-            leo = self._segments[-1].read_next_offset()
-        if leo < log_start_offset:
-            log.warning(
-                "%s: log end offset %d is below the checkpointed log start offset %d; starting afresh there",
-                self.name,
-                leo,
-                log_start_offset,
-            )
-            for seg in list(self._segments):
-                seg.delete()
-            self._segments.clear()
-            self._bases.clear()
-            self._add_segment(self._new_segment(log_start_offset))
-            leo = log_start_offset
-        self._leo = leo
-        self._log_start_offset = max(log_start_offset, self._segments[0].base_offset)
-        # After a clean shutdown everything up to the log end was flushed. After a
-        # crash the recovered range was re-validated but is not known to be durable
-        # (nor the epochs recovery learnt): the recovery point moves only with the
-        # next flush, as Kafka's LogLoader keeps min(checkpoint, log end).
-        self.recovery_point = min(recovery_point, leo) if needs_recovery else leo
-        self._segments[-1].resize_indexes(self.config.segment_index_bytes)
-        # In memory only: every load applies it again, and the first append writes
-        # it (load_truncation_pending) before data goes past the old log end.
-        self._epoch_cache.truncate_from_end(leo, flush=False)
-        self._epoch_cache.truncate_from_start(self._log_start_offset, flush=False)
-        self._hw = self._log_start_offset
-        # Loading read the active segment's tail (and recovery whole segments): let go
-        # of those descriptors, so an idle partition holds none until it is used.
-        for seg in self._segments:
-            seg.release_handle()
-
-    def _log_file_offsets(self) -> list[int]:
-        return _log_file_offsets(os.listdir(self.dir))
-
-    def _remove_temp_files(self, names: list[str]) -> bool:
-        """Delete leftovers of interrupted deletes/cleans and orphaned indexes (as Kafka).
-
-        Returns True when something was deleted."""
-        logs = {n[: -len(LOG_FILE_SUFFIX)] for n in names if n.endswith(LOG_FILE_SUFFIX)}
-        changed = False
-        for name in names:
-            if name.endswith((DELETED_FILE_SUFFIX, CLEANED_FILE_SUFFIX, ".tmp")):
-                p = self.dir / name
-                if p.is_file():
-                    p.unlink()
-                    changed = True
-                continue
-            for suffix in (INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, TXN_INDEX_FILE_SUFFIX):
-                if name.endswith(suffix) and name[: -len(suffix)] not in logs:
-                    p = self.dir / name
-                    if p.is_file():
-                        log.info("%s: deleting orphaned index %s", self.name, name)
-                        p.unlink()
-                        changed = True
-        return changed
-
-    def _complete_swap_operations(self, names: list[str]) -> bool:
-        """Finish a cleaner swap interrupted by a crash (hook for ``cleaner.py``).
-
-        A ``.log.swap`` is a complete replacement for the segments whose base
-        offsets fall in its offset range: delete those and drop the suffix.
-        Swap indexes are discarded and rebuilt. Returns True when there was one.
-        """
-        swaps = sorted(n for n in names if n.endswith(SWAP_FILE_SUFFIX))
-        if not swaps:
-            return False
-        for name in swaps:
-            if not name.endswith(LOG_FILE_SUFFIX + SWAP_FILE_SUFFIX):
-                (self.dir / name).unlink()
-        for p in sorted(self.dir.glob(f"*{LOG_FILE_SUFFIX}{SWAP_FILE_SUFFIX}")):
-            base = int(p.name.split(".", 1)[0])
-            seg = LogSegment.open(self.dir, base, self.config, file_suffix=SWAP_FILE_SUFFIX)
-            seg.recover(None)
-            end = seg.read_next_offset()
-            seg.close()
-            for other in self._log_file_offsets():
-                if base <= other < end:
-                    for suffix in (
-                        LOG_FILE_SUFFIX,
-                        INDEX_FILE_SUFFIX,
-                        TIME_INDEX_FILE_SUFFIX,
-                        TXN_INDEX_FILE_SUFFIX,
-                    ):
-                        (self.dir / f"{other:020d}{suffix}").unlink(missing_ok=True)
-            for suffix in (
-                LOG_FILE_SUFFIX,
-                INDEX_FILE_SUFFIX,
-                TIME_INDEX_FILE_SUFFIX,
-                TXN_INDEX_FILE_SUFFIX,
-            ):
-                swap = self.dir / f"{base:020d}{suffix}{SWAP_FILE_SUFFIX}"
-                if swap.exists():
-                    os.replace(swap, self.dir / f"{base:020d}{suffix}")
-            log.info("%s: completed interrupted swap of segment %d", self.name, base)
-        return True
-
-    def _recover_from(self, recovery_point: int, rebuild: set[int]) -> None:
-        """Re-validate segments holding offsets >= recovery_point (and those with bad
-        indexes); drop every later segment after a bad batch."""
-        segs = self._segments
-        for i, seg in enumerate(segs):
-            next_base = segs[i + 1].base_offset if i + 1 < len(segs) else None
-            if (
-                next_base is not None
-                and next_base <= recovery_point
-                and seg.base_offset not in rebuild
-            ):
-                continue
-            truncated = seg.recover(self._epoch_cache)
-            if truncated > 0:
-                self.recovery_truncated_bytes += truncated
-                dropped = segs[i + 1 :]
-                if dropped:
-                    log.warning(
-                        "%s: corruption in segment %d; deleting %d later segments",
-                        self.name,
-                        seg.base_offset,
-                        len(dropped),
-                    )
-                for d in dropped:
-                    self.recovery_truncated_bytes += d.size
-                    d.delete()
-                del segs[i + 1 :]
-                del self._bases[i + 1 :]
-                break
-
-    def _new_segment(self, base_offset: int) -> LogSegment:
-        return LogSegment.open(self.dir, base_offset, self.config, created_ms=self._clock())
-
-    def _add_segment(self, seg: LogSegment) -> None:
-        self._segments.append(seg)
-        self._bases.append(seg.base_offset)
+        loaded = LogLoader(
+            self.dir,
+            config,
+            self._segments,
+            name=self.name,
+            log_start_offset=log_start_offset,
+            recovery_point=recovery_point,
+            needs_recovery=needs_recovery,
+            clock_ms=clock_ms,
+        ).load()
+        self._epoch_cache = loaded.leader_epoch_cache
+        self._leo = loaded.log_end_offset
+        self._log_start_offset = loaded.log_start_offset
+        self.recovery_point = loaded.recovery_point
+        self._hw = loaded.log_start_offset
+        #: bytes recovery truncated at load (LogManager logs it)
+        self.recovery_truncated_bytes = loaded.truncated_bytes
 
     # ------------------------------------------------------------ properties
 
@@ -405,7 +223,7 @@ class Log:
 
     @property
     def log_end_offset_metadata(self) -> LogOffsetMetadata:
-        active = self._segments[-1]
+        active = self._segments.active
         return LogOffsetMetadata(self._leo, active.base_offset, active.size)
 
     @property
@@ -427,11 +245,11 @@ class Log:
 
     @property
     def size_in_bytes(self) -> int:
-        return sum(s.size for s in self._segments)
+        return self._segments.size_in_bytes
 
     @property
     def first_segment_base_offset(self) -> int:
-        return self._segments[0].base_offset
+        return self._segments.first.base_offset
 
     @property
     def num_segments(self) -> int:
@@ -443,7 +261,7 @@ class Log:
 
     @property
     def active_segment(self) -> LogSegment:
-        return self._segments[-1]
+        return self._segments.active
 
     @property
     def leader_epoch_cache(self) -> LeaderEpochFileCache:
@@ -476,11 +294,7 @@ class Log:
         """The log dir failed: every further call raises KafkaStorageError."""
         if not self._offline:
             self._offline = True
-            for seg in self._segments:
-                try:
-                    seg.close_handlers()
-                except OSError:
-                    pass
+            self._segments.close_handlers()
 
     def update_config(self, config: LogConfig) -> None:
         self.config = config
@@ -670,7 +484,7 @@ class Log:
     def _maybe_roll(
         self, size: int, max_ts: int, max_offset: int, now: int, first_offset: int
     ) -> LogSegment:
-        seg = self._segments[-1]
+        seg = self._segments.active
         cfg = self.config
         if seg.should_roll(
             max_segment_bytes=cfg.segment_bytes,
@@ -693,15 +507,18 @@ class Log:
 
     def _roll(self, expected_next_offset: int | None) -> LogSegment:
         new_offset = max(expected_next_offset or 0, self._leo)
-        active = self._segments[-1]
+        active = self._segments.active
         if active.base_offset == new_offset:
             if active.size == 0:
                 return active  # rolling an empty segment would recreate it at the same offset
             raise RuntimeError(f"{self.name}: segment {new_offset} already exists")
         active.on_become_inactive()
         seg = self._new_segment(new_offset)
-        self._add_segment(seg)
+        self._segments.add(seg)
         return seg
+
+    def _new_segment(self, base_offset: int) -> LogSegment:
+        return LogSegment.open(self.dir, base_offset, self.config, created_ms=self._clock())
 
     # ------------------------------------------------------------ read
 
@@ -738,8 +555,9 @@ class Log:
                 else self.offset_metadata(start_offset)
             )
             return FetchDataInfo(meta, b"")
-        segs = self._segments
-        i = bisect.bisect_right(self._bases, start_offset) - 1
+        segments = self._segments
+        segs = segments.values()
+        i = segments.floor_index(start_offset)
         bound_base = bound.segment_base_offset
         while 0 <= i < len(segs):
             seg = segs[i]
@@ -771,8 +589,9 @@ class Log:
             raise OffsetOutOfRange(
                 f"offset {offset} is below the log start offset {self._log_start_offset}"
             )
-        segs = self._segments
-        i = bisect.bisect_right(self._bases, offset) - 1
+        segments = self._segments
+        segs = segments.values()
+        i = segments.floor_index(offset)
         meta = None
         while 0 <= i < len(segs):
             sp = segs[i].translate_offset(offset)
@@ -879,112 +698,54 @@ class Log:
 
         Only data below the HW goes. When every segment qualifies the log rolls
         first, so the active segment itself is never deleted (Kafka does the same).
-        Returns the number of segments deleted.
+        Returns the number of segments deleted. ``log_retention`` decides which.
         """
-        n = self._delete_matching(self._start_offset_breached)
-        cfg = self.config
-        if cfg.delete:
-            if cfg.retention_ms >= 0:
-                now = self._clock()
-                retention_ms = cfg.retention_ms
-                n += self._delete_matching(
-                    lambda seg, _nxt: now - seg.largest_timestamp > retention_ms
-                )
-            if cfg.retention_bytes >= 0:
-                excess = self.size_in_bytes - cfg.retention_bytes
-                if excess > 0:
-                    state = [excess]
-
-                    def by_size(seg: LogSegment, _nxt: LogSegment | None) -> bool:
-                        if state[0] - seg.size >= 0:
-                            state[0] -= seg.size
-                            return True
-                        return False
-
-                    n += self._delete_matching(by_size)
+        n = 0
+        for breached in retention_breaches(
+            self.config, self._segments, self._log_start_offset, self._clock
+        ):
+            n += self._delete_segments(breached)
         return n
 
-    def _start_offset_breached(self, _seg: LogSegment, nxt: LogSegment | None) -> bool:
-        return nxt is not None and nxt.base_offset <= self._log_start_offset
-
-    def _delete_matching(self, predicate: Callable[[LogSegment, LogSegment | None], bool]) -> int:
-        segs = self._segments
-        deletable: list[LogSegment] = []
-        for i, seg in enumerate(segs):
-            nxt = segs[i + 1] if i + 1 < len(segs) else None
-            upper = nxt.base_offset if nxt is not None else self._leo
-            if self._hw < upper:
-                break
-            if nxt is None and seg.size == 0:
-                break
-            if not predicate(seg, nxt):
-                break
-            deletable.append(seg)
+    def _delete_segments(self, breached: SegmentPredicate) -> int:
+        """Delete the oldest segments ``breached`` selects (Kafka's deleteSegments)."""
+        deletable = deletable_segments(
+            self._segments, breached, high_watermark=self._hw, log_end_offset=self._leo
+        )
         if not deletable:
             return 0
-        if len(deletable) == len(segs):
+        if len(deletable) == len(self._segments):
             self._roll(None)
         self._remove_segments(deletable, "retention")
-        first_base = self._segments[0].base_offset
+        first_base = self._segments.first.base_offset
         if first_base > self._log_start_offset:
             self._log_start_offset = first_base
             self._epoch_cache.truncate_from_start(first_base)
         return len(deletable)
 
-    def _remove_segments(self, doomed: list[LogSegment], reason: str) -> None:
-        """Drop segments from the log, rename to ``.deleted``, delete after file.delete.delay.ms."""
-        ids = {id(s) for s in doomed}
-        self._segments = [s for s in self._segments if id(s) not in ids]
-        self._bases = [s.base_offset for s in self._segments]
+    def _remove_segments(self, doomed: Sequence[LogSegment], reason: str) -> None:
+        """Drop segments from the log; their files go after file.delete.delay.ms."""
+        self._segments.remove(doomed)
         self._meta_cache.clear()
-        delay = self.config.file_delete_delay_ms
-        due = self._clock() + delay
-        for seg in doomed:
-            log.info("%s: deleting segment %d (%s)", self.name, seg.base_offset, reason)
-            # renamed first (as Kafka's asyncDeleteSegment), so a deletion that runs
-            # later never hits a new file with the same name (a cleaner swap)
-            seg.change_file_suffixes("", DELETED_FILE_SUFFIX)
-            if delay <= 0:
-                self._delete_segment_files(seg)
-            else:
-                self._pending_deletes.append((due, seg))
+        self._deleter.delete(doomed, reason, self.config.file_delete_delay_ms)
 
     def run_pending_deletes(self, now_ms: int | None = None, *, force: bool = False) -> int:
         """Delete ``.deleted`` segment files whose delay expired; returns how many."""
-        if not self._pending_deletes:
-            return 0
-        now = self._clock() if now_ms is None else now_ms
-        keep, done = [], 0
-        for due, seg in self._pending_deletes:
-            if force:
-                self._unlink_segment(seg)
-                done += 1
-            elif due <= now:
-                self._delete_segment_files(seg)
-                done += 1
-            else:
-                keep.append((due, seg))
-        self._pending_deletes = keep
-        return done
-
-    def _delete_segment_files(self, seg: LogSegment) -> None:
-        """Delete a segment that left the log, on the file deleter when there is one:
-        unlinking a large segment blocks for tens of milliseconds."""
-        deleter = self.file_deleter
-        if deleter is None:
-            self._unlink_segment(seg)
-        else:
-            deleter(functools.partial(self._unlink_segment, seg))
-
-    def _unlink_segment(self, seg: LogSegment) -> None:
-        try:
-            seg.delete()
-        except OSError as e:
-            log.warning("%s: failed to delete %s: %s", self.name, seg.log_path, e)
+        return self._deleter.run_pending(now_ms, force=force)
 
     @property
     def pending_deletes(self) -> list[tuple[int, LogSegment]]:
-        return list(self._pending_deletes)
+        return self._deleter.pending
+
+    @property
+    def file_deleter(self) -> Callable[[Callable[[], None]], None] | None:
+        """Runs segment file deletions off the caller's thread (the LogManager's
+        kafka-delete-logs thread); None deletes inline."""
+        return self._deleter.file_deleter
+
+    @file_deleter.setter
+    def file_deleter(self, deleter: Callable[[Callable[[], None]], None] | None) -> None:
+        self._deleter.file_deleter = deleter
 
     # ------------------------------------------------------------ truncation
 
@@ -995,14 +756,14 @@ class Log:
             raise ValueError(f"cannot truncate {self.name} to a negative offset {offset}")
         if offset >= self._leo:
             return False
-        if self._segments[0].base_offset > offset:
+        segments = self._segments
+        if segments.first.base_offset > offset:
             self._truncate_fully_and_start_at(offset)
             return True
-        i = bisect.bisect_right(self._bases, offset) - 1
-        doomed = self._segments[i + 1 :]
+        doomed = segments.values()[segments.floor_index(offset) + 1 :]
         if doomed:
             self._remove_segments(doomed, f"truncation to {offset}")
-        active = self._segments[-1]
+        active = segments.active
         active.truncate_to(offset)
         self._leo = max(active.read_next_offset(), active.base_offset)
         self._meta_cache.clear()
@@ -1024,15 +785,13 @@ class Log:
         old_active = old[-1]
         if old_active.base_offset == offset:
             # same file name: delete now rather than rename-and-wait
-            self._segments.pop()
-            self._bases.pop()
+            self._segments.remove_from(len(old) - 1)
             old_active.delete()
             old.pop()
         if old:
             self._remove_segments(old, f"truncate fully and start at {offset}")
-        self._segments = []
-        self._bases = []
-        self._add_segment(self._new_segment(offset))
+        self._segments.clear()
+        self._segments.add(self._new_segment(offset))
         self._meta_cache.clear()
         self._epoch_cache.clear_and_flush()
         self._leo = offset
@@ -1062,7 +821,7 @@ class Log:
         """Segments holding offsets in [recovery_point, up_to): what flush(up_to) would fsync."""
         return [
             seg
-            for seg, next_base in self._segments_between(self.recovery_point, up_to)
+            for seg, next_base in self._segments.between(self.recovery_point, up_to)
             if next_base is None or next_base > self.recovery_point
         ]
 
@@ -1073,13 +832,6 @@ class Log:
             self.recovery_point = offset
             self.last_flush_ms = self._clock()
 
-    def _segments_between(self, start: int, end: int) -> Iterator[tuple[LogSegment, int | None]]:
-        segs = self._segments
-        i = max(bisect.bisect_right(self._bases, start) - 1, 0)
-        while i < len(segs) and segs[i].base_offset < end:
-            yield segs[i], segs[i + 1].base_offset if i + 1 < len(segs) else None
-            i += 1
-
     # ------------------------------------------------------------ transactions / cleaner hooks
 
     def collect_aborted_transactions(
@@ -1087,14 +839,11 @@ class Log:
     ) -> list[AbortedTxn]:
         """Aborted transactions overlapping [start_offset, upper_bound_offset) (read_committed fetch)."""
         out: list[AbortedTxn] = []
-        segs = self._segments
-        i = max(bisect.bisect_right(self._bases, start_offset) - 1, 0)
-        while i < len(segs) and segs[i].base_offset < upper_bound_offset:
-            r = segs[i].txn_index.collect_aborted_txns(start_offset, upper_bound_offset)
+        for seg, _next_base in self._segments.between(start_offset, upper_bound_offset):
+            r = seg.txn_index.collect_aborted_txns(start_offset, upper_bound_offset)
             out.extend(r.aborted)
             if r.is_complete:
                 break
-            i += 1
         return out
 
     @_guarded
@@ -1108,9 +857,9 @@ class Log:
         """Swap cleaned segments in for old ones (Kafka's replaceSegments; for ``cleaner.py``).
 
         ``new_segments`` are complete, flushed segments written with the
-        ``.cleaned`` suffix. They are renamed ``.swap`` first: from then on a
-        crash is completed at load by :meth:`_complete_swap_operations`. Then
-        the old segments leave the log (renamed ``.deleted``, removed after
+        ``.cleaned`` suffix. They are renamed ``.swap`` first: from then on
+        ``LogLoader`` completes a swap a crash interrupted. Then the old
+        segments leave the log (renamed ``.deleted``, removed after
         file.delete.delay.ms) and the swap suffix is dropped. ``after_step`` is
         told ``"swap"`` and ``"deleted"`` as those steps complete (crash tests).
         """
@@ -1125,10 +874,8 @@ class Log:
         self._remove_segments(doomed, "replaced by cleaned segments")
         if after_step is not None:
             after_step("deleted")
-        merged = self._segments + new_sorted
-        merged.sort(key=lambda s: s.base_offset)
-        self._segments = merged
-        self._bases = [s.base_offset for s in merged]
+        for seg in new_sorted:
+            self._segments.add(seg)
         for seg in new_sorted:
             seg.change_file_suffixes(SWAP_FILE_SUFFIX, "")
         self._meta_cache.clear()
@@ -1150,34 +897,21 @@ class Log:
                 seg.close()
             except OSError as e:
                 log.warning("%s: error closing %r: %s", self.name, seg, e)
-        for _due, seg in self._pending_deletes:
-            try:
-                seg.close_handlers()
-            except OSError:
-                pass
-        self._pending_deletes = []
+        self._deleter.close_handlers()
+        self._deleter.clear()
 
     def close_handlers(self) -> None:
         """Release descriptors without touching files (offline dir, deleted log)."""
-        for seg in self._segments:
-            try:
-                seg.close_handlers()
-            except OSError:
-                pass
-        for _due, seg in self._pending_deletes:
-            try:
-                seg.close_handlers()
-            except OSError:
-                pass
+        self._segments.close_handlers()
+        self._deleter.close_handlers()
 
     def delete(self) -> None:
         """Remove every file of the log and its directory."""
         import shutil
 
         self.close_handlers()
-        self._segments = []
-        self._bases = []
-        self._pending_deletes = []
+        self._segments.clear()
+        self._deleter.clear()
         shutil.rmtree(self.dir, ignore_errors=True)
 
     # ------------------------------------------------------------ misc

@@ -316,3 +316,18 @@ def test_recovery_corrects_an_epoch_file_that_credits_data_to_a_later_epoch(
         assert _epoch_entries(lg) == [(1, 0)]
         assert lg.end_offset_for_epoch(1) == (1, 4)
     lg.close()
+
+
+def test_corrupt_leader_epoch_checkpoint_is_rebuilt_from_the_batches(tmp_path: Path) -> None:
+    """An unreadable leader-epoch-checkpoint is deleted and the whole log recovered,
+    even after a clean shutdown: the batches' epochs are the only other record."""
+    lg = new_log(tmp_path, CFG)
+    fill(lg, 2, epoch=1)
+    fill(lg, 2, epoch=3)
+    lg.close()
+    (tmp_path / "t-0" / "leader-epoch-checkpoint").write_text("zz")
+    lg = new_log(tmp_path, CFG, recovery_point=4)
+    assert _epoch_entries(lg) == [(1, 0), (3, 2)]
+    assert (lg.log_end_offset, lg.recovery_point) == (4, 0)
+    assert lg.end_offset_for_epoch(1) == (1, 2)
+    lg.close()
