@@ -22,6 +22,8 @@ from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
+from kafkalite.protocol.prescan import prescan
+
 _UTC = datetime.UTC
 
 
@@ -49,13 +51,20 @@ def is_flexible_request(api_key: int, version: int) -> bool:
     return bool(request_type(api_key, version).__flexible__)  # type: ignore[attr-defined]
 
 
-def decode_request(api_key: int, version: int, buf: bytes | memoryview, offset: int) -> Any:
-    obj, _size = _reader(request_type(api_key, version))(buf, offset)
+def decode_request(api_key: int, version: int, buf: bytes, offset: int) -> Any:
+    """The request body at ``offset``; raises MalformedRequest where Kafka's reader throws.
+
+    Untrusted bytes go through :func:`prescan` first: kio's native reader
+    aborts the process on an array count it cannot allocate.
+    """
+    cls = request_type(api_key, version)
+    obj, _size = _reader(cls)(prescan(cls, buf, offset), offset)
     return obj
 
 
-def decode_response(api_key: int, version: int, buf: bytes | memoryview, offset: int) -> Any:
-    obj, _size = _reader(response_type(api_key, version))(buf, offset)
+def decode_response(api_key: int, version: int, buf: bytes, offset: int) -> Any:
+    cls = response_type(api_key, version)
+    obj, _size = _reader(cls)(prescan(cls, buf, offset), offset)
     return obj
 
 
