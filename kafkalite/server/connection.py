@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from kafkalite.protocol.headers import MalformedRequest
+from kafkalite.server.unexpected_errors import report_unexpected
 
 if TYPE_CHECKING:
     from kafkalite.server.request_channel import RequestChannel
@@ -178,8 +179,8 @@ class Connection:
     def _after_read(self) -> None:
         try:
             ok = self._dispatch_frames()
-        except Exception:
-            log.exception("connection %s: unexpected error", self.peer)
+        except Exception as e:
+            report_unexpected(self.peer, "reading requests", e)
             ok = False
         if not ok:
             self._reader_done()
@@ -289,8 +290,8 @@ class Connection:
             pass
         except asyncio.CancelledError:
             raise
-        except Exception:
-            log.exception("connection %s: unexpected error", self.peer)
+        except Exception as e:
+            report_unexpected(self.peer, "reading requests", e)
         finally:
             self._reader_done()
 
@@ -346,8 +347,8 @@ class Connection:
         except ConnectionAbortedError:
             self.close()
             return
-        except Exception:
-            log.exception("connection %s: encoding a response failed", self.peer)
+        except Exception as e:
+            report_unexpected(self.peer, "encoding a response", e)
             self.close()
             return
         if chunks:
@@ -417,8 +418,8 @@ class Connection:
                     except CloseConnection as e:
                         log.warning("closing connection from %s: %s", self.peer, e)
                         break
-                    except Exception:
-                        log.exception("request failed on connection %s", self.peer)
+                    except Exception as e:
+                        report_unexpected(self.peer, "a request", e)
                         break
                 if pending and pending[0][1] is encode:
                     pending.popleft()
@@ -441,8 +442,8 @@ class Connection:
             pass
         except asyncio.CancelledError:
             return
-        except Exception:
-            log.exception("connection %s: unexpected error while writing", self.peer)
+        except Exception as e:
+            report_unexpected(self.peer, "writing responses", e)
         self.close()
 
     async def send_parts(self, parts: Parts) -> None:
