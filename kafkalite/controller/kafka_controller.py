@@ -1029,7 +1029,8 @@ class KafkaController:
         elif any(r not in ctx.live_broker_ids for r in rar):
             reason = f"some of the new replicas {rar} are not alive"
         if reason is not None:
-            log.error("dropping reassignment of %s-%d to %s: %s", tp[0], tp[1], rar, reason)
+            # a client's request (AlterPartitionReassignments): not a broker error
+            log.warning("dropping reassignment of %s-%d to %s: %s", tp[0], tp[1], rar, reason)
             await self._remove_partition_from_reassigned_partitions(tp)
             return
         if not rctx.original_replicas:

@@ -110,6 +110,21 @@ def _to_uuid(v: Any) -> uuid.UUID | None:
     return uuid.UUID(str(v))
 
 
+#: error messages are cut to this many characters: they may quote request data (a
+#: 32767-byte name), and a string over 32767 bytes cannot be encoded at all
+MAX_ERROR_MESSAGE_CHARS = 1000
+
+
+def bounded_message(v: Any) -> str | None:
+    """An error message short enough for any string encoding (at most 4000 bytes of UTF-8)."""
+    if v is None:
+        return None
+    text = str(v)
+    if len(text) > MAX_ERROR_MESSAGE_CHARS:
+        return text[: MAX_ERROR_MESSAGE_CHARS - 3] + "..."
+    return text
+
+
 _KAFKA_TYPE_CONV: dict[str, _Conv] = {
     "error_code": _to_error,
     "timedelta_i32": _to_timedelta,
@@ -131,6 +146,8 @@ def _plan(cls: type) -> list[tuple[str, bool, Any, _Conv]]:
         kt = f.metadata.get("kafka_type")
         if kt in _KAFKA_TYPE_CONV:
             conv = _KAFKA_TYPE_CONV[kt]
+        elif f.name == "error_message":
+            conv = bounded_message
         else:
             nested = _nested_entity(hints[f.name])
             if nested is not None:

@@ -25,6 +25,8 @@ MAX_VERSION = 11
 FIRST_FLEXIBLE = 9
 #: Kafka's generated readers refuse longer strings
 MAX_STRING_BYTES = 0x7FFF
+#: error messages in a response are cut to this many characters (at most 4000 bytes)
+_MAX_MESSAGE_CHARS = 1000
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -176,6 +178,14 @@ def _write_string(out: bytearray, s: str | None, flexible: bool) -> None:
     out += b
 
 
+def _write_message(out: bytearray, s: str | None, flexible: bool) -> None:
+    """An error message, cut if long: it may quote request data, and over 32767
+    bytes a legacy string cannot be written at all."""
+    if s is not None and len(s) > _MAX_MESSAGE_CHARS:
+        s = s[: _MAX_MESSAGE_CHARS - 3] + "..."
+    _write_string(out, s, flexible)
+
+
 def encode_produce_response(
     version: int,
     responses: Sequence[tuple[str, Sequence[PartitionResponse]]],
@@ -210,10 +220,10 @@ def encode_produce_response(
                     out += _I32.pack(len(record_errors))
                 for batch_index, batch_message in record_errors:
                     out += _I32.pack(batch_index)
-                    _write_string(out, batch_message, flexible)
+                    _write_message(out, batch_message, flexible)
                     if flexible:
                         out.append(0)
-                _write_string(out, message, flexible)
+                _write_message(out, message, flexible)
             if flexible:
                 out.append(0)  # no tagged fields (current_leader stays at its default)
         if flexible:
