@@ -117,12 +117,12 @@ def _apply(buf: bytes, edits: list[Edit]) -> bytes:
 
 
 @dataclass(frozen=True, slots=True)
-class _Fixed:
+class Fixed:
     size: int
 
 
 @dataclass(frozen=True, slots=True)
-class _Bytes:
+class Bytes:
     """A string (``limit``: at most 32767 bytes), bytes or records field."""
 
     nullable: bool
@@ -133,50 +133,51 @@ class _Bytes:
 
 
 @dataclass(frozen=True, slots=True)
-class _Entity:
+class Entity:
     cls: type
     nullable: bool
 
 
 @dataclass(frozen=True, slots=True)
-class _Array:
+class Array:
     nullable: bool
-    item: _Fixed | _Bytes | _Entity
+    item: Fixed | Bytes | Entity
 
 
-_Node = _Fixed | _Bytes | _Entity | _Array
+Node = Fixed | Bytes | Entity | Array
 
 
-def _declares_none(tp: Any) -> bool:
+def declares_none(tp: Any) -> bool:
     """``X | None`` at the top level (``tuple[X | None, ...]`` is not a null array)."""
     return typing.get_origin(tp) in (types.UnionType, typing.Union) and type(None) in (
         typing.get_args(tp)
     )
 
 
-def _node(f: Any, tagged: bool) -> _Node:
+def field_node(f: Any, tagged: bool) -> Node:
+    """How kio reads dataclass field ``f`` (``tagged``: in a tag section)."""
     kind = classify_field(f)
     if isinstance(kind, EntityTupleField):
-        return _Array(_declares_none(f.type), _Entity(kind.type_, False))
+        return Array(declares_none(f.type), Entity(kind.type_, False))
     if isinstance(kind, EntityField):
-        return _Entity(kind.type_, is_optional(f))
+        return Entity(kind.type_, is_optional(f))
     kafka_type = f.metadata["kafka_type"]
     if isinstance(kind, PrimitiveTupleField):
-        item: _Fixed | _Bytes
+        item: Fixed | Bytes
         if kafka_type in _FIXED_SIZES:
-            item = _Fixed(_FIXED_SIZES[kafka_type])
+            item = Fixed(_FIXED_SIZES[kafka_type])
         else:  # kio reads array elements as not nullable
-            item = _Bytes(False, kafka_type == "string")
-        return _Array(_declares_none(f.type), item)
+            item = Bytes(False, kafka_type == "string")
+        return Array(declares_none(f.type), item)
     if kafka_type in _FIXED_SIZES:
-        return _Fixed(_FIXED_SIZES[kafka_type])
+        return Fixed(_FIXED_SIZES[kafka_type])
     if kafka_type != "string" and kafka_type not in _BYTES_TYPES:
         raise TypeError(f"no pre-scan for kafka_type {kafka_type!r}")
     optional = is_optional(f)
     limit = kafka_type == "string"
     if tagged:  # kio ignores optional for tagged primitives
-        return _Bytes(False, limit, drop_null=optional)
-    return _Bytes(optional, limit)
+        return Bytes(False, limit, drop_null=optional)
+    return Bytes(optional, limit)
 
 
 # --- code generation --------------------------------------------------------------------
@@ -262,8 +263,8 @@ class _Generator:
             if tag is not None:
                 tagged[int(tag)] = self._tagged_walker(cls, f)
                 continue
-            node = _node(f, False)
-            if isinstance(node, _Fixed):
+            node = field_node(f, False)
+            if isinstance(node, Fixed):
                 pending += node.size
                 continue
             if pending:
@@ -290,11 +291,11 @@ class _Generator:
     def _tagged_walker(self, cls: type, f: Any) -> str:
         self.tagged_count += 1
         name = f"_g{self.tagged_count}_{f.name}"
-        node = _node(f, True)
+        node = field_node(f, True)
         body: list[str] = []
-        if isinstance(node, _Bytes) and node.drop_null:
+        if isinstance(node, Bytes) and node.drop_null:
             body += ["if b[p] == 0:", "    return -1"]
-        if isinstance(node, _Fixed):
+        if isinstance(node, Fixed):
             body.append(f"p += {node.size}")
         else:
             body += self._read(node, f"{cls.__name__}.{f.name}", True)
@@ -303,14 +304,14 @@ class _Generator:
         self.lines.append("    return p")
         return name
 
-    def _read(self, node: _Node, what: str, flexible: bool) -> list[str]:
+    def _read(self, node: Node, what: str, flexible: bool) -> list[str]:
         """Statements that advance ``p`` over one field (``n`` is scratch)."""
-        if isinstance(node, _Entity):
+        if isinstance(node, Entity):
             fn = self.entity(node.cls, node.nullable)
             return [f"p = {fn}(b, p, e, ed)"]
-        if isinstance(node, _Bytes):
+        if isinstance(node, Bytes):
             return self._bytes(node, what, flexible)
-        assert isinstance(node, _Array)
+        assert isinstance(node, Array)
         out = self._length(flexible, wide=True)
         out += self._null(node.nullable, what)
         out += [
@@ -318,9 +319,9 @@ class _Generator:
             f"    raise _M('{what}: ' + str(n) + ' elements in ' + str(e - p) + ' bytes')",
         ]
         item = node.item
-        if isinstance(item, _Fixed):
+        if isinstance(item, Fixed):
             loop = [f"p += n * {item.size}" if item.size > 1 else "p += n"]
-        elif isinstance(item, _Entity):
+        elif isinstance(item, Entity):
             fn = self.entity(item.cls, item.nullable)
             loop = ["for _ in range(n):", f"    p = {fn}(b, p, e, ed)"]
         else:
@@ -356,7 +357,7 @@ class _Generator:
             ]
         return ["if n < 0:", f"    raise _M('non-nullable field {what} was null')"]
 
-    def _bytes(self, node: _Bytes, what: str, flexible: bool) -> list[str]:
+    def _bytes(self, node: Bytes, what: str, flexible: bool) -> list[str]:
         out = self._length(flexible, wide=not node.limit)
         out += self._null(node.nullable, what)
         if node.limit and flexible:  # an int16 length cannot exceed it
