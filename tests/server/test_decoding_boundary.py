@@ -12,6 +12,7 @@ import dataclasses
 import datetime
 import logging
 import struct
+import time
 
 import pytest
 from kio.schema.alter_configs.v0.request import (
@@ -258,3 +259,41 @@ def test_handler_exception_closes_connection_with_one_traceback_per_cause(
     closes = [r for r in caplog.records if "a bug in a handler" in r.getMessage()]
     assert len(closes) == 3
     assert all("Heartbeat v4 failed: RuntimeError" in r.getMessage() for r in closes)
+
+
+def test_join_group_repeating_a_protocol_name_is_answered(kafka_bootstrap, caplog):
+    # the name was counted twice for one member, so no protocol was "supported by every
+    # member": completing the join raised, and the JoinGroup was never answered
+    from kio.schema.find_coordinator.v1.request import FindCoordinatorRequest
+    from kio.schema.join_group.v5.request import JoinGroupRequest, JoinGroupRequestProtocol
+
+    req = JoinGroupRequest(
+        group_id="repeated-protocol",
+        session_timeout=datetime.timedelta(seconds=10),
+        rebalance_timeout=datetime.timedelta(seconds=1),
+        member_id="",
+        group_instance_id="static-1",
+        protocol_type="consumer",
+        protocols=(
+            JoinGroupRequestProtocol(name="range", metadata=b""),
+            JoinGroupRequestProtocol(name="range", metadata=b"x"),
+        ),
+    )
+    c = RawClient.to(kafka_bootstrap)
+    try:
+        with caplog.at_level(logging.WARNING):
+            for _ in range(100):  # until __consumer_offsets exists and is loaded
+                resp = c.call(11, 5, req)
+                if resp.error_code not in (
+                    ErrorCode.not_coordinator,
+                    ErrorCode.coordinator_not_available,
+                    ErrorCode.coordinator_load_in_progress,
+                ):
+                    break
+                c.call(10, 1, FindCoordinatorRequest(key="repeated-protocol", key_type=0))
+                time.sleep(0.1)
+    finally:
+        c.close()
+    assert resp.error_code == ErrorCode.none
+    assert resp.protocol_name == "range"
+    assert tracebacks(caplog) == []
