@@ -36,6 +36,8 @@ _PROBE = frame_bytes(18, 0, _PROBE_CID, b"", flexible=False, client_id=b"fuzz-pr
 class FuzzReport:
     stats: dict[str, AttackStats] = field(default_factory=dict)
     seconds: float = 0.0
+    #: connections refused or reset before a frame was sent (the broker was down)
+    connect_failures: int = 0
 
     @property
     def frames(self) -> int:
@@ -153,9 +155,15 @@ async def _frame_worker(
             if time.monotonic() > deadline:
                 break
             stats = report.stats[name]
-            if conn is None:
-                reader, writer = await asyncio.open_connection(target.host, target.port)
-                conn = _Connection(reader, writer)
+            while conn is None:
+                try:
+                    reader, writer = await asyncio.open_connection(target.host, target.port)
+                    conn = _Connection(reader, writer)
+                except OSError:  # the broker is down (a crash being restarted): wait
+                    report.connect_failures += 1
+                    if time.monotonic() > deadline:
+                        return
+                    await asyncio.sleep(0.2)
             stats.sent += 1
             if not await _outcome(conn, frame, stats, timeout):
                 conn.close()
