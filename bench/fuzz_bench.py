@@ -238,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
         default="",
         help="comma-separated API keys no request is built for (e.g. a known finding)",
     )
+    ap.add_argument("--classes", default="", help="comma-separated attack classes (default: all)")
     args = ap.parse_args(argv)
     exclude = frozenset(int(k) for k in args.exclude_api.split(",") if k)
 
@@ -267,7 +268,11 @@ def main(argv: list[str] | None = None) -> int:
         async def fuzz() -> FuzzReport:
             target.apis = await read_api_versions(target)
             return await run_fuzz(
-                target, seconds=args.minutes * 60, connections=args.connections, seed=args.seed
+                target,
+                classes=[c for c in args.classes.split(",") if c] or None,
+                seconds=args.minutes * 60,
+                connections=args.connections,
+                seed=args.seed,
             )
 
         report = asyncio.run(fuzz())
