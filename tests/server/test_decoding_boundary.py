@@ -261,10 +261,27 @@ def test_handler_exception_closes_connection_with_one_traceback_per_cause(
     assert all("Heartbeat v4 failed: RuntimeError" in r.getMessage() for r in closes)
 
 
+def join_group_v5(c: RawClient, req: object, client_id: str = "raw") -> object:
+    """JoinGroup v5, again while the group coordinator is not ready (__consumer_offsets)."""
+    from kio.schema.find_coordinator.v1.request import FindCoordinatorRequest
+
+    for _ in range(100):
+        c.send(11, 5, req, client_id=client_id)
+        _cid, resp = c.read_response(11, 5)
+        if resp.error_code not in (
+            ErrorCode.not_coordinator,
+            ErrorCode.coordinator_not_available,
+            ErrorCode.coordinator_load_in_progress,
+        ):
+            return resp
+        c.call(10, 1, FindCoordinatorRequest(key=req.group_id, key_type=0))  # type: ignore[attr-defined]
+        time.sleep(0.1)
+    raise AssertionError("the group coordinator never became ready")
+
+
 def test_join_group_repeating_a_protocol_name_is_answered(kafka_bootstrap, caplog):
     # the name was counted twice for one member, so no protocol was "supported by every
     # member": completing the join raised, and the JoinGroup was never answered
-    from kio.schema.find_coordinator.v1.request import FindCoordinatorRequest
     from kio.schema.join_group.v5.request import JoinGroupRequest, JoinGroupRequestProtocol
 
     req = JoinGroupRequest(
@@ -282,18 +299,44 @@ def test_join_group_repeating_a_protocol_name_is_answered(kafka_bootstrap, caplo
     c = RawClient.to(kafka_bootstrap)
     try:
         with caplog.at_level(logging.WARNING):
-            for _ in range(100):  # until __consumer_offsets exists and is loaded
-                resp = c.call(11, 5, req)
-                if resp.error_code not in (
-                    ErrorCode.not_coordinator,
-                    ErrorCode.coordinator_not_available,
-                    ErrorCode.coordinator_load_in_progress,
-                ):
-                    break
-                c.call(10, 1, FindCoordinatorRequest(key="repeated-protocol", key_type=0))
-                time.sleep(0.1)
+            resp = join_group_v5(c, req)
     finally:
         c.close()
     assert resp.error_code == ErrorCode.none
     assert resp.protocol_name == "range"
+    assert tracebacks(caplog) == []
+
+
+def test_member_id_from_a_32767_byte_client_id_fits_a_string(kafka_bootstrap, caplog):
+    # the member id is "<client id>-<uuid>": 32804 bytes, which no response could carry
+    from kio.schema.describe_groups.v3.request import DescribeGroupsRequest
+    from kio.schema.join_group.v5.request import JoinGroupRequest, JoinGroupRequestProtocol
+
+    client_id = "c" * 32767
+    req = JoinGroupRequest(
+        group_id="long-client-id",
+        session_timeout=datetime.timedelta(seconds=10),
+        rebalance_timeout=datetime.timedelta(seconds=1),
+        member_id="",
+        group_instance_id=None,
+        protocol_type="consumer",
+        protocols=(JoinGroupRequestProtocol(name="range", metadata=b""),),
+    )
+    c = RawClient.to(kafka_bootstrap)
+    try:
+        with caplog.at_level(logging.WARNING):
+            resp = join_group_v5(c, req, client_id)
+            assert resp.error_code == ErrorCode.member_id_required  # KIP-394: join again
+            assert len(resp.member_id.encode()) <= 32767
+            assert resp.member_id.startswith("ccc")
+            described = c.call(
+                15,
+                3,
+                DescribeGroupsRequest(
+                    groups=("long-client-id",), include_authorized_operations=False
+                ),
+            )
+            assert described.groups[0].group_id == "long-client-id"
+    finally:
+        c.close()
     assert tracebacks(caplog) == []
