@@ -239,6 +239,8 @@ def main(argv: list[str] | None = None) -> int:
         help="comma-separated API keys no request is built for (e.g. a known finding)",
     )
     ap.add_argument("--classes", default="", help="comma-separated attack classes (default: all)")
+    ap.add_argument("--max-rss-mb", type=float, default=300.0, help="acceptance: peak RSS below")
+    ap.add_argument("--max-stall-s", type=float, default=1.0, help="acceptance: canary stall below")
     args = ap.parse_args(argv)
     exclude = frozenset(int(k) for k in args.exclude_api.split(",") if k)
 
@@ -303,18 +305,23 @@ def main(argv: list[str] | None = None) -> int:
     for cause, n in causes.most_common(10):
         print(f"  {n} x {cause}")
     print(f"peak RSS: {watch.peak_rss / 2**20:.0f} MB (final {(final_rss or 0) / 2**20:.0f} MB)")
-    print(
-        "canary: "
-        + ", ".join(f"{k} {v}" for k, v in c.items())
-        + f" (stall = max of the two gaps: {max(c['longest ack gap s'], c['longest consume gap s'])} s)"
-    )
+    print("canary: " + ", ".join(f"{k} {v}" for k, v in c.items()))
     findings = report.findings()
     if findings:
         print(f"findings ({len(findings)}):")
         for f in findings[:30]:
             print("  " + f[:300])
-    ok = not watch.crashes and tracebacks == 0 and c["lost"] == 0 and not findings
-    return 0 if ok else 1
+    stall = max(c["longest ack gap s"], c["longest consume gap s"])
+    checks = {
+        "no crash": not watch.crashes,
+        "no traceback": tracebacks == 0,
+        f"peak RSS < {args.max_rss_mb:g} MB": watch.peak_rss < args.max_rss_mb * 2**20,
+        "canary lost 0, duplicated 0": c["lost"] == 0 and c["duplicated"] == 0,
+        f"canary stall < {args.max_stall_s:g} s": stall < args.max_stall_s,
+        "every frame answered or closed": not findings,
+    }
+    print("acceptance: " + ", ".join(f"{k} {'ok' if v else 'FAILED'}" for k, v in checks.items()))
+    return 0 if all(checks.values()) else 1
 
 
 if __name__ == "__main__":
