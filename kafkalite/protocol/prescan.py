@@ -25,7 +25,10 @@ what Kafka would.
 
 The walker of each entity class is generated Python source, compiled once and
 cached: fixed-size fields become one ``p += N``, and only lengths, counts and
-tag sections are read. A one-partition request costs 1-3 us.
+tag sections are read. A Heartbeat costs about 0.3 us, a 3-partition
+OffsetCommit about 1.1 us, a little more than kio's own decode of the same
+body (``bench/prescan_bench.py``). :func:`field_node` is the schema view both
+the walker and the fuzzer (``kafkalite.testing.fuzz.sites``) use.
 """
 
 from __future__ import annotations
@@ -198,6 +201,7 @@ def _uvarint(b: Any, p: int) -> tuple[int, int]:
 
 def _tag_section(b: Any, p: int, e: int, ed: list[Edit], known: dict[int, Walker]) -> int:
     """A tagged-field section with at least one field; unknown tags become edits."""
+    start = p
     count, p = _uvarint(b, p)
     count_at = p
     dropped: list[Edit] = []
@@ -216,7 +220,6 @@ def _tag_section(b: Any, p: int, e: int, ed: list[Edit], known: dict[int, Walker
             raise Truncated(f"tagged field {tag} of {size} bytes overruns the frame")
         dropped.append((entry, p, b""))
     if dropped:
-        start = count_at - len(encode_unsigned_varint(count))
         ed.append((start, count_at, encode_unsigned_varint(count - len(dropped))))
         ed.extend(dropped)
     return p

@@ -196,6 +196,13 @@ def test_unknown_tagged_field_is_skipped_as_kafka_does():
     assert (got.group_id, got.generation_id, got.member_id) == ("g", 7, "m")
 
 
+def test_unknown_tagged_fields_after_a_non_minimal_count_are_skipped():
+    plain = messages.encode(HeartbeatRequest(group_id="g", generation_id=7, member_id="m"))
+    tagged = plain[:-1] + b"\x82\x00" + b"\x05\x01a" + b"\x06\x00"  # count 2 in 2 bytes
+    got = messages.decode_request(12, 4, tagged, 0)
+    assert (got.group_id, got.generation_id, got.member_id) == ("g", 7, "m")
+
+
 def test_unknown_tagged_field_overrunning_the_frame_is_malformed():
     plain = messages.encode(HeartbeatRequest(group_id="g", generation_id=7, member_id="m"))
     assert "overruns" in _malformed(12, 4, plain[:-1] + b"\x01\x05\x10abc")

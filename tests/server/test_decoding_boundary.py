@@ -239,16 +239,21 @@ def test_negative_fetch_max_bytes_answers_unknown_server_error_as_kafka_does(
     assert tracebacks(caplog) == []
 
 
+def _broken_handler(_ctx, _req):
+    raise RuntimeError("a bug in a handler")
+
+
+async def _broken_async_handler(_ctx, _req):
+    raise RuntimeError("a bug in a handler")
+
+
+@pytest.mark.parametrize("handler", [_broken_handler, _broken_async_handler], ids=["sync", "async"])
 def test_handler_exception_closes_connection_with_one_traceback_per_cause(
-    kafka_broker_factory, caplog
+    kafka_broker_factory, caplog, handler
 ):
     b = kafka_broker_factory()
     table = b.kafka.channel.api_table
-
-    def broken(_ctx, _req):
-        raise RuntimeError("a bug in a handler")
-
-    table[12] = dataclasses.replace(table[12], handler=broken)
+    table[12] = dataclasses.replace(table[12], handler=handler)
     frame = request_bytes(12, 4, 1, HeartbeatRequest(group_id="g", generation_id=1, member_id="m"))
     with caplog.at_level(logging.WARNING):
         for _ in range(3):
