@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
-from kafkalite.testing.embedded import AsyncBroker  # noqa: E402
+from kafkalite.testing.embedded_broker import AsyncBroker  # noqa: E402
 from kafkalite.testing.in_process_cluster import AsyncCluster  # noqa: E402
 
 

@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from kafkalite.cli.wire_client import WireClient  # noqa: E402
 from kafkalite.protocol.api_keys import ApiKey  # noqa: E402
 from kafkalite.protocol.records import build_batch, iter_records  # noqa: E402
-from kafkalite.testing.embedded import ThreadedBroker  # noqa: E402
+from kafkalite.testing.embedded_broker import ThreadedBroker  # noqa: E402
 from kafkalite.testing.in_process_cluster import ThreadedCluster  # noqa: E402
 
 TOPIC = "startup"
@@ -192,7 +192,7 @@ def rss_mb():
             return int(line.split()[1]) / 1024
     return float("nan")
 
-from kafkalite.testing.embedded import ThreadedBroker
+from kafkalite.testing.embedded_broker import ThreadedBroker
 import startup_bench
 imports = rss_mb()
 b = ThreadedBroker()
@@ -233,7 +233,7 @@ for line in open("/proc/self/status"):
 def import_time() -> float:
     """Fresh-process time to import the embedded broker (paid once per test session)."""
     code = (
-        "import time; t=time.perf_counter(); import kafkalite.testing.embedded, kafkalite.testing.in_process_cluster;"
+        "import time; t=time.perf_counter(); import kafkalite.testing.embedded_broker, kafkalite.testing.in_process_cluster;"
         " print((time.perf_counter()-t)*1000)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -244,7 +244,7 @@ def profile(top: int = 25) -> None:
     """cProfile a warm broker's start, topic creation and stop on this thread; count fsyncs."""
     import asyncio
 
-    from kafkalite.testing.embedded import AsyncBroker
+    from kafkalite.testing.embedded_broker import AsyncBroker
 
     async def once() -> None:
         b = AsyncBroker()

@@ -4,6 +4,9 @@
 #
 #   bash bench/loadgen/build.sh [--librdkafka debian|npm] [OUTPUT]
 #
+# OUTPUT is a path (default: in the cache below); one starting with "-" is
+# refused, and -h/--help prints this text.
+#
 # debian (default): link against Debian's librdkafka-dev (librdkafka 2.0.x).
 #   When the headers are missing and we are root, librdkafka-dev is installed
 #   with apt-get first (KL_NO_APT=1 forbids that).
@@ -18,12 +21,30 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cache="${KAFKALITE_BENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kafkalite-bench}"
 flavour=debian
+usage() { sed -n '2,19s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
 if [ "${1:-}" = --librdkafka ]; then
     flavour="${2:?--librdkafka needs debian or npm}"
     shift 2
 fi
+# OUTPUT is a path, never an option: `build.sh --help` once compiled the client
+# to ./--help.tmp.<pid> and left it in the repository.
+case "${1:-}" in
+-h | --help)
+    usage
+    exit 0
+    ;;
+-*)
+    echo "build.sh: refusing option-like OUTPUT '$1' (options: --librdkafka debian|npm;" \
+        "write ./$1 for a file of that name)" >&2
+    exit 2
+    ;;
+esac
+if [ $# -gt 1 ]; then
+    echo "build.sh: one OUTPUT path at most, got: $*" >&2
+    exit 2
+fi
 out="${1:-$cache/kl_loadgen-$flavour}"
-mkdir -p "$cache" "$(dirname "$out")"
+mkdir -p -- "$cache" "$(dirname -- "$out")"
 cc="${CC:-gcc}"
 cflags=(-O2 -g -Wall -Wextra -Wno-ignored-qualifiers -std=gnu11 -pthread)
 
@@ -73,6 +94,7 @@ npm)
 esac
 
 tmp="$out.tmp.$$"
+trap 'rm -f -- "$tmp"' EXIT
 "$cc" "${cflags[@]}" -o "$tmp" "$here/kl_loadgen.c" "${libs[@]}"
-mv -f "$tmp" "$out"
+mv -f -- "$tmp" "$out"
 echo "$out"

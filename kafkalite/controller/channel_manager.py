@@ -13,6 +13,11 @@ The controller sees this class only through the ``BrokerChannel`` protocol
 controller's partition-state dicts into LeaderAndIsr v7, UpdateMetadata v8 and
 StopReplica v4 requests. Those calls only enqueue: a controller event never
 waits for a broker, so a dead broker cannot stall the event queue.
+
+Every request is signed for its target broker with the cluster's inter-broker
+secret (an HMAC over the body in a request-header tag, see
+:mod:`kafkalite.protocol.inter_broker.authenticator`): brokers obey no controller
+request without it.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafkalite.protocol import inter_broker as ib
+from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.kafka_uuid import ZERO_UUID
 
 log = logging.getLogger(__name__)
@@ -40,6 +46,7 @@ STOP_REPLICA_VERSION = 4
 ResponseCallback = Callable[[int, Any], None]
 
 _I32 = struct.Struct(">i")
+CLUSTER_AUTHORIZATION_FAILED = int(ErrorCode.cluster_authorization_failed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +94,18 @@ def _inter_broker_listener(
     return endpoints[0] if endpoints else None
 
 
+def _controller_target_listener(
+    info: Mapping[str, Any], control_plane: str | None, inter_broker: str | None
+) -> tuple[str, str, int] | None:
+    """The endpoint the controller sends its requests to: the control-plane listener
+    (KIP-291) when the broker registered one, else the inter-broker one."""
+    if control_plane is not None:
+        for e in parse_endpoints(info):
+            if e[0] == control_plane:
+                return e
+    return _inter_broker_listener(info, inter_broker)
+
+
 def _security_protocol(info: Mapping[str, Any], listener: str) -> str:
     protocols = info.get("listener_security_protocol_map") or {}
     return str(
@@ -113,8 +132,10 @@ class RequestSendTask:
         request_timeout_s: float,
         retry_backoff_s: float,
         ssl_context: ssl.SSLContext | None = None,
+        secret: Callable[[], bytes | None] = lambda: None,
     ) -> None:
         self.node = node
+        self._secret = secret
         self.ssl_context = ssl_context
         self.client_id = client_id
         self.request_timeout_s = request_timeout_s
@@ -146,6 +167,13 @@ class RequestSendTask:
                 req = await self.queue.get()
                 response = await self._send_until_answered(req)
                 self.sent += 1
+                if getattr(response, "error_code", 0) == CLUSTER_AUTHORIZATION_FAILED:
+                    log.warning(
+                        "controller: broker %d refused %s (error 31): the brokers do not "
+                        "share one inter-broker secret (one metadata store?)",
+                        self.node.id,
+                        ib.CONTROLLER_APIS[req.api_key].name,
+                    )
                 if req.callback is not None:
                     try:
                         req.callback(self.node.id, response)
@@ -189,7 +217,13 @@ class RequestSendTask:
             )
         assert self._reader is not None
         correlation_id = next(self._correlation) & 0x7FFFFFFF
-        header = ib.request_header(req.api_key, req.version, correlation_id, self.client_id)
+        secret = self._secret()
+        mac = (
+            None
+            if secret is None
+            else ib.authenticator(secret, req.api_key, req.version, self.node.id, req.body)
+        )
+        header = ib.request_header(req.api_key, req.version, correlation_id, self.client_id, mac)
         self._writer.write(ib.frame_with_body(header, req.body))
         await self._writer.drain()
         try:
@@ -216,14 +250,22 @@ class ControllerChannelManager:
         controller_id: int,
         *,
         listener_name: str | None = None,
+        control_plane_listener_name: str | None = None,
         request_timeout_ms: int = 30000,
         retry_backoff_ms: int = 100,
-        ssl_cafile: str | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+        secret: bytes | None = None,
     ) -> None:
         self.controller_id = controller_id
+        #: the cluster's inter-broker secret; requests go unsigned (and are refused)
+        #: without it. Read at each send, so a sender retrying picks up a new value.
+        self.secret = secret
+        #: the inter-broker listener: LeaderAndIsr's live leaders are advertised on it
         self.listener_name = listener_name
-        self.ssl_cafile = ssl_cafile
-        self._ssl_context: ssl.SSLContext | None = None
+        #: where the requests go (KIP-291); the inter-broker listener when unset
+        self.control_plane_listener_name = control_plane_listener_name
+        #: the broker's client-side TLS (its keystore as client certificate)
+        self._ssl_context = ssl_context
         self.request_timeout_s = request_timeout_ms / 1000
         self.retry_backoff_s = retry_backoff_ms / 1000
         self._senders: dict[int, RequestSendTask] = {}
@@ -238,7 +280,9 @@ class ControllerChannelManager:
         fresh queue, since requests meant for its previous incarnation are moot."""
         nodes: dict[int, BrokerNode] = {}
         for broker_id, info in live.items():
-            found = _inter_broker_listener(info, self.listener_name)
+            found = _controller_target_listener(
+                info, self.control_plane_listener_name, self.listener_name
+            )
             if found is None:
                 log.warning("controller: broker %d registered no endpoint", broker_id)
                 continue
@@ -258,12 +302,14 @@ class ControllerChannelManager:
                     request_timeout_s=self.request_timeout_s,
                     retry_backoff_s=self.retry_backoff_s,
                     ssl_context=self._client_ssl_context() if node.tls else None,
+                    secret=lambda: self.secret,
                 )
 
     def _client_ssl_context(self) -> ssl.SSLContext:
-        """TLS to an SSL inter-broker listener, verified against ``ssl.truststore.location``."""
+        """TLS to an SSL listener: the broker's own client context (which presents its
+        keystore), else the system's defaults."""
         if self._ssl_context is None:
-            self._ssl_context = ssl.create_default_context(cafile=self.ssl_cafile)
+            self._ssl_context = ssl.create_default_context()
         return self._ssl_context
 
     def _remove(self, broker_id: int) -> None:

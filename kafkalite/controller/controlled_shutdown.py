@@ -2,10 +2,11 @@
 
 Before it stops, a broker asks the controller (found in /controller, reached on
 its inter-broker listener) to move leadership off it: ControlledShutdown
-(api key 7) with its id and broker epoch. Success is error 0 with no remaining
-partitions. Otherwise it retries ``controlled.shutdown.max.retries`` times,
-``controlled.shutdown.retry.backoff.ms`` apart, and then shuts down anyway, as
-Kafka does.
+(api key 7) with its id and broker epoch, signed for the controller with the
+cluster's inter-broker secret (the controller refuses it otherwise). Success is
+error 0 with no remaining partitions. Otherwise it retries
+``controlled.shutdown.max.retries`` times, ``controlled.shutdown.retry.backoff.ms``
+apart, and then shuts down anyway, as Kafka does.
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ async def send_controlled_shutdown(
     *,
     listener_name: str | None,
     request_timeout_ms: int,
-    ssl_cafile: str | None = None,
+    ssl_context: ssl.SSLContext | None = None,
+    secret: bytes | None = None,
 ) -> ib.ControlledShutdownResponse:
     """One ControlledShutdown round trip to the current controller."""
     zk = KafkaZkClient(store)
@@ -55,7 +57,8 @@ async def send_controlled_shutdown(
     name, host, port = found
     tls = None
     if _security_protocol(info.registration, name) in ("SSL", "SASL_SSL"):
-        tls = ssl.create_default_context(cafile=ssl_cafile)
+        # the broker's client context presents its keystore (ssl.client.auth=required)
+        tls = ssl_context if ssl_context is not None else ssl.create_default_context()
     correlation_id = next(_correlation) & 0x7FFFFFFF
     request = ib.ControlledShutdownRequest(broker_id, broker_epoch)
     async with asyncio.timeout(request_timeout_ms / 1000):
@@ -68,6 +71,8 @@ async def send_controlled_shutdown(
                     correlation_id,
                     str(broker_id),
                     request,
+                    secret=secret,
+                    target_broker_id=controller_id,
                 )
             )
             await writer.drain()
@@ -92,7 +97,8 @@ async def controlled_shutdown(
     max_retries: int,
     retry_backoff_ms: int,
     request_timeout_ms: int,
-    ssl_cafile: str | None = None,
+    ssl_context: ssl.SSLContext | None = None,
+    secret: bytes | None = None,
 ) -> bool:
     """Ask the controller until it has moved every leadership off this broker; False if
     it never did within ``max_retries`` attempts (the broker then stops anyway)."""
@@ -104,7 +110,8 @@ async def controlled_shutdown(
                 broker_epoch,
                 listener_name=listener_name,
                 request_timeout_ms=request_timeout_ms,
-                ssl_cafile=ssl_cafile,
+                ssl_context=ssl_context,
+                secret=secret,
             )
             if resp.error_code == 0 and not resp.remaining_partitions:
                 log.info("broker %d: controlled shutdown succeeded", broker_id)

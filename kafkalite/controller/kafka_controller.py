@@ -17,6 +17,14 @@ ones. A controller that loses its session, sees another controller in
 /controller, or hits :class:`ControllerMovedException` resigns at once: it
 forgets its listeners (their events are ignored), its state and its broker
 connections, so nothing more is sent with the old epoch.
+
+This class owns the event queue, the watches and the controllership generation,
+and handles election, failover, brokers, topics and controlled shutdown. The
+event bodies of three areas live in their own modules, each holding the
+controller: :mod:`~kafkalite.controller.reassignment` (partition reassignment),
+:mod:`~kafkalite.controller.preferred_election` (preferred election, auto
+rebalance, ElectLeaders) and :mod:`~kafkalite.controller.zk_notifications`
+(ISR change and log dir event notifications).
 """
 
 from __future__ import annotations
@@ -30,21 +38,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafkalite.controller.controller_context import (
-    NO_LEADER,
     ControllerContext,
     LeaderAndIsr,
     LeaderIsrAndControllerEpoch,
     PartitionAndReplica,
-    ReassignedPartitionsContext,
 )
 from kafkalite.controller.controller_event_manager import ControllerEvent, ControllerEventManager
 from kafkalite.controller.leader_selectors import (
     ControlledShutdownLeaderSelector,
-    LeaderElectionNotNeededException,
     NoOpLeaderSelector,
     OfflinePartitionLeaderSelector,
-    PreferredReplicaPartitionLeaderSelector,
-    ReassignedPartitionLeaderSelector,
 )
 from kafkalite.controller.partition_state_machine import (
     PartitionState,
@@ -52,6 +55,8 @@ from kafkalite.controller.partition_state_machine import (
     leader_and_isr_of,
     state_znode,
 )
+from kafkalite.controller.preferred_election import ElectionResults, PreferredElectionManager
+from kafkalite.controller.reassignment import PartitionReassignmentManager, ReassignmentResults
 from kafkalite.controller.replica_state_machine import ReplicaState, ReplicaStateMachine
 from kafkalite.controller.request_batch import (
     BrokerChannel,
@@ -59,7 +64,8 @@ from kafkalite.controller.request_batch import (
     IllegalBatchStateError,
 )
 from kafkalite.controller.topic_deletion_manager import TopicDeletionManager
-from kafkalite.metadata import paths
+from kafkalite.controller.zk_notifications import ZkNotificationHandler
+from kafkalite.metadata import zk_data, zk_paths
 from kafkalite.metadata.kafka_zk_client import BrokerInfo, ControllerMovedException, KafkaZkClient
 from kafkalite.metadata.store import (
     BadVersionError,
@@ -76,11 +82,6 @@ log = logging.getLogger(__name__)
 TopicPartition = tuple[str, int]
 
 UNCLEAN_LEADER_ELECTION_ENABLE = "unclean.leader.election.enable"
-KAFKA_STORAGE_ERROR = int(ErrorCode.kafka_storage_error)
-
-#: ElectLeaders election types (KIP-460)
-PREFERRED_ELECTION = 0
-UNCLEAN_ELECTION = 1
 
 
 @dataclass(slots=True)
@@ -116,18 +117,17 @@ class KafkaController:
         self.ctx = ControllerContext()
         self.active_controller_id = -1
         self.event_manager = ControllerEventManager(on_error=self._on_event_error)
+        self.notifications = ZkNotificationHandler(self)
         self.batch = ControllerBrokerRequestBatch(
             broker_id,
             lambda: self.ctx,
             channel,
-            is_topic_queued_for_deletion=self._is_topic_queued_for_deletion,
-            leader_and_isr_callback=self._on_leader_and_isr_response,
+            is_topic_queued_for_deletion=self.is_topic_queued_for_deletion,
+            leader_and_isr_callback=self.notifications.on_leader_and_isr_response,
         )
         self.offline_selector = OfflinePartitionLeaderSelector(
             self.ctx, self._unclean_election_topics
         )
-        self.reassigned_selector = ReassignedPartitionLeaderSelector(self.ctx)
-        self.preferred_selector = PreferredReplicaPartitionLeaderSelector(self.ctx)
         self.controlled_shutdown_selector = ControlledShutdownLeaderSelector(self.ctx)
         self.noop_selector = NoOpLeaderSelector(self.ctx)
         self.topic_deletion_manager = TopicDeletionManager(
@@ -139,22 +139,23 @@ class KafkaController:
             self.zk,
             self.batch,
             self.offline_selector,
-            is_topic_queued_for_deletion=self._is_topic_queued_for_deletion,
+            is_topic_queued_for_deletion=self.is_topic_queued_for_deletion,
         )
         self.replica_state_machine = ReplicaStateMachine(
             broker_id,
             lambda: self.ctx,
             self.zk,
             self.batch,
-            is_topic_queued_for_deletion=self._is_topic_queued_for_deletion,
+            is_topic_queued_for_deletion=self.is_topic_queued_for_deletion,
             unclean_topics=self._unclean_election_topics,
             deletion_callback=self._on_stop_replica_deletion_response,
         )
+        self.preferred_election = PreferredElectionManager(self)
+        self.reassignment = PartitionReassignmentManager(self)
         #: bumped at every failover and resignation; watches of older generations are ignored
         self._generation = 0
         self._watches: dict[str, WatchCallback] = {}
         self._session_lost = False
-        self._rebalance_timer: asyncio.TimerHandle | None = None
         self._running = False
 
     # ---- status ---------------------------------------------------------------------
@@ -165,6 +166,12 @@ class KafkaController:
     @property
     def epoch(self) -> int:
         return self.ctx.epoch
+
+    @property
+    def generation(self) -> int:
+        """Bumped at every failover and resignation: an event or callback created under an
+        older generation belongs to a controllership that is over and must do nothing."""
+        return self._generation
 
     def offline_partitions_count(self) -> int:
         """Kafka's OfflinePartitionsCount metric."""
@@ -181,7 +188,7 @@ class KafkaController:
             if (
                 ar
                 and lic.leader_and_isr.leader != ar[0]
-                and not self._is_topic_queued_for_deletion(tp[0])
+                and not self.is_topic_queued_for_deletion(tp[0])
             ):
                 n += 1
         return n
@@ -204,7 +211,9 @@ class KafkaController:
         """Run ``fn`` as a controller event (after everything already queued)."""
         return self.event_manager.put(name, fn)
 
-    def _put_nowait(self, name: str, fn: Callable[[], Awaitable[Any]]) -> None:
+    def put_nowait(self, name: str, fn: Callable[[], Awaitable[Any]]) -> None:
+        """Queue ``fn`` from a callback (watch, broker response, timer) that cannot wait;
+        dropped once the controller is shut down."""
         if self._running:
             self.event_manager.put_nowait(name, fn)
 
@@ -226,7 +235,7 @@ class KafkaController:
         else:
             log.error("controller %d: event %s failed", self.broker_id, ev.name, exc_info=e)
 
-    def _watch(self, name: str, handler: Callable[[], Awaitable[None]]) -> WatchCallback:
+    def watch(self, name: str, handler: Callable[[], Awaitable[None]]) -> WatchCallback:
         """A watch callback that queues ``handler`` as an event of this controllership.
 
         One object per name and generation, so re-arming a watch that has not fired
@@ -243,10 +252,14 @@ class KafkaController:
             def callback(_event: WatchedEvent) -> None:
                 if self._watches.get(name) is callback:
                     del self._watches[name]
-                self._put_nowait(name, process)
+                self.put_nowait(name, process)
 
             w = self._watches[name] = callback
         return w
+
+    def unwatch(self, name: str) -> None:
+        """Forget the watch ``name``: when it fires, its event does nothing."""
+        self._watches.pop(name, None)
 
     # ---- life cycle -------------------------------------------------------------------
     async def startup(self) -> None:
@@ -269,7 +282,7 @@ class KafkaController:
 
     # ---- election (seed 002 §2) --------------------------------------------------------
     def _on_controller_znode(self, _event: WatchedEvent) -> None:
-        self._put_nowait("ControllerChange", self._controller_change)
+        self.put_nowait("ControllerChange", self._controller_change)
 
     async def _read_controller_id(self) -> int:
         return await self.zk.get_controller_id(watch=self._on_controller_znode)
@@ -320,10 +333,10 @@ class KafkaController:
     def _on_session_state(self, state: SessionState) -> None:
         if state is SessionState.LOST:
             self._session_lost = True
-            self._put_nowait("Expire", self._expire)
+            self.put_nowait("Expire", self._expire)
         elif state is SessionState.CONNECTED and self._session_lost:
             self._session_lost = False
-            self._put_nowait("RegisterBrokerAndReelect", self._register_broker_and_reelect)
+            self.put_nowait("RegisterBrokerAndReelect", self._register_broker_and_reelect)
 
     async def _expire(self) -> None:
         """Our session is gone (with /controller if it was ours): stop at once."""
@@ -350,35 +363,35 @@ class KafkaController:
         ctx.epoch, ctx.epoch_zk_version = epoch, epoch_zk_version
         log.info("broker %d is the controller (epoch %d)", self.broker_id, epoch)
         await self.zk.create_top_level_paths()
-        await self._initialize_log_dir_event_notifications()
+        await self.notifications.initialize_log_dir_event_notifications()
         await self._initialize_controller_context()
-        pending_preferred = await self.zk.get_preferred_replica_election(
-            watch=self._watch("PreferredReplicaLeaderElection", self._preferred_replica_election)
-        )
-        await self._initialize_partition_reassignment()
+        pending_preferred = await self.preferred_election.read_pending()
+        await self.reassignment.initialize()
         queued, ineligible = await self._fetch_topic_deletions_in_progress()
         self.topic_deletion_manager.init(queued, ineligible)
-        await self._isr_change_notifications_watch()
+        await self.notifications.watch_isr_change_notifications()
         await self.send_update_metadata_request(ctx.live_or_shutting_down_broker_ids, None)
         await self.replica_state_machine.startup()
         await self.partition_state_machine.startup()
-        await self._maybe_trigger_partition_reassignment(set(ctx.partitions_being_reassigned))
+        await self.reassignment.maybe_trigger_partition_reassignment(
+            set(ctx.partitions_being_reassigned)
+        )
         if pending_preferred is not None:
-            await self._on_preferred_replica_election(pending_preferred, trigger="zk")
+            await self.preferred_election.on_preferred_replica_election(
+                pending_preferred, trigger="zk"
+            )
         if self.config.auto_leader_rebalance_enable:
-            self._schedule_auto_leader_rebalance(
+            self.preferred_election.schedule_auto_leader_rebalance(
                 self.config.auto_leader_rebalance_initial_delay_seconds
             )
         await self.topic_deletion_manager.try_topic_deletion()
         # notifications that arrived before the watch was set
-        await self._isr_change_notification()
+        await self.notifications.on_isr_change_notification()
 
     async def _on_controller_resignation(self) -> None:
         self._generation += 1
         self._watches = {}
-        if self._rebalance_timer is not None:
-            self._rebalance_timer.cancel()
-            self._rebalance_timer = None
+        self.preferred_election.cancel_auto_leader_rebalance()
         self.topic_deletion_manager.reset()
         self.replica_state_machine.shutdown()
         self.partition_state_machine.shutdown()
@@ -388,10 +401,10 @@ class KafkaController:
 
     async def _initialize_controller_context(self) -> None:
         ctx = self.ctx
-        ids = await self.zk.get_broker_ids(watch=self._watch("BrokerChange", self._broker_change))
+        ids = await self.zk.get_broker_ids(watch=self.watch("BrokerChange", self._broker_change))
         ctx.live_brokers = await self.zk.get_brokers(ids)
         self._update_channel()
-        topics = await self.zk.get_all_topics(watch=self._watch("TopicChange", self._topic_change))
+        topics = await self.zk.get_all_topics(watch=self.watch("TopicChange", self._topic_change))
         await self._load_topics(topics)
         ctx.partition_leadership_info.clear()
         states = await self.zk.get_partition_states(list(ctx.all_partitions()))
@@ -405,7 +418,7 @@ class KafkaController:
         for topic in topics:
             got = await self.zk.get_topic_assignment(
                 topic,
-                watch=self._watch(
+                watch=self.watch(
                     f"PartitionModifications:{topic}",
                     lambda t=topic: self._partition_modifications(t),  # type: ignore[misc]
                 ),
@@ -415,7 +428,7 @@ class KafkaController:
             assignment, _version = got
             ctx.all_topics.add(topic)
             ctx.topic_ids[topic] = (
-                paths.topic_id_from_str(assignment.topic_id) if assignment.topic_id else ZERO_UUID
+                zk_data.topic_id_from_str(assignment.topic_id) if assignment.topic_id else ZERO_UUID
             )
             ctx.assignments[topic] = {p: list(r) for p, r in assignment.partitions.items()}
             loaded.append(topic)
@@ -432,7 +445,7 @@ class KafkaController:
         ctx = self.ctx
         queued = set(
             await self.zk.get_topic_deletions(
-                watch=self._watch("TopicDeletion", self._topic_deletion)
+                watch=self.watch("TopicDeletion", self._topic_deletion)
             )
         )
         if not self.config.delete_topic_enable:
@@ -459,7 +472,7 @@ class KafkaController:
         self.batch.add_update_metadata_request_for_brokers(brokers, partitions)
         await self.batch.send_requests_to_brokers(self.ctx.epoch)
 
-    def _is_topic_queued_for_deletion(self, topic: str) -> bool:
+    def is_topic_queued_for_deletion(self, topic: str) -> bool:
         return self.topic_deletion_manager.is_topic_queued_up_for_deletion(topic)
 
     async def _unclean_election_topics(self, topics: Iterable[str]) -> set[str]:
@@ -476,7 +489,7 @@ class KafkaController:
     # ---- brokers (seed 002 §9) ---------------------------------------------------------
     async def _broker_change(self) -> None:
         ctx = self.ctx
-        ids = await self.zk.get_broker_ids(watch=self._watch("BrokerChange", self._broker_change))
+        ids = await self.zk.get_broker_ids(watch=self.watch("BrokerChange", self._broker_change))
         current = await self.zk.get_brokers(ids)
         known = ctx.live_brokers
         new = sorted(set(current) - set(known))
@@ -531,8 +544,10 @@ class KafkaController:
             if new_set & set(rctx.new_replicas)
         }
         for tp in sorted(resume):
-            await self._on_partition_reassignment(tp, ctx.partitions_being_reassigned[tp])
-        deleting = {r.topic for r in replicas if self._is_topic_queued_for_deletion(r.topic)}
+            await self.reassignment.on_partition_reassignment(
+                tp, ctx.partitions_being_reassigned[tp]
+            )
+        deleting = {r.topic for r in replicas if self.is_topic_queued_for_deletion(r.topic)}
         if deleting:
             await self.topic_deletion_manager.resume_deletion_for_topics(deleting)
 
@@ -541,9 +556,9 @@ class KafkaController:
         for b in dead:
             ctx.replicas_on_offline_dirs.pop(b, None)
         ctx.shutting_down_broker_ids -= set(dead)
-        await self._on_replicas_become_offline(ctx.replicas_on_brokers(dead))
+        await self.on_replicas_become_offline(ctx.replicas_on_brokers(dead))
 
-    async def _on_replicas_become_offline(self, replicas: list[PartitionAndReplica]) -> None:
+    async def on_replicas_become_offline(self, replicas: list[PartitionAndReplica]) -> None:
         """Kafka's onReplicasBecomeOffline, for dead brokers and failed log dirs alike.
 
         Partitions whose leader is no longer online go Offline and are elected again
@@ -552,8 +567,8 @@ class KafkaController:
         their deletion.
         """
         ctx = self.ctx
-        for_deletion = [r for r in replicas if self._is_topic_queued_for_deletion(r.topic)]
-        not_for_deletion = [r for r in replicas if not self._is_topic_queued_for_deletion(r.topic)]
+        for_deletion = [r for r in replicas if self.is_topic_queued_for_deletion(r.topic)]
+        not_for_deletion = [r for r in replicas if not self.is_topic_queued_for_deletion(r.topic)]
         offline_leader = self._partitions_with_offline_leader()
         psm = self.partition_state_machine
         await psm.handle_state_changes(offline_leader, PartitionState.OFFLINE)
@@ -580,14 +595,14 @@ class KafkaController:
             tp
             for tp, lic in ctx.partition_leadership_info.items()
             if not ctx.is_replica_online(lic.leader_and_isr.leader, tp, include_shutting_down=True)
-            and not self._is_topic_queued_for_deletion(tp[0])
+            and not self.is_topic_queued_for_deletion(tp[0])
         ]
 
     # ---- topics ---------------------------------------------------------------------
     async def _topic_change(self) -> None:
         ctx = self.ctx
         topics = set(
-            await self.zk.get_all_topics(watch=self._watch("TopicChange", self._topic_change))
+            await self.zk.get_all_topics(watch=self.watch("TopicChange", self._topic_change))
         )
         new = sorted(topics - ctx.all_topics)
         deleted = ctx.all_topics - topics
@@ -611,7 +626,7 @@ class KafkaController:
         ctx = self.ctx
         got = await self.zk.get_topic_assignment(
             topic,
-            watch=self._watch(
+            watch=self.watch(
                 f"PartitionModifications:{topic}", lambda: self._partition_modifications(topic)
             ),
         )
@@ -621,7 +636,7 @@ class KafkaController:
         added = {p: list(r) for p, r in got[0].partitions.items() if p not in known}
         if not added:
             return
-        if self._is_topic_queued_for_deletion(topic):
+        if self.is_topic_queued_for_deletion(topic):
             log.error(
                 "controller %d: skipping adding partitions %s to topic %s, which is being deleted",
                 self.broker_id,
@@ -648,7 +663,7 @@ class KafkaController:
         ctx = self.ctx
         topics = set(
             await self.zk.get_topic_deletions(
-                watch=self._watch("TopicDeletion", self._topic_deletion)
+                watch=self.watch("TopicDeletion", self._topic_deletion)
             )
         )
         if not topics:
@@ -657,7 +672,7 @@ class KafkaController:
             log.info(
                 "removing %s from %s: delete.topic.enable is false",
                 sorted(topics),
-                paths.DELETE_TOPICS,
+                zk_paths.DELETE_TOPICS,
             )
             await self.zk.delete_topic_deletions(topics, ctx.epoch_zk_version)
             return
@@ -697,496 +712,7 @@ class KafkaController:
             if done:
                 await tdm.complete_replica_deletion(done)
 
-        self._put_nowait("TopicDeletionStopReplicaResponseReceived", process)
-
-    # ---- ISR change notifications ------------------------------------------------------
-    async def _isr_change_notifications_watch(self) -> list[str]:
-        return await self.zk.get_isr_change_notifications(
-            watch=self._watch("IsrChangeNotification", self._isr_change_notification)
-        )
-
-    async def _isr_change_notification(self) -> None:
-        """Leaders changed ISRs in state znodes: re-read them, tell every broker (no LeaderAndIsr)."""
-        ctx = self.ctx
-        names = await self._isr_change_notifications_watch()
-        if not names:
-            return
-        try:
-            partitions = [
-                tp
-                for tp in sorted(await self.zk.get_isr_change_partitions(names))
-                if ctx.partition_replica_assignment(tp)
-            ]
-            if partitions:
-                states = await self.zk.get_partition_states(partitions)
-                for tp, (st, version) in states.items():
-                    ctx.partition_leadership_info[tp] = leader_and_isr_of(st, version)
-                await self.send_update_metadata_request(
-                    ctx.live_or_shutting_down_broker_ids, list(states)
-                )
-        finally:
-            await self.zk.delete_isr_change_notifications(names, ctx.epoch_zk_version)
-
-    # ---- log dir failures (JBOD) --------------------------------------------------------
-    async def _log_dir_event_notifications_watch(self) -> list[str]:
-        return await self.zk.get_log_dir_event_notifications(
-            watch=self._watch("LogDirEventNotification", self._log_dir_event_notification)
-        )
-
-    async def _initialize_log_dir_event_notifications(self) -> None:
-        """Watch /log_dir_event_notification and drop what is pending, as Kafka does at
-        failover: the LeaderAndIsr that the replica state machine's start-up sends to
-        every live replica finds the failed dirs anyway."""
-        names = await self._log_dir_event_notifications_watch()
-        if names:
-            await self.zk.delete_log_dir_event_notifications(names, self.ctx.epoch_zk_version)
-
-    async def _log_dir_event_notification(self) -> None:
-        """Brokers had a log dir fail (KafkaBroker wrote log_dir_event_<seq>): ask them
-        which replicas are offline (Kafka's onBrokerLogDirFailure), then delete the
-        notifications, malformed ones and those of brokers that are not live too."""
-        ctx = self.ctx
-        names = await self._log_dir_event_notifications_watch()
-        if not names:
-            return
-        try:
-            brokers = await self.zk.get_broker_ids_from_log_dir_events(names)
-            gone = brokers - set(ctx.live_brokers)
-            if gone:
-                log.info(
-                    "controller %d: ignoring log dir events of brokers %s, which are not live",
-                    self.broker_id,
-                    sorted(gone),
-                )
-            await self._on_broker_log_dir_failure(sorted(brokers - gone))
-        finally:
-            await self.zk.delete_log_dir_event_notifications(names, ctx.epoch_zk_version)
-
-    async def _on_broker_log_dir_failure(self, brokers: list[int]) -> None:
-        """LeaderAndIsr for every replica on ``brokers`` (OnlineReplica): a broker answers
-        KAFKA_STORAGE_ERROR for the replicas in its failed dirs, and the response, a
-        controller event, takes them offline. Replicas of topics being deleted are left
-        to the deletion (their StopReplica fails instead)."""
-        if not brokers:
-            return
-        log.info("controller %d: handling log dir failure on brokers %s", self.broker_id, brokers)
-        replicas = [
-            r
-            for r in self.ctx.replicas_on_brokers(brokers)
-            if not self._is_topic_queued_for_deletion(r.topic)
-        ]
-        await self.replica_state_machine.handle_state_changes(replicas, ReplicaState.ONLINE)
-
-    def _on_leader_and_isr_response(self, broker_id: int, response: Any) -> None:
-        """A LeaderAndIsr was answered (channel sender task): handle it as an event."""
-        generation = self._generation
-        info = self.ctx.live_brokers.get(broker_id)
-        broker_epoch = info.epoch if info is not None else None
-
-        async def process() -> None:
-            if generation != self._generation or not self.is_active:
-                return
-            info = self.ctx.live_brokers.get(broker_id)
-            if info is None or info.epoch != broker_epoch:
-                return  # the broker died or restarted since: its dirs are probed afresh
-            await self._leader_and_isr_response_received(broker_id, response)
-
-        self._put_nowait("LeaderAndIsrResponseReceived", process)
-
-    async def _leader_and_isr_response_received(self, broker_id: int, response: Any) -> None:
-        """Kafka's LeaderAndIsrResponseReceived: KAFKA_STORAGE_ERROR marks a replica as in a
-        failed log dir, NONE as back online; the newly offline ones go through
-        :meth:`_on_replicas_become_offline`."""
-        ctx = self.ctx
-        if response.error_code:
-            log.error(
-                "controller %d: LeaderAndIsr answered with error %d by broker %d",
-                self.broker_id,
-                response.error_code,
-                broker_id,
-            )
-            return
-        previous = ctx.replicas_on_offline_dirs.get(broker_id, set())
-        if not previous and not _any_storage_error(response):
-            return  # the common case: nothing offline before or now
-        offline: set[TopicPartition] = set()
-        online: set[TopicPartition] = set()
-        for tp, error in self._leader_and_isr_partition_errors(response):
-            if error == KAFKA_STORAGE_ERROR:
-                offline.add(tp)
-            elif error == 0:
-                online.add(tp)
-        current = (previous - online) | offline
-        if current:
-            ctx.replicas_on_offline_dirs[broker_id] = current
-        else:
-            ctx.replicas_on_offline_dirs.pop(broker_id, None)
-        back = previous & online
-        if back:
-            log.info(
-                "controller %d: replicas %s on broker %d are online again",
-                self.broker_id,
-                sorted(back),
-                broker_id,
-            )
-        new = current - previous
-        if new:
-            log.warning(
-                "controller %d: replicas %s on broker %d are in a failed log dir; "
-                "marking them offline",
-                self.broker_id,
-                sorted(new),
-                broker_id,
-            )
-            await self._on_replicas_become_offline(
-                [PartitionAndReplica(tp[0], tp[1], broker_id) for tp in sorted(new)]
-            )
-
-    def _leader_and_isr_partition_errors(self, response: Any) -> list[tuple[TopicPartition, int]]:
-        """(partition, error) of a LeaderAndIsr response: by name up to v4, by topic id
-        from v5 (ids of topics this controller no longer knows are skipped)."""
-        out = [((e.topic_name, e.partition_index), e.error_code) for e in response.partition_errors]
-        if response.topics:
-            names = {tid: t for t, tid in self.ctx.topic_ids.items() if tid != ZERO_UUID}
-            for t in response.topics:
-                name = names.get(t.topic_id)
-                if name is not None:
-                    out.extend(
-                        ((name, e.partition_index), e.error_code) for e in t.partition_errors
-                    )
-        return out
-
-    # ---- preferred replica election ---------------------------------------------------
-    async def _preferred_replica_election(self) -> None:
-        partitions = await self.zk.get_preferred_replica_election(
-            watch=self._watch("PreferredReplicaLeaderElection", self._preferred_replica_election)
-        )
-        if partitions is None:
-            return
-        await self._on_preferred_replica_election(partitions, trigger="zk")
-
-    async def _on_preferred_replica_election(
-        self, partitions: Iterable[TopicPartition], *, trigger: str
-    ) -> dict[TopicPartition, Exception]:
-        """Move leadership to AR[0]; ``trigger`` is "zk" (admin node, deleted after),
-        "admin" (ElectLeaders API) or "auto" (rebalance)."""
-        ctx = self.ctx
-        todo = []
-        for tp in sorted(set(partitions)):
-            if not ctx.partition_replica_assignment(tp):
-                log.warning("skipping preferred replica election for unknown partition %s-%d", *tp)
-            elif self._is_topic_queued_for_deletion(tp[0]):
-                log.error("skipping preferred replica election for %s-%d: topic being deleted", *tp)
-            elif tp not in ctx.partitions_undergoing_preferred_replica_election:
-                todo.append(tp)
-        topics = {tp[0] for tp in todo}
-        try:
-            ctx.partitions_undergoing_preferred_replica_election.update(todo)
-            self.topic_deletion_manager.mark_topic_ineligible_for_deletion(
-                topics, "preferred replica election in progress"
-            )
-            return await self.partition_state_machine.handle_state_changes(
-                todo, PartitionState.ONLINE, self.preferred_selector
-            )
-        finally:
-            ctx.partitions_undergoing_preferred_replica_election.difference_update(todo)
-            if trigger == "zk":
-                await self.zk.delete_preferred_replica_election(ctx.epoch_zk_version)
-            await self.topic_deletion_manager.resume_deletion_for_topics(topics)
-
-    # ---- auto leader rebalance ---------------------------------------------------------
-    def _schedule_auto_leader_rebalance(self, delay_s: float) -> None:
-        generation = self._generation
-
-        async def process() -> None:
-            if generation != self._generation or not self.is_active:
-                return
-            try:
-                await self.check_and_trigger_auto_leader_rebalance()
-            finally:
-                if generation == self._generation and self.is_active:
-                    self._schedule_auto_leader_rebalance(
-                        self.config.leader_imbalance_check_interval_seconds
-                    )
-
-        self._rebalance_timer = asyncio.get_running_loop().call_later(
-            delay_s, self._put_nowait, "AutoPreferredReplicaLeaderElection", process
-        )
-
-    async def check_and_trigger_auto_leader_rebalance(self) -> list[TopicPartition]:
-        """Per preferred broker B: if more than leader.imbalance.per.broker.percentage % of
-        the partitions preferring B are led elsewhere, elect B where it is live and in the
-        ISR (unless reassignments or elections are in progress). Returns what it elected."""
-        ctx = self.ctx
-        by_preferred: dict[int, list[TopicPartition]] = {}
-        for tp in ctx.all_partitions():
-            ar = ctx.partition_replica_assignment(tp)
-            if ar and not self._is_topic_queued_for_deletion(tp[0]):
-                by_preferred.setdefault(ar[0], []).append(tp)
-        threshold = self.config.leader_imbalance_per_broker_percentage / 100
-        elected: list[TopicPartition] = []
-        for broker, tps in sorted(by_preferred.items()):
-            not_led = [
-                tp
-                for tp in tps
-                if (lic := ctx.partition_leadership_info.get(tp)) is not None
-                and lic.leader_and_isr.leader != broker
-            ]
-            ratio = len(not_led) / len(tps)
-            log.debug(
-                "controller %d: leader imbalance of broker %d is %.3f",
-                self.broker_id,
-                broker,
-                ratio,
-            )
-            if ratio <= threshold:
-                continue
-            if (
-                broker not in ctx.live_broker_ids
-                or ctx.partitions_being_reassigned
-                or ctx.partitions_undergoing_preferred_replica_election
-            ):
-                continue
-            candidates = [
-                tp
-                for tp in not_led
-                if not self._is_topic_queued_for_deletion(tp[0])
-                and tp[0] in ctx.all_topics
-                and broker in ctx.partition_leadership_info[tp].leader_and_isr.isr
-                and ctx.is_replica_online(broker, tp)
-            ]
-            if candidates:
-                log.info(
-                    "controller %d: rebalancing leadership of %d partitions back to broker %d",
-                    self.broker_id,
-                    len(candidates),
-                    broker,
-                )
-                failures = await self._on_preferred_replica_election(candidates, trigger="auto")
-                elected += [tp for tp in candidates if tp not in failures]
-        return elected
-
-    # ---- reassignment ---------------------------------------------------------------
-    async def _initialize_partition_reassignment(self) -> None:
-        ctx = self.ctx
-        wanted = await self.zk.get_partition_reassignment(
-            watch=self._watch("PartitionReassignment", self._partition_reassignment)
-        )
-        # KIP-455's adding_replicas in the topic znode tell the original replicas of a
-        # reassignment already in phase A (AR is then RAR ∪ OAR): what a cancellation
-        # goes back to
-        assignments = await self.zk.get_topic_assignments(sorted({t for t, _p in wanted}))
-        for tp, rar in wanted.items():
-            original: list[int] = []
-            got = assignments.get(tp[0])
-            if got is not None:
-                adding = got[0].adding_replicas.get(tp[1])
-                if adding:
-                    ar = got[0].partitions.get(tp[1], [])
-                    original = [r for r in ar if r not in adding]
-            ctx.partitions_being_reassigned[tp] = ReassignedPartitionsContext(list(rar), original)
-
-    async def _partition_reassignment(self) -> None:
-        ctx = self.ctx
-        wanted = await self.zk.get_partition_reassignment(
-            watch=self._watch("PartitionReassignment", self._partition_reassignment)
-        )
-        fresh = {tp: rar for tp, rar in wanted.items() if tp not in ctx.partitions_being_reassigned}
-        for tp, rar in sorted(fresh.items()):
-            if self._is_topic_queued_for_deletion(tp[0]):
-                log.error(
-                    "skipping reassignment of %s-%d: its topic is being deleted", tp[0], tp[1]
-                )
-                await self._remove_partition_from_reassigned_partitions(tp)
-                continue
-            await self._initiate_reassign_replicas(tp, ReassignedPartitionsContext(list(rar)))
-
-    async def _maybe_trigger_partition_reassignment(self, partitions: set[TopicPartition]) -> None:
-        ctx = self.ctx
-        for tp in sorted(partitions):
-            rctx = ctx.partitions_being_reassigned.get(tp)
-            if rctx is None:
-                continue
-            if self._is_topic_queued_for_deletion(tp[0]):
-                await self._remove_partition_from_reassigned_partitions(tp)
-                continue
-            del ctx.partitions_being_reassigned[tp]
-            await self._initiate_reassign_replicas(tp, rctx)
-
-    async def _initiate_reassign_replicas(
-        self, tp: TopicPartition, rctx: ReassignedPartitionsContext
-    ) -> None:
-        ctx = self.ctx
-        ar = ctx.partition_replica_assignment(tp)
-        rar = rctx.new_replicas
-        reason = None
-        if not ar:
-            reason = "the partition does not exist"
-        elif ar == rar:
-            reason = f"it is already assigned to {rar}"
-        elif not rar or len(set(rar)) != len(rar):
-            reason = f"the new replica list {rar} is empty or has duplicates"
-        elif any(r not in ctx.live_broker_ids for r in rar):
-            reason = f"some of the new replicas {rar} are not alive"
-        if reason is not None:
-            # a client's request (AlterPartitionReassignments): not a broker error
-            log.warning("dropping reassignment of %s-%d to %s: %s", tp[0], tp[1], rar, reason)
-            await self._remove_partition_from_reassigned_partitions(tp)
-            return
-        if not rctx.original_replicas:
-            rctx.original_replicas = list(ar)
-        ctx.partitions_being_reassigned[tp] = rctx
-        self.topic_deletion_manager.mark_topic_ineligible_for_deletion(
-            {tp[0]}, "partition reassignment in progress"
-        )
-        await self._watch_isr_for_reassignment(tp)
-        await self._on_partition_reassignment(tp, rctx)
-
-    async def _watch_isr_for_reassignment(self, tp: TopicPartition) -> None:
-        """The ISR listener of a reassigned partition: a data watch on its state znode."""
-        await self.store.exists(
-            paths.partition_state_path(*tp),
-            watch=self._watch(
-                f"PartitionReassignmentIsrChange:{tp[0]}:{tp[1]}",
-                lambda: self._partition_reassignment_isr_change(tp),
-            ),
-        )
-
-    async def _partition_reassignment_isr_change(self, tp: TopicPartition) -> None:
-        ctx = self.ctx
-        rctx = ctx.partitions_being_reassigned.get(tp)
-        if rctx is None:
-            return
-        await self._watch_isr_for_reassignment(tp)
-        states = await self.zk.get_partition_states([tp])
-        if tp not in states:
-            return
-        st, version = states[tp]
-        ctx.partition_leadership_info[tp] = leader_and_isr_of(st, version)
-        if set(rctx.new_replicas) <= set(st.isr):
-            await self._on_partition_reassignment(tp, rctx)
-        else:
-            log.info(
-                "reassigned replicas %s of %s-%d not caught up yet (ISR %s)",
-                rctx.new_replicas,
-                tp[0],
-                tp[1],
-                st.isr,
-            )
-
-    async def _on_partition_reassignment(
-        self, tp: TopicPartition, rctx: ReassignedPartitionsContext
-    ) -> None:
-        """Seed 002 §9 "Reassignment": phase A until RAR ⊆ ISR, then phase B."""
-        ctx = self.ctx
-        rar = rctx.new_replicas
-        lic = ctx.partition_leadership_info.get(tp)
-        isr = set(lic.leader_and_isr.isr) if lic is not None else set()
-        current = ctx.partition_replica_assignment(tp)
-        if not set(rar) <= isr:
-            # phase A: AR := RAR ∪ OAR everywhere, new replicas start and catch up
-            union = list(dict.fromkeys([*rar, *current]))
-            orig = rctx.original_replicas or current
-            await self._update_assigned_replicas(
-                tp,
-                union,
-                adding=[r for r in rar if r not in orig],
-                removing=[r for r in orig if r not in rar],
-            )
-            await self._update_leader_epoch_and_send_request(tp, union, union)
-            new_replicas = [PartitionAndReplica(tp[0], tp[1], r) for r in rar if r not in current]
-            await self.replica_state_machine.handle_state_changes(new_replicas, ReplicaState.NEW)
-            log.info("reassignment of %s-%d: waiting for %s to join the ISR", tp[0], tp[1], rar)
-            return
-        # phase B: the new replicas are in sync
-        old = [r for r in current if r not in rar]
-        rsm = self.replica_state_machine
-        await rsm.handle_state_changes(
-            [PartitionAndReplica(tp[0], tp[1], r) for r in rar], ReplicaState.ONLINE
-        )
-        await self._move_reassigned_partition_leader_if_required(tp, rctx, current)
-        old_replicas = [PartitionAndReplica(tp[0], tp[1], r) for r in old]
-        await rsm.handle_state_changes(old_replicas, ReplicaState.OFFLINE)
-        await rsm.handle_state_changes(old_replicas, ReplicaState.DELETION_STARTED)
-        await rsm.handle_state_changes(old_replicas, ReplicaState.DELETION_SUCCESSFUL)
-        await rsm.handle_state_changes(old_replicas, ReplicaState.NON_EXISTENT)
-        await self._update_assigned_replicas(tp, rar)
-        await self._remove_partition_from_reassigned_partitions(tp)
-        await self.send_update_metadata_request(ctx.live_or_shutting_down_broker_ids, [tp])
-        await self.topic_deletion_manager.resume_deletion_for_topics({tp[0]})
-        log.info("reassignment of %s-%d to %s completed", tp[0], tp[1], rar)
-
-    async def _move_reassigned_partition_leader_if_required(
-        self, tp: TopicPartition, rctx: ReassignedPartitionsContext, old_and_new: list[int]
-    ) -> None:
-        ctx = self.ctx
-        rar = rctx.new_replicas
-        lic = ctx.partition_leadership_info.get(tp)
-        leader = lic.leader_and_isr.leader if lic is not None else NO_LEADER
-        # LeaderAndIsr from now on carries AR = RAR, so the leader drops the old replicas
-        ctx.update_partition_replica_assignment(tp, rar)
-        if leader not in rar or not ctx.is_replica_online(leader, tp):
-            await self.partition_state_machine.handle_state_changes(
-                [tp], PartitionState.ONLINE, self.reassigned_selector
-            )
-        else:
-            await self._update_leader_epoch_and_send_request(tp, old_and_new, rar)
-
-    async def _update_assigned_replicas(
-        self,
-        tp: TopicPartition,
-        replicas: list[int],
-        *,
-        adding: list[int] | None = None,
-        removing: list[int] | None = None,
-    ) -> None:
-        """Write the partition's AR to the topic znode and the context, with KIP-455's
-        adding/removing replicas while it is being reassigned (cleared otherwise)."""
-        ctx = self.ctx
-        got = await self.zk.get_topic_assignment(tp[0])
-        if got is None:
-            raise RuntimeError(f"topic {tp[0]} vanished during reassignment")
-        assignment, version = got
-        partitions = dict(assignment.partitions)
-        partitions[tp[1]] = list(replicas)
-        adding_map = dict(assignment.adding_replicas)
-        removing_map = dict(assignment.removing_replicas)
-        for m, v in ((adding_map, adding), (removing_map, removing)):
-            if v:
-                m[tp[1]] = list(v)
-            else:
-                m.pop(tp[1], None)
-        new = paths.TopicAssignment(
-            partitions,
-            adding_map,
-            removing_map,
-            assignment.topic_id,
-        )
-        await self.zk.set_topic_assignment(
-            tp[0], new, expected_version=version, epoch_zk_version=ctx.epoch_zk_version
-        )
-        ctx.update_partition_replica_assignment(tp, replicas)
-
-    async def _update_leader_epoch_and_send_request(
-        self, tp: TopicPartition, receivers: list[int], replicas: list[int]
-    ) -> None:
-        updated = await self.partition_state_machine.update_leader_epoch([tp])
-        lic = updated.get(tp)
-        if lic is None:
-            log.error("could not bump the leader epoch of %s-%d for reassignment", *tp)
-            return
-        self.batch.new_batch()
-        self.batch.add_leader_and_isr_request_for_brokers(receivers, tp, lic, replicas)
-        await self.batch.send_requests_to_brokers(self.ctx.epoch)
-
-    async def _remove_partition_from_reassigned_partitions(self, tp: TopicPartition) -> None:
-        ctx = self.ctx
-        ctx.partitions_being_reassigned.pop(tp, None)
-        self._watches.pop(f"PartitionReassignmentIsrChange:{tp[0]}:{tp[1]}", None)
-        wanted = await self.zk.get_partition_reassignment()
-        if tp in wanted:
-            del wanted[tp]
-            await self.zk.set_partition_reassignment(wanted, ctx.epoch_zk_version)
+        self.put_nowait("TopicDeletionStopReplicaResponseReceived", process)
 
     # ---- controlled shutdown (seed 002 §9) ----------------------------------------------
     async def controlled_shutdown(
@@ -1223,7 +749,7 @@ class KafkaController:
             for tp in ctx.partitions_on_broker(broker_id)
             if len(ctx.partition_replica_assignment(tp)) > 1
             and tp in ctx.partition_leadership_info
-            and not self._is_topic_queued_for_deletion(tp[0])
+            and not self.is_topic_queued_for_deletion(tp[0])
         ]
         led = [
             tp
@@ -1266,176 +792,39 @@ class KafkaController:
         ctx = self.ctx
         out = []
         for tp, lic in ctx.partition_leadership_info.items():
-            if lic.leader_and_isr.leader != broker_id or self._is_topic_queued_for_deletion(tp[0]):
+            if lic.leader_and_isr.leader != broker_id or self.is_topic_queued_for_deletion(tp[0]):
                 continue
             ar = ctx.partition_replica_assignment(tp)
             if sum(1 for r in ar if ctx.is_replica_online(r, tp, include_shutting_down=True)) > 1:
                 out.append(tp)
         return sorted(out)
 
-    # ---- ElectLeaders (api key 43) --------------------------------------------------------
+    # ---- admin APIs: ElectLeaders (43), Alter/ListPartitionReassignments (45/46) -------
     async def elect_leaders(
         self, partitions: list[TopicPartition] | None, election_type: int
-    ) -> dict[TopicPartition, tuple[int, str | None]] | None:
-        """Run an admin-triggered election; None if this broker is not the controller.
-
-        Per partition: (error code, message); ``partitions`` None means all of them,
-        and then partitions that needed no election are left out, as Kafka does.
-        """
-
-        async def event() -> dict[TopicPartition, tuple[int, str | None]] | None:
-            if not self.is_active:
-                return None
-            ctx = self.ctx
-            wanted = sorted(ctx.all_partitions()) if partitions is None else partitions
-            out: dict[TopicPartition, tuple[int, str | None]] = {}
-            todo = []
-            for tp in wanted:
-                if not ctx.partition_replica_assignment(tp):
-                    out[tp] = (int(ErrorCode.unknown_topic_or_partition), None)
-                elif self._is_topic_queued_for_deletion(tp[0]):
-                    out[tp] = (
-                        int(ErrorCode.invalid_topic_exception),
-                        "Deletion of topic is in progress",
-                    )
-                else:
-                    todo.append(tp)
-            if election_type == UNCLEAN_ELECTION:
-                leaderless = []
-                for tp in todo:
-                    lic = ctx.partition_leadership_info.get(tp)
-                    if lic is not None and ctx.is_replica_online(lic.leader_and_isr.leader, tp):
-                        out[tp] = (int(ErrorCode.election_not_needed), None)
-                    else:
-                        leaderless.append(tp)
-                selector = OfflinePartitionLeaderSelector(self.ctx, _all_topics)
-                failures = await self.partition_state_machine.handle_state_changes(
-                    leaderless, PartitionState.ONLINE, selector
-                )
-                self.offline_selector.unclean_elections += selector.unclean_elections
-                for tp in leaderless:
-                    e = failures.get(tp)
-                    out[tp] = (
-                        (0, None)
-                        if e is None
-                        else (int(ErrorCode.eligible_leaders_not_available), str(e))
-                    )
-            else:
-                failures = await self._on_preferred_replica_election(todo, trigger="admin")
-                for tp in todo:
-                    e = failures.get(tp)
-                    if e is None:
-                        out[tp] = (0, None)
-                    elif isinstance(e, LeaderElectionNotNeededException):
-                        out[tp] = (int(ErrorCode.election_not_needed), None)
-                    else:
-                        out[tp] = (int(ErrorCode.preferred_leader_not_available), str(e))
-            if partitions is None:
-                out = {tp: r for tp, r in out.items() if r[0] != ErrorCode.election_not_needed}
-            return out
-
+    ) -> ElectionResults | None:
+        """Run an admin-triggered election as an event; None if this broker is not the
+        controller. See :meth:`PreferredElectionManager.elect_leaders`."""
         if not self.is_active:
             return None
-        result: dict[TopicPartition, tuple[int, str | None]] | None = await self.put(
-            event, "ReplicaLeaderElection"
+        result: ElectionResults | None = await self.put(
+            lambda: self.preferred_election.elect_leaders(partitions, election_type),
+            "ReplicaLeaderElection",
         )
         return result
 
-    # ---- reassignment API (AlterPartitionReassignments / ListPartitionReassignments) -----
     async def alter_partition_reassignments(
         self, wanted: dict[TopicPartition, list[int] | None]
-    ) -> dict[TopicPartition, tuple[int, str | None]] | None:
-        """Add reassignments to /admin/reassign_partitions (the controller's watch does the
-        rest), or cancel them (replicas None, KIP-455); None if not the controller."""
-
-        async def event() -> dict[TopicPartition, tuple[int, str | None]] | None:
-            if not self.is_active:
-                return None
-            ctx = self.ctx
-            out: dict[TopicPartition, tuple[int, str | None]] = {}
-            current = await self.zk.get_partition_reassignment()
-            changed = False
-            cancel: list[TopicPartition] = []
-            for tp, replicas in wanted.items():
-                if not ctx.partition_replica_assignment(tp):
-                    out[tp] = (int(ErrorCode.unknown_topic_or_partition), None)
-                elif replicas is None:
-                    if tp in ctx.partitions_being_reassigned:
-                        cancel.append(tp)
-                        out[tp] = (0, None)
-                    elif tp in current:  # queued, not started yet: dropping it cancels it
-                        out[tp] = (0, None)
-                    else:
-                        out[tp] = (int(ErrorCode.no_reassignment_in_progress), None)
-                    if tp in current:
-                        del current[tp]
-                        changed = True
-                elif not replicas or len(set(replicas)) != len(replicas):
-                    out[tp] = (
-                        int(ErrorCode.invalid_replica_assignment),
-                        "empty or duplicate replicas",
-                    )
-                elif any(r not in ctx.live_broker_ids for r in replicas):
-                    out[tp] = (
-                        int(ErrorCode.invalid_replica_assignment),
-                        f"replicas {replicas} include brokers that are not alive",
-                    )
-                elif tp in ctx.partitions_being_reassigned:
-                    out[tp] = (
-                        int(ErrorCode.invalid_replica_assignment),
-                        "a reassignment of this partition is already in progress",
-                    )
-                else:
-                    current[tp] = list(replicas)
-                    changed = True
-                    out[tp] = (0, None)
-            if changed:
-                await self.zk.set_partition_reassignment(current, ctx.epoch_zk_version)
-            for tp in cancel:
-                await self._cancel_reassignment(tp)
-            return out
-
+    ) -> ReassignmentResults | None:
+        """Add or cancel reassignments as an event; None if not the controller. See
+        :meth:`PartitionReassignmentManager.alter_partition_reassignments`."""
         if not self.is_active:
             return None
-        result: dict[TopicPartition, tuple[int, str | None]] | None = await self.put(
-            event, "ApiPartitionReassignment"
+        result: ReassignmentResults | None = await self.put(
+            lambda: self.reassignment.alter_partition_reassignments(wanted),
+            "ApiPartitionReassignment",
         )
         return result
-
-    async def _cancel_reassignment(self, tp: TopicPartition) -> None:
-        """KIP-455 cancellation: reassign back to the original replicas.
-
-        As Kafka's ``onPartitionReassignment`` with the target set to the origin
-        replicas: the AR goes back to the original replicas (adding/removing cleared),
-        the replicas that were being added are stopped and deleted, and then the
-        reassignment to the original replicas completes as any other (at once when they
-        are all in the ISR: leader moved back if an added replica led, leader epoch
-        bumped, UpdateMetadata).
-        """
-        ctx = self.ctx
-        rctx = ctx.partitions_being_reassigned[tp]
-        current = ctx.partition_replica_assignment(tp)
-        origin = list(rctx.original_replicas) or list(current)
-        log.info(
-            "cancelling the reassignment of %s-%d to %s: back to %s",
-            tp[0],
-            tp[1],
-            rctx.new_replicas,
-            origin,
-        )
-        back = ReassignedPartitionsContext(origin, origin)
-        ctx.partitions_being_reassigned[tp] = back
-        unneeded = [r for r in current if r not in origin]
-        if current != origin:
-            await self._update_assigned_replicas(tp, origin)
-        if unneeded:
-            stopped = [PartitionAndReplica(tp[0], tp[1], r) for r in unneeded]
-            rsm = self.replica_state_machine
-            await rsm.handle_state_changes(stopped, ReplicaState.OFFLINE)
-            await rsm.handle_state_changes(stopped, ReplicaState.DELETION_STARTED)
-            await rsm.handle_state_changes(stopped, ReplicaState.DELETION_SUCCESSFUL)
-            await rsm.handle_state_changes(stopped, ReplicaState.NON_EXISTENT)
-        await self._on_partition_reassignment(tp, back)
 
     def list_partition_reassignments(
         self,
@@ -1443,24 +832,14 @@ class KafkaController:
         """(replicas, adding, removing) per partition being reassigned; None if not active."""
         if not self.is_active:
             return None
-        ctx = self.ctx
-        out = {}
-        for tp, rctx in ctx.partitions_being_reassigned.items():
-            orig = rctx.original_replicas
-            rar = rctx.new_replicas
-            out[tp] = (
-                list(ctx.partition_replica_assignment(tp)),
-                [r for r in rar if r not in orig],
-                [r for r in orig if r not in rar],
-            )
-        return out
+        return self.reassignment.list_partition_reassignments()
 
     # ---- test and fault-injection support -------------------------------------------------
     def partition_info(self, tp: TopicPartition) -> tuple[LeaderAndIsr, list[int]] | None:
         """(current leader/ISR, AR) as this controller knows them; None if unknown."""
         lic = self.ctx.partition_leadership_info.get(tp)
         ar = self.ctx.partition_replica_assignment(tp)
-        if lic is None or not ar or self._is_topic_queued_for_deletion(tp[0]):
+        if lic is None or not ar or self.is_topic_queued_for_deletion(tp[0]):
             return None
         return lic.leader_and_isr, ar
 
@@ -1482,7 +861,7 @@ class KafkaController:
         ctx = self.ctx
         if replicas is not None:
             old = ctx.partition_replica_assignment(tp)
-            await self._update_assigned_replicas(tp, list(replicas))
+            await self.reassignment.update_assigned_replicas(tp, list(replicas))
             rs = self.replica_state_machine.replica_state
             for r in old:
                 if r not in replicas:
@@ -1513,18 +892,6 @@ class KafkaController:
         )
         await self.batch.send_requests_to_brokers(ctx.epoch)
         return new.leader_epoch
-
-
-def _any_storage_error(response: Any) -> bool:
-    """Whether a LeaderAndIsr response names a replica in a failed log dir."""
-    return any(e.error_code == KAFKA_STORAGE_ERROR for e in response.partition_errors) or any(
-        e.error_code == KAFKA_STORAGE_ERROR for t in response.topics for e in t.partition_errors
-    )
-
-
-async def _all_topics(topics: Iterable[str]) -> set[str]:
-    """An unclean-election policy that allows it for every topic (ElectLeaders UNCLEAN)."""
-    return set(topics)
 
 
 __all__ = ["BrokerInfo", "ControllerConfig", "KafkaController"]

@@ -32,7 +32,7 @@ from kafkalite.controller.leader_selectors import (
     StateChangeFailedException,
 )
 from kafkalite.controller.request_batch import ControllerBrokerRequestBatch
-from kafkalite.metadata import paths
+from kafkalite.metadata import zk_data
 from kafkalite.metadata.kafka_zk_client import KafkaZkClient
 from kafkalite.metadata.store import BadVersionError
 
@@ -61,14 +61,14 @@ VALID_PREVIOUS_STATES: dict[PartitionState, frozenset[PartitionState]] = {
 }
 
 
-def leader_and_isr_of(st: paths.PartitionState, version: int) -> LeaderIsrAndControllerEpoch:
+def leader_and_isr_of(st: zk_data.PartitionState, version: int) -> LeaderIsrAndControllerEpoch:
     return LeaderIsrAndControllerEpoch(
         LeaderAndIsr(st.leader, st.leader_epoch, tuple(st.isr), version), st.controller_epoch
     )
 
 
-def state_znode(lai: LeaderAndIsr, controller_epoch: int) -> paths.PartitionState:
-    return paths.PartitionState(lai.leader, lai.leader_epoch, list(lai.isr), controller_epoch)
+def state_znode(lai: LeaderAndIsr, controller_epoch: int) -> zk_data.PartitionState:
+    return zk_data.PartitionState(lai.leader, lai.leader_epoch, list(lai.isr), controller_epoch)
 
 
 class PartitionStateMachine:
@@ -319,7 +319,7 @@ class PartitionStateMachine:
                 if st.controller_epoch <= ctx.epoch:  # the store is fresher than the cache
                     ctx.partition_leadership_info[tp] = leader_and_isr_of(st, version)
             await selector.prepare(remaining)
-            updates: list[tuple[TopicPartition, paths.PartitionState, int]] = []
+            updates: list[tuple[TopicPartition, zk_data.PartitionState, int]] = []
             planned: dict[TopicPartition, tuple[LeaderAndIsr, list[int]]] = {}
             for tp in remaining:
                 got = current.get(tp)

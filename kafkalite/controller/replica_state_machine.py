@@ -28,7 +28,7 @@ from kafkalite.controller.controller_context import (
 from kafkalite.controller.leader_selectors import StateChangeFailedException
 from kafkalite.controller.partition_state_machine import leader_and_isr_of, state_znode
 from kafkalite.controller.request_batch import ControllerBrokerRequestBatch, StopReplicaCallback
-from kafkalite.metadata import paths
+from kafkalite.metadata import zk_data
 from kafkalite.metadata.kafka_zk_client import KafkaZkClient
 from kafkalite.metadata.store import BadVersionError
 
@@ -274,7 +274,7 @@ class ReplicaStateMachine:
             unclean = (
                 await self._unclean_topics(last_member_topics) if last_member_topics else set()
             )
-            updates: list[tuple[TopicPartition, paths.PartitionState, int]] = []
+            updates: list[tuple[TopicPartition, zk_data.PartitionState, int]] = []
             planned: dict[TopicPartition, LeaderAndIsr] = {}
             for tp in remaining:
                 got = current.get(tp)

@@ -534,7 +534,7 @@ class Log:
         cfg = self.config
         if cfg.compression_type != "producer":
             buf, v = self._recompress(buf, v)
-        if cfg.compact:
+        if cfg.compact and not v.records_checked:
             _validate_keys(buf, v.batches, self.name)
         max_bytes = cfg.max_message_bytes
         for _pos, size in v.batches:

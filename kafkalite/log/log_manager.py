@@ -46,9 +46,14 @@ from kafkalite.log.log import (
     Log,
     _wall_clock_ms,
     parse_topic_partition_name,
-    topic_partition_dir_name,
 )
 from kafkalite.log.log_config import LONG_MAX, LogConfig
+from kafkalite.log.partition_dir import (
+    UnsafeLogDir,
+    direct_child,
+    is_legal_topic_name,
+    partition_dir,
+)
 
 __all__ = ["CLEAN_SHUTDOWN_FILE", "DELETE_DIR_SUFFIX", "LogManager"]
 
@@ -194,7 +199,10 @@ class LogManager:
         for name, is_dir in entries:
             if not is_dir:
                 continue
-            sub = d / name
+            try:
+                sub = direct_child(d, name)
+            except UnsafeLogDir:
+                continue
             if name.endswith(DELETE_DIR_SUFFIX):
                 # in the background, as Kafka: start-up does not wait for gigabytes to go
                 log.info("deleting %s left by an earlier topic deletion", sub)
@@ -207,6 +215,10 @@ class LogManager:
                 tp = parse_topic_partition_name(name)
             except ValueError:
                 log.warning("ignoring %s: not a <topic>-<partition> directory", sub)
+                continue
+            if not is_legal_topic_name(tp[0]):
+                # it could never be created, named in a request or deleted safely
+                log.warning("ignoring %s: %r is not a legal topic name", sub, tp[0])
                 continue
             if tp in self._logs:
                 raise LogError(f"duplicate log directories for {name}: {self._dir_of[tp]} and {d}")
@@ -315,9 +327,10 @@ class LogManager:
             raise KafkaStorageError("no online log dir to create a log in")
         counts = self._dir_counts
         d = min(online, key=lambda x: counts[x])
+        path = partition_dir(d, topic, partition)  # UnsafeLogDir: nothing is created
         try:
             lg = Log(
-                d / topic_partition_dir_name(topic, partition),
+                path,
                 self.config_for(topic),
                 topic=topic,
                 partition=partition,
@@ -341,13 +354,18 @@ class LogManager:
     def delete_log(self, topic: str, partition: int) -> Log | None:
         """Rename to ``<topic>-<partition>.<uuid>-delete``; files go after file.delete.delay.ms."""
         tp = (topic, partition)
-        lg = self._logs.pop(tp, None)
+        lg = self._logs.get(tp)
         if lg is None:
             return None
-        d = self._dir_of.pop(tp)
+        d = self._dir_of[tp]
+        # both ends of the rename must be inside the log dir (a loaded log's dir always is)
+        if lg.dir.parent != d:
+            raise UnsafeLogDir(f"{lg.dir} is not directly inside log dir {d}")
+        target = direct_child(d, log_delete_dir_name(topic, partition))
+        del self._dir_of[tp]
+        self._logs.pop(tp)
         self._dir_counts[d] -= 1
         self.cleaner.remove_partition(d, tp)
-        target = d / log_delete_dir_name(topic, partition)
         try:
             os.rename(lg.dir, target)
             fsync_dir(d)

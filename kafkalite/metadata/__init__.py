@@ -1,10 +1,11 @@
 """The ZooKeeper-like metadata store: one API, an embedded and a ZooKeeper backend.
 
-See :mod:`kafkalite.metadata.store` for the API, :mod:`.paths` for Kafka's znode
-layout and JSON, and :func:`open_store` to pick a backend from broker config.
+See :mod:`kafkalite.metadata.store` for the API, :mod:`.zk_paths` for Kafka's znode
+layout, :mod:`.zk_data` for the JSON stored there, and :func:`open_store` to pick a
+backend from broker config.
 """
 
-from kafkalite.metadata.embedded import EmbeddedEnsemble, EmbeddedStore
+from kafkalite.metadata.embedded_store import EmbeddedEnsemble, EmbeddedStore
 from kafkalite.metadata.factory import open_store
 from kafkalite.metadata.store import (
     ANY_VERSION,

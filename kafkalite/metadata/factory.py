@@ -3,7 +3,7 @@
 ``zookeeper.connect`` set -> :class:`ZooKeeperStore` (multi-process clusters).
 Otherwise the embedded store: a session on the given in-process ensemble (the
 in-process cluster shares one), or a private ensemble persisted under
-``metadata.dir`` / the first of ``log.dirs`` (files only, see embedded.py).
+``metadata.dir`` / the first of ``log.dirs`` (files only, see embedded_store.py).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Protocol
 
-from kafkalite.metadata.embedded import EmbeddedEnsemble
+from kafkalite.metadata.embedded_store import EmbeddedEnsemble
 from kafkalite.metadata.store import MetadataStore
 from kafkalite.metadata.zookeeper import ZooKeeperStore
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 
-from kafkalite.metadata import paths
+from kafkalite.metadata import zk_data, zk_paths
 from kafkalite.metadata.store import BadVersionError, MetadataStore, NoNodeError
 
 __all__ = [
@@ -48,9 +48,11 @@ async def update_leader_and_isr(
 ) -> int | None:
     """Write the partition's new ISR as its leader; the new znode version, or None if
     the znode changed since ``zk_version`` (the leader must then re-read its state)."""
-    state = paths.PartitionState(leader, leader_epoch, list(isr), controller_epoch)
+    state = zk_data.PartitionState(leader, leader_epoch, list(isr), controller_epoch)
     try:
-        stat = await store.set(paths.partition_state_path(*tp), state.encode(), version=zk_version)
+        stat = await store.set(
+            zk_paths.partition_state_path(*tp), state.encode(), version=zk_version
+        )
     except (BadVersionError, NoNodeError):
         return None
     return stat.version
@@ -60,10 +62,10 @@ async def write_isr_change_notification(
     store: MetadataStore, partitions: Iterable[TopicPartition]
 ) -> str:
     """Create /isr_change_notification/isr_change_<seq> naming ``partitions``."""
-    data = paths.IsrChangeNotification(
-        tuple(paths.TopicPartition(t, p) for t, p in sorted(set(partitions)))
+    data = zk_data.IsrChangeNotification(
+        tuple(zk_data.TopicPartition(t, p) for t, p in sorted(set(partitions)))
     ).encode()
-    return await store.create(paths.isr_change_notification_path(), data, sequential=True)
+    return await store.create(zk_paths.isr_change_notification_path(), data, sequential=True)
 
 
 class IsrChangePropagator:

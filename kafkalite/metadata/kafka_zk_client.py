@@ -2,8 +2,9 @@
 
 The controller and the broker speak in Kafka terms (register the controller,
 bump the controller epoch, read partition states, ...); this module turns those
-into store calls with the JSON of :mod:`.paths`. Bulk reads and writes are
-batched: reads through :meth:`MetadataStore.get_many` (pipelined on ZooKeeper),
+into store calls on the znodes of :mod:`.zk_paths` with the JSON of
+:mod:`.zk_data`. Bulk reads and writes are batched: reads through
+:meth:`MetadataStore.get_many` (pipelined on ZooKeeper),
 writes as ``multi`` transactions in chunks, because a controller electing
 leaders for ten thousand partitions must not pay ten thousand round trips (or,
 on the embedded store, ten thousand fsyncs).
@@ -22,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kafkalite.metadata import paths
+from kafkalite.metadata import zk_data, zk_paths
 from kafkalite.metadata.store import (
     ANY_VERSION,
     BadVersionError,
@@ -69,7 +70,7 @@ class BrokerInfo:
     epoch: int
 
 
-def registration_dict(reg: paths.BrokerRegistration) -> dict[str, Any]:
+def registration_dict(reg: zk_data.BrokerRegistration) -> dict[str, Any]:
     """A decoded /brokers/ids/<id> as the plain dict the channel manager reads."""
     return {
         "endpoints": [e.connection_string() for e in reg.endpoints],
@@ -89,7 +90,7 @@ class KafkaZkClient:
     # ---- start-up ---------------------------------------------------------------
     async def create_top_level_paths(self) -> None:
         """The persistent parents every broker creates at start-up ([ref] KafkaZkClient)."""
-        for path in paths.PERSISTENT_PATHS:
+        for path in zk_paths.PERSISTENT_PATHS:
             await self.store.ensure_path(path)
 
     # ---- /controller, /controller_epoch -------------------------------------------
@@ -98,27 +99,27 @@ class KafkaZkClient:
 
         With a watch, an exists-watch is left so creation is heard too.
         """
-        got = await self.store.get_or_none(paths.CONTROLLER, watch=watch)
+        got = await self.store.get_or_none(zk_paths.CONTROLLER, watch=watch)
         if got is None:
             return -1
         return parse_controller_id(got[0])
 
     async def register_controller(self, broker_id: int, timestamp_ms: int) -> bool:
         """Create the ephemeral /controller for ``broker_id``; False if it exists."""
-        data = paths.ControllerInfo(broker_id, timestamp_ms).encode()
+        data = zk_data.ControllerInfo(broker_id, timestamp_ms).encode()
         try:
-            await self.store.create(paths.CONTROLLER, data, ephemeral=True)
+            await self.store.create(zk_paths.CONTROLLER, data, ephemeral=True)
             return True
         except NodeExistsError:
             return False
 
     async def delete_controller_if_owned(self, broker_id: int) -> bool:
         """Delete /controller if it names ``broker_id`` (resigning so others elect)."""
-        got = await self.store.get_or_none(paths.CONTROLLER)
+        got = await self.store.get_or_none(zk_paths.CONTROLLER)
         if got is None or parse_controller_id(got[0]) != broker_id:
             return False
         try:
-            await self.store.delete(paths.CONTROLLER, version=got[1].version)
+            await self.store.delete(zk_paths.CONTROLLER, version=got[1].version)
             return True
         except (NoNodeError, BadVersionError):
             return False
@@ -129,20 +130,24 @@ class KafkaZkClient:
         A concurrent bump (version mismatch, or a racing creation) means another
         controller got there first: :class:`ControllerMovedException`.
         """
-        got = await self.store.get_or_none(paths.CONTROLLER_EPOCH)
+        got = await self.store.get_or_none(zk_paths.CONTROLLER_EPOCH)
         if got is None:
             try:
-                await self.store.create(paths.CONTROLLER_EPOCH, paths.encode_controller_epoch(1))
+                await self.store.create(
+                    zk_paths.CONTROLLER_EPOCH, zk_data.encode_controller_epoch(1)
+                )
             except NodeExistsError:
                 raise ControllerMovedException(
                     "/controller_epoch was created by another controller"
                 ) from None
             return 1, 0
         raw, stat = got
-        epoch = paths.decode_controller_epoch(raw) + 1
+        epoch = zk_data.decode_controller_epoch(raw) + 1
         try:
             new = await self.store.set(
-                paths.CONTROLLER_EPOCH, paths.encode_controller_epoch(epoch), version=stat.version
+                zk_paths.CONTROLLER_EPOCH,
+                zk_data.encode_controller_epoch(epoch),
+                version=stat.version,
             )
         except BadVersionError:
             raise ControllerMovedException(
@@ -151,13 +156,13 @@ class KafkaZkClient:
         return epoch, new.version
 
     async def get_controller_epoch(self) -> tuple[int, int] | None:
-        got = await self.store.get_or_none(paths.CONTROLLER_EPOCH)
-        return None if got is None else (paths.decode_controller_epoch(got[0]), got[1].version)
+        got = await self.store.get_or_none(zk_paths.CONTROLLER_EPOCH)
+        return None if got is None else (zk_data.decode_controller_epoch(got[0]), got[1].version)
 
     # ---- /brokers/ids -------------------------------------------------------------
     async def get_broker_ids(self, watch: WatchCallback | None = None) -> list[int]:
         out = []
-        for name in await self.store.get_children(paths.BROKER_IDS, watch=watch):
+        for name in await self.store.get_children(zk_paths.BROKER_IDS, watch=watch):
             try:
                 out.append(int(name))
             except ValueError:
@@ -165,14 +170,14 @@ class KafkaZkClient:
         return sorted(out)
 
     async def get_brokers(self, ids: Sequence[int]) -> dict[int, BrokerInfo]:
-        got = await self.store.get_many([paths.broker_path(i) for i in ids])
+        got = await self.store.get_many([zk_paths.broker_path(i) for i in ids])
         out: dict[int, BrokerInfo] = {}
         for broker_id, item in zip(ids, got, strict=True):
             if item is None:
                 continue
             try:
-                reg = paths.BrokerRegistration.decode(item[0])
-            except paths.MetadataFormatError as e:
+                reg = zk_data.BrokerRegistration.decode(item[0])
+            except zk_data.MetadataFormatError as e:
                 log.warning("ignoring malformed registration of broker %d: %s", broker_id, e)
                 continue
             out[broker_id] = BrokerInfo(broker_id, registration_dict(reg), item[1].czxid)
@@ -180,65 +185,65 @@ class KafkaZkClient:
 
     # ---- /brokers/topics ----------------------------------------------------------
     async def get_all_topics(self, watch: WatchCallback | None = None) -> list[str]:
-        return await self.store.get_children(paths.BROKER_TOPICS, watch=watch)
+        return await self.store.get_children(zk_paths.BROKER_TOPICS, watch=watch)
 
     async def get_topic_assignment(
         self, topic: str, watch: WatchCallback | None = None
-    ) -> tuple[paths.TopicAssignment, int] | None:
+    ) -> tuple[zk_data.TopicAssignment, int] | None:
         """(assignment, znode version), None if the topic znode is gone or unreadable."""
         try:
-            raw, stat = await self.store.get(paths.topic_path(topic), watch=watch)
+            raw, stat = await self.store.get(zk_paths.topic_path(topic), watch=watch)
         except NoNodeError:
             return None
         try:
-            return paths.TopicAssignment.decode(raw), stat.version
-        except paths.MetadataFormatError as e:
+            return zk_data.TopicAssignment.decode(raw), stat.version
+        except zk_data.MetadataFormatError as e:
             log.error("ignoring topic %s with a malformed assignment: %s", topic, e)
             return None
 
     async def get_topic_assignments(
         self, topics: Sequence[str]
-    ) -> dict[str, tuple[paths.TopicAssignment, int]]:
-        got = await self.store.get_many([paths.topic_path(t) for t in topics])
+    ) -> dict[str, tuple[zk_data.TopicAssignment, int]]:
+        got = await self.store.get_many([zk_paths.topic_path(t) for t in topics])
         out = {}
         for topic, item in zip(topics, got, strict=True):
             if item is None:
                 continue
             try:
-                out[topic] = (paths.TopicAssignment.decode(item[0]), item[1].version)
-            except paths.MetadataFormatError as e:
+                out[topic] = (zk_data.TopicAssignment.decode(item[0]), item[1].version)
+            except zk_data.MetadataFormatError as e:
                 log.error("ignoring topic %s with a malformed assignment: %s", topic, e)
         return out
 
     async def set_topic_assignment(
         self,
         topic: str,
-        assignment: paths.TopicAssignment,
+        assignment: zk_data.TopicAssignment,
         *,
         expected_version: int = ANY_VERSION,
         epoch_zk_version: int | None = None,
     ) -> int:
         """Write the assignment (conditionally); returns the new znode version."""
         [stat] = await self._multi_fenced(
-            [SetDataOp(paths.topic_path(topic), assignment.encode(), expected_version)],
+            [SetDataOp(zk_paths.topic_path(topic), assignment.encode(), expected_version)],
             epoch_zk_version,
         )
         assert isinstance(stat, Stat)
         return stat.version
 
     async def get_topic_config(self, topic: str) -> dict[str, str]:
-        got = await self.store.get_or_none(paths.topic_config_path(topic))
+        got = await self.store.get_or_none(zk_paths.topic_config_path(topic))
         if got is None:
             return {}
         try:
-            return dict(paths.EntityConfig.decode(got[0]).config)
-        except paths.MetadataFormatError:
+            return dict(zk_data.EntityConfig.decode(got[0]).config)
+        except zk_data.MetadataFormatError:
             return {}
 
     async def delete_topic_znodes(self, topic: str, epoch_zk_version: int | None) -> None:
         """Topic deletion's last step: the topic, its config, its deletion marker."""
         await self._check_epoch(epoch_zk_version)
-        for path in (paths.topic_path(topic), paths.topic_config_path(topic)):
+        for path in (zk_paths.topic_path(topic), zk_paths.topic_config_path(topic)):
             try:
                 await self.store.delete(path, recursive=True)
             except NoNodeError:
@@ -248,22 +253,22 @@ class KafkaZkClient:
     # ---- partition state znodes -----------------------------------------------------
     async def get_partition_states(
         self, partitions: Sequence[TopicPartition]
-    ) -> dict[TopicPartition, tuple[paths.PartitionState, int]]:
+    ) -> dict[TopicPartition, tuple[zk_data.PartitionState, int]]:
         """(state, znode version) per partition that has a readable state znode."""
-        got = await self.store.get_many([paths.partition_state_path(*tp) for tp in partitions])
+        got = await self.store.get_many([zk_paths.partition_state_path(*tp) for tp in partitions])
         out = {}
         for tp, item in zip(partitions, got, strict=True):
             if item is None:
                 continue
             try:
-                out[tp] = (paths.PartitionState.decode(item[0]), item[1].version)
-            except paths.MetadataFormatError as e:
+                out[tp] = (zk_data.PartitionState.decode(item[0]), item[1].version)
+            except zk_data.MetadataFormatError as e:
                 log.error("malformed state znode of %s-%d: %s", tp[0], tp[1], e)
         return out
 
     async def create_partition_states(
         self,
-        states: Sequence[tuple[TopicPartition, paths.PartitionState]],
+        states: Sequence[tuple[TopicPartition, zk_data.PartitionState]],
         epoch_zk_version: int | None,
     ) -> dict[TopicPartition, MetadataStoreError | None]:
         """Create state znodes (and their parents); None per success, else the error."""
@@ -276,12 +281,15 @@ class KafkaZkClient:
                 owners: list[tuple[TopicPartition | None, str]] = []
                 planned: set[str] = set()
                 for tp, st in pending:
-                    for parent in (paths.topic_partitions_path(tp[0]), paths.partition_path(*tp)):
+                    for parent in (
+                        zk_paths.topic_partitions_path(tp[0]),
+                        zk_paths.partition_path(*tp),
+                    ):
                         if parent not in existing_parents and parent not in planned:
                             planned.add(parent)
                             ops.append(CreateOp(parent))
                             owners.append((None, parent))
-                    ops.append(CreateOp(paths.partition_state_path(*tp), st.encode()))
+                    ops.append(CreateOp(zk_paths.partition_state_path(*tp), st.encode()))
                     owners.append((tp, ""))
                 try:
                     await self._multi_fenced(ops, epoch_zk_version)
@@ -311,7 +319,7 @@ class KafkaZkClient:
 
     async def update_partition_states(
         self,
-        states: Sequence[tuple[TopicPartition, paths.PartitionState, int]],
+        states: Sequence[tuple[TopicPartition, zk_data.PartitionState, int]],
         epoch_zk_version: int | None,
     ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, MetadataStoreError]]:
         """Conditional writes ``(partition, state, expected version)``.
@@ -325,7 +333,7 @@ class KafkaZkClient:
             pending = list(states[i : i + MULTI_CHUNK])
             while pending:
                 ops: list[Op] = [
-                    SetDataOp(paths.partition_state_path(*tp), st.encode(), version)
+                    SetDataOp(zk_paths.partition_state_path(*tp), st.encode(), version)
                     for tp, st, version in pending
                 ]
                 try:
@@ -344,7 +352,7 @@ class KafkaZkClient:
 
     # ---- /admin/delete_topics -------------------------------------------------------
     async def get_topic_deletions(self, watch: WatchCallback | None = None) -> list[str]:
-        return await self.store.get_children(paths.DELETE_TOPICS, watch=watch)
+        return await self.store.get_children(zk_paths.DELETE_TOPICS, watch=watch)
 
     async def delete_topic_deletions(
         self, topics: Iterable[str], epoch_zk_version: int | None
@@ -352,17 +360,17 @@ class KafkaZkClient:
         await self._check_epoch(epoch_zk_version)
         for t in topics:
             try:
-                await self.store.delete(paths.delete_topic_path(t), recursive=True)
+                await self.store.delete(zk_paths.delete_topic_path(t), recursive=True)
             except NoNodeError:
                 pass
 
     # ---- /isr_change_notification ---------------------------------------------------
     async def get_isr_change_notifications(self, watch: WatchCallback | None = None) -> list[str]:
-        return await self.store.get_children(paths.ISR_CHANGE_NOTIFICATION, watch=watch)
+        return await self.store.get_children(zk_paths.ISR_CHANGE_NOTIFICATION, watch=watch)
 
     async def get_isr_change_partitions(self, names: Sequence[str]) -> set[TopicPartition]:
         """Partitions named by the notifications; malformed ones name none."""
-        got = await self.store.get_many([f"{paths.ISR_CHANGE_NOTIFICATION}/{n}" for n in names])
+        got = await self.store.get_many([f"{zk_paths.ISR_CHANGE_NOTIFICATION}/{n}" for n in names])
         out: set[TopicPartition] = set()
         for name, item in zip(names, got, strict=True):
             if item is None:
@@ -370,9 +378,9 @@ class KafkaZkClient:
             try:
                 out.update(
                     (tp.topic, tp.partition)
-                    for tp in paths.IsrChangeNotification.decode(item[0]).partitions
+                    for tp in zk_data.IsrChangeNotification.decode(item[0]).partitions
                 )
-            except paths.MetadataFormatError as e:
+            except zk_data.MetadataFormatError as e:
                 log.warning("ignoring malformed ISR change notification %s: %s", name, e)
         return out
 
@@ -382,7 +390,7 @@ class KafkaZkClient:
         await self._check_epoch(epoch_zk_version)
         for n in names:
             try:
-                await self.store.delete(f"{paths.ISR_CHANGE_NOTIFICATION}/{n}")
+                await self.store.delete(f"{zk_paths.ISR_CHANGE_NOTIFICATION}/{n}")
             except NoNodeError:
                 pass
 
@@ -390,18 +398,20 @@ class KafkaZkClient:
     async def get_log_dir_event_notifications(
         self, watch: WatchCallback | None = None
     ) -> list[str]:
-        return await self.store.get_children(paths.LOG_DIR_EVENT_NOTIFICATION, watch=watch)
+        return await self.store.get_children(zk_paths.LOG_DIR_EVENT_NOTIFICATION, watch=watch)
 
     async def get_broker_ids_from_log_dir_events(self, names: Sequence[str]) -> set[int]:
         """Brokers named by the notifications; malformed ones name none."""
-        got = await self.store.get_many([f"{paths.LOG_DIR_EVENT_NOTIFICATION}/{n}" for n in names])
+        got = await self.store.get_many(
+            [f"{zk_paths.LOG_DIR_EVENT_NOTIFICATION}/{n}" for n in names]
+        )
         out: set[int] = set()
         for name, item in zip(names, got, strict=True):
             if item is None:
                 continue
             try:
-                out.add(paths.LogDirEventNotification.decode(item[0]).broker)
-            except paths.MetadataFormatError as e:
+                out.add(zk_data.LogDirEventNotification.decode(item[0]).broker)
+            except zk_data.MetadataFormatError as e:
                 log.warning("ignoring malformed log dir event notification %s: %s", name, e)
         return out
 
@@ -411,7 +421,7 @@ class KafkaZkClient:
         await self._check_epoch(epoch_zk_version)
         for n in names:
             try:
-                await self.store.delete(f"{paths.LOG_DIR_EVENT_NOTIFICATION}/{n}")
+                await self.store.delete(f"{zk_paths.LOG_DIR_EVENT_NOTIFICATION}/{n}")
             except NoNodeError:
                 pass
 
@@ -419,13 +429,13 @@ class KafkaZkClient:
     async def get_partition_reassignment(
         self, watch: WatchCallback | None = None
     ) -> dict[TopicPartition, list[int]]:
-        got = await self.store.get_or_none(paths.REASSIGN_PARTITIONS, watch=watch)
+        got = await self.store.get_or_none(zk_paths.REASSIGN_PARTITIONS, watch=watch)
         if got is None:
             return {}
         try:
-            decoded = paths.PartitionReassignment.decode(got[0])
-        except paths.MetadataFormatError as e:
-            log.error("ignoring malformed %s: %s", paths.REASSIGN_PARTITIONS, e)
+            decoded = zk_data.PartitionReassignment.decode(got[0])
+        except zk_data.MetadataFormatError as e:
+            log.error("ignoring malformed %s: %s", zk_paths.REASSIGN_PARTITIONS, e)
             return {}
         return {(tp.topic, tp.partition): r for tp, r in decoded.partitions.items()}
 
@@ -436,37 +446,41 @@ class KafkaZkClient:
         if not reassignment:
             await self._check_epoch(epoch_zk_version)
             try:
-                await self.store.delete(paths.REASSIGN_PARTITIONS)
+                await self.store.delete(zk_paths.REASSIGN_PARTITIONS)
             except NoNodeError:
                 pass
             return
-        data = paths.PartitionReassignment(
-            {paths.TopicPartition(*tp): list(r) for tp, r in reassignment.items()}
+        data = zk_data.PartitionReassignment(
+            {zk_data.TopicPartition(*tp): list(r) for tp, r in reassignment.items()}
         ).encode()
         try:
-            await self._multi_fenced([SetDataOp(paths.REASSIGN_PARTITIONS, data)], epoch_zk_version)
+            await self._multi_fenced(
+                [SetDataOp(zk_paths.REASSIGN_PARTITIONS, data)], epoch_zk_version
+            )
         except NoNodeError:
-            await self._multi_fenced([CreateOp(paths.REASSIGN_PARTITIONS, data)], epoch_zk_version)
+            await self._multi_fenced(
+                [CreateOp(zk_paths.REASSIGN_PARTITIONS, data)], epoch_zk_version
+            )
 
     # ---- /admin/preferred_replica_election ------------------------------------------
     async def get_preferred_replica_election(
         self, watch: WatchCallback | None = None
     ) -> set[TopicPartition] | None:
         """None when the admin node is absent."""
-        got = await self.store.get_or_none(paths.PREFERRED_REPLICA_ELECTION, watch=watch)
+        got = await self.store.get_or_none(zk_paths.PREFERRED_REPLICA_ELECTION, watch=watch)
         if got is None:
             return None
         try:
-            decoded = paths.PreferredReplicaElection.decode(got[0])
-        except paths.MetadataFormatError as e:
-            log.error("ignoring malformed %s: %s", paths.PREFERRED_REPLICA_ELECTION, e)
+            decoded = zk_data.PreferredReplicaElection.decode(got[0])
+        except zk_data.MetadataFormatError as e:
+            log.error("ignoring malformed %s: %s", zk_paths.PREFERRED_REPLICA_ELECTION, e)
             return set()
         return {(tp.topic, tp.partition) for tp in decoded.partitions}
 
     async def delete_preferred_replica_election(self, epoch_zk_version: int | None) -> None:
         await self._check_epoch(epoch_zk_version)
         try:
-            await self.store.delete(paths.PREFERRED_REPLICA_ELECTION)
+            await self.store.delete(zk_paths.PREFERRED_REPLICA_ELECTION)
         except NoNodeError:
             pass
 
@@ -481,7 +495,7 @@ class KafkaZkClient:
             return await self.store.multi(ops)
         try:
             results = await self.store.multi(
-                [CheckOp(paths.CONTROLLER_EPOCH, epoch_zk_version), *ops]
+                [CheckOp(zk_paths.CONTROLLER_EPOCH, epoch_zk_version), *ops]
             )
         except MetadataStoreError as e:
             if e.op_index == 0:
@@ -497,7 +511,7 @@ class KafkaZkClient:
         """For writes that are not worth a multi: fail fast if the controller moved."""
         if epoch_zk_version is None:
             return
-        stat = await self.store.exists(paths.CONTROLLER_EPOCH)
+        stat = await self.store.exists(zk_paths.CONTROLLER_EPOCH)
         if stat is None or stat.version != epoch_zk_version:
             raise ControllerMovedException(
                 f"/controller_epoch is no longer at version {epoch_zk_version}"
@@ -507,7 +521,7 @@ class KafkaZkClient:
 def parse_controller_id(data: bytes) -> int:
     """/controller's broker id (JSON ``brokerid`` or a plain integer); -1 if malformed."""
     try:
-        return paths.ControllerInfo.decode(data).broker_id
-    except paths.MetadataFormatError:
+        return zk_data.ControllerInfo.decode(data).broker_id
+    except zk_data.MetadataFormatError:
         log.warning("malformed /controller data %r", data)
         return -1

@@ -1,7 +1,7 @@
 """The ZooKeeper-like metadata store API shared by every backend.
 
 The controller and brokers only ever see :class:`MetadataStore`; whether it is the
-in-process :mod:`~kafkalite.metadata.embedded` store or a real ZooKeeper ensemble
+in-process :mod:`~kafkalite.metadata.embedded_store` store or a real ZooKeeper ensemble
 (:mod:`~kafkalite.metadata.zookeeper`) is invisible to them. The data model is
 ZooKeeper's: a tree of znodes holding bytes, each with a :class:`Stat`; persistent,
 ephemeral (tied to a session) and sequential nodes; one-shot watches; atomic multi-op.

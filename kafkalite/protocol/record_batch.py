@@ -224,6 +224,9 @@ class ValidatedRecords:
     record_count: int  # offsets the batches will take (sum of lastOffsetDelta+1)
     max_timestamp: int
     size: int
+    #: every record was parsed and checked against the topic (the produce path's
+    #: LogValidator), so the log need not decode them again for compacted topics
+    records_checked: bool = False
 
 
 def validate_records(buf: bytes | bytearray | memoryview) -> ValidatedRecords:

@@ -8,23 +8,38 @@ Three layers, in Kafka's order:
 2. ``UnifiedLog.analyzeAndValidateRecords``: a client batch starts at offset 0,
    is no larger than ``max.message.bytes``, and its CRC holds.
 3. ``LogValidator``: the batch's count, offset range, control flag and sequence
-   agree; its records (decompressed when compressed) are exactly ``count``
-   records, and on CreateTime topics every record's timestamp lies within
-   [now - message.timestamp.before.max.ms, now + message.timestamp.after.max.ms].
+   agree; every record parses (:mod:`kafkalite.protocol.record_scan`), there are
+   exactly ``count`` of them, and each passes the per-record checks: on
+   CreateTime topics its timestamp lies within [now - message.timestamp.before.max.ms,
+   now + message.timestamp.after.max.ms], on compacted topics it has a key.
+   A topic whose ``compression.type`` names another codec gets the batch
+   re-encoded; otherwise the batch is stored as produced (compressed batches
+   too: Kafka re-encodes only when the codec changes). The batch's
+   maxTimestamp becomes its records' largest, as Kafka sets it.
 
-Records are only walked, never decoded: two varints per record (length and
-timestamp delta). Every error is an :class:`InvalidRecordBatch` carrying the
-Kafka error code; invalid timestamps also list the offending records, which
-Kafka returns as the response's ``record_errors``.
+A compressed section is decompressed as a stream, a window at a time
+(:mod:`kafkalite.protocol.decompression`), so a batch that inflates to a
+gigabyte is checked in constant memory. :func:`check_client_batch` is a
+generator: the first step does the header checks and the first window (up to
+:data:`FIRST_WINDOW` bytes and :data:`SLICE_RECORDS` records, which is every
+batch a producer sends with default settings); a larger batch yields between
+windows so that its caller can let other work run (the produce handler
+continues it on the event loop in slices).
+
+Errors are InvalidRecordBatch subclasses carrying Kafka's error code; record
+errors (timestamps, missing keys) also list the records, which Kafka returns as
+the response's ``record_errors``.
 """
 
 from __future__ import annotations
 
 import struct
+from collections.abc import Generator
 from dataclasses import dataclass
 
 from kafkalite.protocol import record_batch as rb
-from kafkalite.protocol.compression import decompress
+from kafkalite.protocol.decompression import CHUNK, DecompressStream, open_stream
+from kafkalite.protocol.recompression import Recompressor, rebuild_batch
 from kafkalite.protocol.record_batch import (
     BatchHeader,
     CorruptRecordBatch,
@@ -33,14 +48,37 @@ from kafkalite.protocol.record_batch import (
     UnsupportedCompression,
     UnsupportedMagic,
 )
+from kafkalite.protocol.record_scan import (
+    INT32_VARINT_BYTES,
+    INT64_VARINT_BYTES,
+    MAX_RECORD_ERRORS,
+    NO_LOWER_BOUND,
+    RecordChecks,
+    check_header_key,
+    read_uvarint,
+    record_extent,
+    scan,
+)
+
+Buffer = bytes | bytearray | memoryview
 
 _I32 = struct.Struct(">i")
-_LONG_MAX = 2**63 - 1
+_I64 = struct.Struct(">q")
+_U32 = struct.Struct(">I")
 #: Kafka's LegacyRecord.RECORD_OVERHEAD_V0, the smallest size a batch may claim
 _MIN_RECORD_OVERHEAD = 14
 #: bytes up to and including the magic byte
 _HEADER_SIZE_UP_TO_MAGIC = 17
 ZSTD = 4
+
+#: Decompressed bytes the first step reads: librdkafka's batches (1,000,000 bytes
+#: before compression by default) fit, so they are checked without a second step.
+FIRST_WINDOW = 4 << 20
+#: Records parsed per step: bounds the time one step holds the event loop (~15 ms).
+SLICE_RECORDS = 32768
+#: A record larger than this is not buffered whole: its key, value and headers are
+#: skipped through the stream.
+BIG_RECORD = CHUNK
 
 
 class MessageTooLarge(InvalidRecordBatch):
@@ -57,6 +95,21 @@ class InvalidTimestamp(InvalidRecordBatch):
         self.record_errors = record_errors
 
 
+class RecordErrors(InvalidRecord):
+    """Records that parse but may not be stored (no key on a compacted topic):
+    INVALID_RECORD with ``record_errors``, in Kafka's words."""
+
+    def __init__(self, record_errors: list[tuple[int, str]], total: int) -> None:
+        shown = ", ".join(
+            f"RecordError(batchIndex={i}, message='{m}')" for i, m in record_errors[:3]
+        )
+        super().__init__(
+            f"One or more records have been rejected due to {total} record errors in total, "
+            f"and only showing the first three errors at most: [{shown}]"
+        )
+        self.record_errors = record_errors
+
+
 @dataclass(frozen=True, slots=True)
 class TopicLimits:
     """The topic configs record validation needs."""
@@ -65,18 +118,45 @@ class TopicLimits:
     log_append_time: bool
     timestamp_before_max_ms: int
     timestamp_after_max_ms: int
+    compact: bool = False
+    #: the codec ``compression.type`` stores batches with; None keeps the producer's
+    target_codec: int | None = None
+    compression_level: int | None = None
+    #: ``topic-partition``, for the compacted-topic record error
+    topic_partition: str = ""
+
+
+@dataclass(slots=True)
+class CheckedBatch:
+    """A client batch that passed every check: what to append and its header."""
+
+    header: BatchHeader
+    records: bytearray  # the batch to append (a copy: offsets are assigned in it)
+    size: int
+
+
+BatchCheck = Generator[None, None, CheckedBatch]
 
 
 def validate_produce_records(
-    buf: bytes | bytearray | memoryview, api_version: int, limits: TopicLimits, now_ms: int
-) -> int:
-    """Validate one partition's produced records; return how many bytes to append.
-
-    Raises an InvalidRecordBatch subclass with Kafka's error code.
-    """
+    buf: Buffer, api_version: int, limits: TopicLimits, now_ms: int
+) -> CheckedBatch:
+    """Validate one partition's produced records in one go (every step of
+    :func:`check_client_batch`); raises an InvalidRecordBatch with Kafka's code."""
     size = check_request_records(buf, api_version)
-    check_client_batch(buf, size, limits, now_ms)
-    return size
+    return run_to_end(check_client_batch(bytearray(buf[:size]), size, limits, now_ms))
+
+
+def run_to_end(check: CheckedBatch | BatchCheck) -> CheckedBatch:
+    """Every remaining step of a batch check, now."""
+    if isinstance(check, CheckedBatch):
+        return check
+    while True:
+        try:
+            next(check)
+        except StopIteration as done:
+            result: CheckedBatch = done.value
+            return result
 
 
 def check_request_records(buf: bytes | bytearray | memoryview, api_version: int) -> int:
@@ -129,10 +209,49 @@ def _next_batch_size(buf: bytes | bytearray | memoryview, pos: int) -> int | Non
 
 
 def check_client_batch(
-    buf: bytes | bytearray | memoryview, size: int, limits: TopicLimits, now_ms: int
-) -> BatchHeader:
-    """The log's checks on a batch a client produced (the one at position 0)."""
-    base_offset = struct.unpack_from(">q", buf, 0)[0]
+    buf: bytearray, size: int, limits: TopicLimits, now_ms: int
+) -> CheckedBatch | BatchCheck:
+    """The log's checks on the batch a client produced (``buf``, ``size`` bytes).
+
+    ``buf`` is the caller's own copy of the batch (a request's bytes may be gone
+    when a later step runs); it is what the result holds unless the batch is
+    re-encoded, with maxTimestamp patched in place.
+
+    Returns the :class:`CheckedBatch` when one step checked the whole batch (an
+    uncompressed batch of up to :data:`SLICE_RECORDS` records is scanned in
+    place; any other batch whose records fit the first window), else a generator
+    whose steps do the rest, its ``StopIteration`` value the CheckedBatch.
+    Raises (here or from a step) an InvalidRecordBatch with Kafka's code.
+    """
+    if len(buf) != size:
+        buf = buf[:size]
+    h = _check_header(buf, size, limits)
+    checks = _record_checks(h, limits, now_ms)
+    codec = h.compression
+    target = limits.target_codec
+    sink = None
+    if target is not None and target != codec:
+        sink = Recompressor(target, limits.compression_level, limits.max_message_bytes)
+    count = h.records_count
+    if not codec and sink is None and count <= SLICE_RECORDS:
+        pos, index, max_delta = scan(buf, rb.RECORDS_OFFSET, 0, count, checks, NO_LOWER_BOUND)
+        if index < count:
+            raise _premature_eof()
+        if pos != size:
+            raise _records_remaining()
+        return _finish(buf, h, checks, max_delta, None, limits, now_ms)
+    job = _check_records(buf, h, checks, sink, limits, now_ms)
+    try:
+        next(job)
+    except StopIteration as done:
+        checked: CheckedBatch = done.value
+        return checked
+    return job
+
+
+def _check_header(buf: bytearray, size: int, limits: TopicLimits) -> BatchHeader:
+    """UnifiedLog.analyzeAndValidateRecords and LogValidator.validateBatch."""
+    base_offset = _I64.unpack_from(buf, 0)[0]
     if base_offset != 0:
         raise InvalidRecord(
             f"The baseOffset of the record batch in the append should be 0, but it is {base_offset}"
@@ -167,128 +286,310 @@ def check_client_batch(
         raise InvalidRecord("Clients are not allowed to write control records")
     if h.compression > ZSTD:
         raise UnsupportedCompression(f"unknown compression codec id {h.compression}")
-    if h.compression:
-        data: bytes | bytearray | memoryview = decompress(
-            h.compression, memoryview(buf)[rb.RECORDS_OFFSET : size]
-        )
-        start, end = 0, len(data)
-    else:
-        data, start, end = buf, rb.RECORDS_OFFSET, size
-    min_delta, max_delta = _walk_records(data, start, end, h.records_count)
-    _check_timestamps(h, data, start, end, min_delta, max_delta, limits, now_ms)
     return h
 
 
-def _varint(data: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
-    """A zigzag varint/varlong at ``pos``: (value, next position)."""
-    raw = 0
-    shift = 0
-    while True:
-        b = data[pos]
-        pos += 1
-        raw |= (b & 0x7F) << shift
-        if b < 0x80:
-            return (raw >> 1) ^ -(raw & 1), pos
-        shift += 7
-        if shift > 63:
-            raise InvalidRecord("Found invalid record structure: varint too long")
+def _record_checks(h: BatchHeader, limits: TopicLimits, now_ms: int) -> RecordChecks:
+    window = None
+    if not limits.log_append_time and not h.is_log_append_time:
+        # Kafka checks each record's own timestamp (base + delta) against the window
+        window = (now_ms - limits.timestamp_before_max_ms, now_ms + limits.timestamp_after_max_ms)
+    return RecordChecks(
+        base_timestamp=h.base_timestamp,
+        ts_window=window,
+        need_key=limits.compact,
+        key_error=(
+            "Compacted topic cannot accept message without key in topic partition "
+            f"{limits.topic_partition}."
+        )
+        if limits.compact
+        else "",
+    )
 
 
-def _walk_records(
-    data: bytes | bytearray | memoryview, pos: int, end: int, count: int
-) -> tuple[int, int]:
-    """Step over exactly ``count`` records filling [pos, end); return the smallest and
-    largest timestamp delta. Raises InvalidRecord when the count does not match."""
-    lo = _LONG_MAX
-    hi = -_LONG_MAX
-    varint = _varint
-    try:
-        for _ in range(count):
-            b = data[pos]
-            if b < 0x80:  # one-byte length (records under 64 bytes)
-                length = (b >> 1) ^ -(b & 1)
-                pos += 1
-            elif data[pos + 1] < 0x80:  # two bytes (under 8 KiB): the common case
-                raw = (b & 0x7F) | (data[pos + 1] << 7)
-                length = (raw >> 1) ^ -(raw & 1)
-                pos += 2
-            else:
-                length, pos = varint(data, pos)
-            rec_end = pos + length
-            if length < 6 or rec_end > end:
-                raise InvalidRecord(
-                    "Incorrect declared batch size, premature EOF reached"
-                    if rec_end > end
-                    else f"Invalid record size {length}"
-                )
-            b = data[pos + 1]  # after the attributes byte: timestampDelta
-            delta = (b >> 1) ^ -(b & 1) if b < 0x80 else varint(data, pos + 1)[0]
-            if delta < lo:
-                lo = delta
-            if delta > hi:
-                hi = delta
-            pos = rec_end
-    except IndexError:
-        raise InvalidRecord("Incorrect declared batch size, premature EOF reached") from None
-    if pos != end:
-        raise InvalidRecord("Incorrect declared batch size, records still remaining in file")
-    return lo, hi
-
-
-def _check_timestamps(
+def _check_records(
+    buf: bytearray,
     h: BatchHeader,
-    data: bytes | bytearray | memoryview,
-    start: int,
-    end: int,
-    min_delta: int,
-    max_delta: int,
+    checks: RecordChecks,
+    sink: Recompressor | None,
     limits: TopicLimits,
     now_ms: int,
+) -> BatchCheck:
+    """The records of a batch read through its decompression stream, a window per step."""
+    stream = open_stream(h.compression, memoryview(buf)[rb.RECORDS_OFFSET :])
+    max_delta = yield from _scan_section(stream, h.records_count, checks, sink)
+    return _finish(buf, h, checks, max_delta, sink, limits, now_ms)
+
+
+def _finish(
+    buf: bytearray,
+    h: BatchHeader,
+    checks: RecordChecks,
+    max_delta: int,
+    sink: Recompressor | None,
+    limits: TopicLimits,
+    now_ms: int,
+) -> CheckedBatch:
+    """Record errors, the re-encoded batch, maxTimestamp from the records (as Kafka)."""
+    _raise_record_errors(h, checks, limits, now_ms)
+    out = buf
+    if sink is not None:
+        out = rebuild_batch(buf, sink.finish(), sink.target)
+        h = rb.parse_header(out, 0)
+    if not limits.log_append_time and not h.is_log_append_time:
+        # Kafka sets maxTimestamp from the records (a producer's header is not believed)
+        max_ts = max(rb.NO_TIMESTAMP, h.base_timestamp + max_delta)
+        if max_ts != h.max_timestamp:
+            _I64.pack_into(out, rb.MAX_TIMESTAMP_OFFSET, max_ts)
+            h.max_timestamp = max_ts
+            h.crc = rb.compute_crc(out, 0, len(out))
+            _U32.pack_into(out, rb.CRC_OFFSET, h.crc)
+    return CheckedBatch(h, out, len(out))
+
+
+def _raise_record_errors(
+    h: BatchHeader, checks: RecordChecks, limits: TopicLimits, now_ms: int
 ) -> None:
-    """Kafka's LogValidator.validateTimestamp over every record of the batch."""
-    if not limits.log_append_time:
-        if h.is_log_append_time:
-            # every record carries the batch's max timestamp
-            lowest = highest = h.max_timestamp
+    """Kafka's processRecordErrors: INVALID_TIMESTAMP if any record's timestamp is
+    out of range, else INVALID_RECORD; both list the records."""
+    if h.is_log_append_time:
+        # every record's timestamp is the batch's maxTimestamp
+        if limits.log_append_time:
+            message = (
+                "Invalid timestamp type in message. Producer should not set timestamp type "
+                "to LogAppendTime."
+            )
         else:
-            lowest, highest = h.base_timestamp + min_delta, h.base_timestamp + max_delta
-        before, after = limits.timestamp_before_max_ms, limits.timestamp_after_max_ms
-        if h.base_timestamp == rb.NO_TIMESTAMP and not h.is_log_append_time:
-            return  # records without a timestamp are not checked
-        if now_ms - lowest <= before and highest - now_ms <= after:
-            return
-        errors = []
-        for i, ts in enumerate(_record_timestamps(h, data, start, end)):
-            if ts != rb.NO_TIMESTAMP and (now_ms - ts > before or ts - now_ms > after):
-                errors.append(
-                    (
-                        i,
-                        f"Timestamp {ts} of message with offset {i} is out of range. The "
-                        f"timestamp should be within [{now_ms - before}, {now_ms + after}]",
-                    )
-                )
-        if errors:
-            raise InvalidTimestamp(errors)
-    elif h.is_log_append_time:
-        raise InvalidTimestamp(
-            [
-                (
-                    i,
-                    "Invalid timestamp type in message. Producer should not set timestamp "
-                    "type to LogAppendTime.",
-                )
-                for i in range(h.records_count)
-            ]
-        )
+            lo, hi = now_ms - limits.timestamp_before_max_ms, now_ms + limits.timestamp_after_max_ms
+            ts = h.max_timestamp
+            message = (
+                f"Timestamp {ts} of message with offset {{}} is out of range. The timestamp "
+                f"should be within [{lo}, {hi}]"
+            )
+            if ts == rb.NO_TIMESTAMP or lo <= ts <= hi:
+                message = ""
+        if message:
+            keyless = dict(checks.errors)  # a key error comes first, as in Kafka
+            raise InvalidTimestamp(
+                [
+                    (i, keyless.get(i) or message.format(i))
+                    for i in range(min(h.records_count, MAX_RECORD_ERRORS))
+                ]
+            )
+    if not checks.error_count:
+        return
+    if checks.timestamp_errors:
+        raise InvalidTimestamp(checks.errors)
+    raise RecordErrors(checks.errors, checks.error_count)
 
 
-def _record_timestamps(
-    h: BatchHeader, data: bytes | bytearray | memoryview, pos: int, end: int
-) -> list[int]:
-    out = []
-    while pos < end:
-        length, pos = _varint(data, pos)
-        delta, _ = _varint(data, pos + 1)
-        out.append(h.max_timestamp if h.is_log_append_time else h.base_timestamp + delta)
-        pos += length
-    return out
+def _pull(stream: DecompressStream, n: int, sink: Recompressor | None) -> Buffer:
+    piece = stream.read(n)
+    if sink is not None and piece:
+        sink.write(piece)
+    return piece
+
+
+def _fill(stream: DecompressStream, n: int, sink: Recompressor | None) -> Buffer:
+    """At least ``n`` bytes from the stream, or all that is left."""
+    first = _pull(stream, n, sink)
+    if len(first) >= n or not first:
+        return first
+    parts = [first]
+    total = len(first)
+    while total < n:
+        piece = _pull(stream, n - total, sink)
+        if not piece:
+            break
+        parts.append(piece)
+        total += len(piece)
+    return b"".join(parts)
+
+
+def _premature_eof() -> InvalidRecord:
+    return InvalidRecord("Incorrect declared batch size, premature EOF reached")
+
+
+def _records_remaining() -> InvalidRecord:
+    return InvalidRecord("Incorrect declared batch size, records still remaining in file")
+
+
+def _scan_section(
+    stream: DecompressStream, count: int, checks: RecordChecks, sink: Recompressor | None
+) -> Generator[None, None, int]:
+    """Parse exactly ``count`` records from the stream, a window at a time; nothing may
+    follow them. Returns the largest timestamp delta."""
+    window = _fill(stream, FIRST_WINDOW, sink)
+    pos = 0
+    index = 0
+    max_delta = NO_LOWER_BOUND
+    slice_end = SLICE_RECORDS
+    while True:
+        pos, index, max_delta = scan(window, pos, index, min(count, slice_end), checks, max_delta)
+        if index == count:
+            break
+        if index == slice_end:
+            slice_end += SLICE_RECORDS
+            yield
+            continue
+        # the record at `pos` is not wholly in the window
+        extent = record_extent(window, pos, len(window))
+        if extent is not None and extent > BIG_RECORD:
+            cursor = _Cursor(stream, window, pos, sink)
+            max_delta = yield from cursor.big_record(index, checks, max_delta)
+            window, pos = cursor.window, cursor.pos
+            index += 1
+            slice_end = index + SLICE_RECORDS
+            continue
+        more = _fill(stream, CHUNK, sink)
+        if not more:
+            raise _premature_eof()
+        window = b"".join((window[pos:], more))
+        pos = 0
+        yield
+    if pos < len(window) or _pull(stream, 1, sink):
+        raise _records_remaining()
+    return max_delta
+
+
+class _Cursor:
+    """Reads one record too large to buffer: small fields from a window that is
+    refilled from the stream, keys/values/headers skipped through it."""
+
+    __slots__ = ("stream", "window", "pos", "base", "sink")
+
+    def __init__(
+        self, stream: DecompressStream, window: Buffer, pos: int, sink: Recompressor | None
+    ) -> None:
+        self.stream = stream
+        self.window = window
+        self.pos = pos
+        self.base = 0  # stream offset of window[0], relative to where the record starts
+        self.sink = sink
+
+    @property
+    def offset(self) -> int:
+        return self.base + self.pos
+
+    def _more(self) -> bool:
+        piece = _pull(self.stream, CHUNK, self.sink)
+        if not piece:
+            return False
+        self.base += self.pos
+        self.window = b"".join((self.window[self.pos :], piece))
+        self.pos = 0
+        return True
+
+    def varint(self, max_bytes: int) -> Generator[None, None, int]:
+        """The zigzag-decoded varint at the cursor."""
+        while len(self.window) - self.pos < max_bytes and self._more():
+            yield
+        try:
+            raw, self.pos = read_uvarint(self.window, self.pos, max_bytes)
+        except IndexError:
+            raise _premature_eof() from None
+        return (raw >> 1) ^ -(raw & 1)
+
+    def take(self, n: int) -> Generator[None, None, Buffer]:
+        """The next ``n`` bytes (a header key: the caller bounds ``n`` by the record)."""
+        parts = []
+        while n > len(self.window) - self.pos:
+            parts.append(self.window[self.pos :])
+            n -= len(self.window) - self.pos
+            self.base += len(self.window)
+            piece = _pull(self.stream, CHUNK, self.sink)
+            if not piece:
+                raise _premature_eof()
+            self.window, self.pos = piece, 0
+            yield
+        parts.append(self.window[self.pos : self.pos + n])
+        self.pos += n
+        return b"".join(parts)
+
+    def byte(self) -> Generator[None, None, int]:
+        while self.pos >= len(self.window):
+            if not self._more():
+                raise _premature_eof()
+            yield
+        self.pos += 1
+        return self.window[self.pos - 1]
+
+    def skip(self, n: int) -> Generator[None, None, None]:
+        unyielded = 0
+        while n > len(self.window) - self.pos:
+            n -= len(self.window) - self.pos
+            self.base += len(self.window)
+            piece = _pull(self.stream, CHUNK, self.sink)
+            if not piece:
+                raise _premature_eof()
+            self.window, self.pos = piece, 0  # skipped bytes are dropped, never copied
+            unyielded += len(piece)
+            if unyielded >= CHUNK:  # snappy streams come a 32 KiB block at a time
+                unyielded = 0
+                yield
+        self.pos += n
+
+    def big_record(
+        self, index: int, checks: RecordChecks, max_delta: int
+    ) -> Generator[None, None, int]:
+        """The record at the cursor, with :func:`record_scan.scan`'s checks."""
+        length = yield from self.varint(INT32_VARINT_BYTES)
+        body_end = self.offset + length
+        attributes = yield from self.byte()
+        if attributes & 0x80:
+            raise InvalidRecord(f"Invalid record attributes {attributes - 256}")
+        delta = yield from self.varint(INT64_VARINT_BYTES)
+        if delta > max_delta:
+            max_delta = delta
+        offset_delta = yield from self.varint(INT32_VARINT_BYTES)
+        if offset_delta != index:
+            raise InvalidRecord(
+                f"Record {index} has offset delta {offset_delta}; "
+                "the offset delta of a produced record must be its index in the batch"
+            )
+        key = yield from self.varint(INT32_VARINT_BYTES)
+        if key < -1:
+            raise InvalidRecord(f"Invalid key size {key}")
+        if key == -1 and checks.need_key:
+            checks.missing_key(index)
+        elif delta < checks.ts_lo or delta > checks.ts_hi:
+            checks.bad_timestamp(index, delta)
+        yield from self._field(key, body_end, "key")
+        value = yield from self.varint(INT32_VARINT_BYTES)
+        if value < -1:
+            raise InvalidRecord(f"Invalid value size {value}")
+        yield from self._field(value, body_end, "value")
+        headers = yield from self.varint(INT32_VARINT_BYTES)
+        if headers < 0:
+            raise InvalidRecord(f"Found invalid number of record headers {headers}")
+        if headers > body_end - self.offset:
+            raise InvalidRecord(
+                f"Found invalid number of record headers. {headers} is larger than the "
+                "remaining size of the buffer"
+            )
+        for _ in range(headers):
+            n = yield from self.varint(INT32_VARINT_BYTES)
+            if n < 0:
+                raise InvalidRecord(f"Invalid negative header key size {n}")
+            if self.offset + n > body_end:
+                raise InvalidRecord(
+                    "Found invalid record structure: header key overruns the record"
+                )
+            header_key = yield from self.take(n)
+            check_header_key(header_key)
+            n = yield from self.varint(INT32_VARINT_BYTES)
+            if n < -1:
+                raise InvalidRecord(f"Invalid header value size {n}")
+            yield from self._field(n, body_end, "header value")
+        if self.offset != body_end:
+            raise InvalidRecord(
+                f"Invalid record size: expected to read {length} bytes in record payload, "
+                f"but instead read {length + self.offset - body_end}"
+            )
+        return max_delta
+
+    def _field(self, n: int, body_end: int, what: str) -> Generator[None, None, None]:
+        if n > 0:
+            if self.offset + n > body_end:
+                raise InvalidRecord(f"Found invalid record structure: {what} overruns the record")
+            yield from self.skip(n)

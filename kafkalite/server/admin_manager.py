@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from kafkalite.log.errors import ConfigError as LogConfigError
 from kafkalite.log.log_config import LogConfig
-from kafkalite.metadata import paths
+from kafkalite.metadata import zk_data, zk_paths
 from kafkalite.metadata.store import NodeExistsError, NoNodeError
 from kafkalite.protocol.errors import ErrorCode, KafkaError
 from kafkalite.protocol.kafka_uuid import random_uuid, uuid_to_kafka
@@ -90,13 +90,13 @@ class AdminManager:
     # ---- configs ------------------------------------------------------------
     async def load_topic_configs(self) -> None:
         try:
-            names = await self.store.get_children(paths.CONFIG_TOPICS)
+            names = await self.store.get_children(zk_paths.CONFIG_TOPICS)
         except NoNodeError:
             return
         for name in names:
             with contextlib.suppress(NoNodeError, ValueError):
-                raw, _ = await self.store.get(paths.topic_config_path(name))
-                self.topic_configs[name] = dict(paths.EntityConfig.decode(raw).config)
+                raw, _ = await self.store.get(zk_paths.topic_config_path(name))
+                self.topic_configs[name] = dict(zk_data.EntityConfig.decode(raw).config)
 
     def log_config(self, topic: str) -> LogConfig:
         return LogConfig.from_properties(
@@ -111,8 +111,8 @@ class AdminManager:
             raise KafkaError(ErrorCode.invalid_config, str(e)) from None
 
     async def write_topic_config(self, topic: str, configs: dict[str, str]) -> None:
-        data = paths.EntityConfig(configs).encode()
-        path = paths.topic_config_path(topic)
+        data = zk_data.EntityConfig(configs).encode()
+        path = zk_paths.topic_config_path(topic)
         try:
             await self.store.set(path, data)
         except NoNodeError:
@@ -188,6 +188,12 @@ class AdminManager:
                 )
             assignment: dict[int, list[int]] = {}
             for a in manual:
+                if len(a.broker_ids) > len(live):  # before copying a list of any length
+                    raise KafkaError(
+                        ErrorCode.invalid_replica_assignment,
+                        f"{len(a.broker_ids)} replicas for partition {a.partition_index}, but "
+                        f"only {len(live)} brokers are registered",
+                    )
                 replicas = [int(b) for b in a.broker_ids]
                 if not replicas or len(set(replicas)) != len(replicas):
                     raise KafkaError(
@@ -241,12 +247,12 @@ class AdminManager:
         self.creating.add(name)
         try:
             await self.write_topic_config(name, configs)
-            data = paths.TopicAssignment(
+            data = zk_data.TopicAssignment(
                 {p: list(r) for p, r in sorted(assignment.items())},
                 topic_id=uuid_to_kafka(topic_id),
             ).encode()
             try:
-                await self.store.create(paths.topic_path(name), data, makepath=True)
+                await self.store.create(zk_paths.topic_path(name), data, makepath=True)
             except NodeExistsError:
                 raise KafkaError(
                     ErrorCode.topic_already_exists, f"Topic '{name}' already exists."
@@ -292,7 +298,9 @@ class AdminManager:
                 out[name] = ErrorCode.unknown_topic_or_partition
                 continue
             with contextlib.suppress(NodeExistsError):
-                await self.store.create(f"{paths.ADMIN_DELETE_TOPICS}/{name}", b"", makepath=True)
+                await self.store.create(
+                    f"{zk_paths.ADMIN_DELETE_TOPICS}/{name}", b"", makepath=True
+                )
             out[name] = ErrorCode.none
             waiting.append(name)
         if waiting:
@@ -325,8 +333,8 @@ class AdminManager:
             raise KafkaError(
                 ErrorCode.invalid_partitions, f"Topic already has {current} partitions."
             )
-        raw, stat = await self.store.get(paths.topic_path(topic))
-        current_assignment = paths.TopicAssignment.decode(raw)
+        raw, stat = await self.store.get(zk_paths.topic_path(topic))
+        current_assignment = zk_data.TopicAssignment.decode(raw)
         existing = {int(p): list(r) for p, r in current_assignment.partitions.items()}
         rf = len(next(iter(existing.values())))
         live = cache.alive_broker_ids()
@@ -339,6 +347,8 @@ class AdminManager:
                     f"{len(assignments)} assignments provided.",
                 )
             for i, a in enumerate(assignments):
+                if len(a.broker_ids) != rf:  # before copying a list of any length
+                    raise KafkaError(ErrorCode.invalid_replica_assignment, "bad replica assignment")
                 replicas = [int(b) for b in a.broker_ids]
                 if (
                     len(replicas) != rf
@@ -358,13 +368,13 @@ class AdminManager:
             )
         if validate_only:
             return
-        grown = paths.TopicAssignment(
+        grown = zk_data.TopicAssignment(
             dict(sorted({**existing, **new}.items())),
             current_assignment.adding_replicas,
             current_assignment.removing_replicas,
             current_assignment.topic_id,
         )
-        await self.store.set(paths.topic_path(topic), grown.encode(), version=stat.version)
+        await self.store.set(zk_paths.topic_path(topic), grown.encode(), version=stat.version)
         await self.broker.wait_for_partitions(
             topic, count, timeout_ms / 1000 if timeout_ms > 0 else 0
         )

@@ -1,7 +1,8 @@
 """KafkaBroker: wires one broker together and runs its start-up and shutdown.
 
 Start-up order: log dirs and meta.properties → metadata store → cluster id →
-logs (with recovery) → listeners (so ephemeral ports are known) → broker
+inter-broker secret (before any listener accepts a controller request) → logs
+(with recovery) → listeners (so ephemeral ports are known) → broker
 registration (/brokers/ids/<id>) → controller → wait until the controller's
 UpdateMetadata has reached this broker's cache. Shutdown reverses it and
 writes the clean-shutdown marker so the next start skips recovery.
@@ -34,8 +35,9 @@ from kafkalite.log.meta_properties import (
     read_meta_properties,
     resolve_broker_id,
 )
-from kafkalite.metadata import paths
+from kafkalite.metadata import zk_data, zk_paths
 from kafkalite.metadata.factory import open_store
+from kafkalite.metadata.inter_broker_secret import get_or_create_inter_broker_secret
 from kafkalite.metadata.kafka_zk_client import KafkaZkClient
 from kafkalite.metadata.store import MetadataStore, NodeExistsError, NoNodeError, SessionState
 from kafkalite.protocol.errors import ErrorCode
@@ -46,12 +48,14 @@ from kafkalite.server import gc_tuning
 from kafkalite.server.admin_manager import AdminManager
 from kafkalite.server.apis import build_broker_api_table
 from kafkalite.server.apis.controller_requests import ControllerRequestChannel
+from kafkalite.server.append_sequencer import AppendSequencer
 from kafkalite.server.config import BrokerConfig, Endpoint
+from kafkalite.server.controller_identity import ControllerRequestGate
 from kafkalite.server.fetch_session import FetchSessionCache
 from kafkalite.server.metadata_cache import BrokerEndpointInfo, MetadataCache, PartitionMetadata
 from kafkalite.server.metrics import BrokerMetrics, MetricsHttpServer
 from kafkalite.server.socket_server import SocketServer
-from kafkalite.server.tls import build_ssl_context
+from kafkalite.server.tls import build_client_ssl_context, build_ssl_context
 from kafkalite.server.topic_names import INTERNAL_TOPICS
 
 log = logging.getLogger(__name__)
@@ -74,6 +78,8 @@ class KafkaBroker:
         #: czxid of our /brokers/ids/<id> registration (Kafka's broker epoch)
         self.broker_epoch = -1
         self.cluster_id: str | None = None
+        #: the cluster's key for signing controller requests (read at start-up)
+        self.inter_broker_secret: bytes | None = None
         self.store: MetadataStore = None  # type: ignore[assignment]
         self.metadata_cache = MetadataCache(self.broker_id)
         self.admin = AdminManager(self)
@@ -101,11 +107,27 @@ class KafkaBroker:
             idle_ms=int(config["connections.max.idle.ms"]),
             ssl_context=tls,
         )
+        #: this broker as a TLS client of other brokers (presents its keystore)
+        self.client_tls = (
+            build_client_ssl_context(config)
+            if tls is not None or config["ssl.truststore.location"]
+            else None
+        )
+        self.controller_gate = ControllerRequestGate(
+            control_plane_listener=config.control_plane_listener,
+            inter_broker_listener=config.inter_broker_listener,
+            store=lambda: self.store,
+            watched_controller_id=lambda: (
+                None if self.controller is None else self.controller.active_controller_id
+            ),
+        )
+        self.channel.gate = self.controller_gate
         self.log_manager: LogManager = None  # type: ignore[assignment]
         self.replica_manager: ReplicaManager = None  # type: ignore[assignment]
         self.controller: KafkaController = None  # type: ignore[assignment]
         self.producer_ids: ProducerIdManager = None  # type: ignore[assignment]
         self.group_coordinator = GroupCoordinator(self)
+        self.append_sequencer = AppendSequencer()  # produce appends checked in slices
         self.metrics = BrokerMetrics()
         self.metrics.register_purgatories(self._purgatories)
         self.metrics.register_controller(lambda: self.controller)
@@ -151,6 +173,8 @@ class KafkaBroker:
         self.broker_id = await self._resolve_broker_id()
         self.metadata_cache.broker_id = self.broker_id
         self.metadata_cache.cluster_id = self.cluster_id
+        self.inter_broker_secret = await get_or_create_inter_broker_secret(self.store)
+        self.controller_gate.authenticate_as(self.broker_id, self.inter_broker_secret)
         self.producer_ids = ProducerIdManager(self.broker_id, self.store)
         await self._load_dynamic_broker_configs()
         await self.admin.load_topic_configs()
@@ -202,9 +226,11 @@ class KafkaBroker:
             self.store,
             ControllerChannelManager(
                 self.broker_id,
-                listener_name=self._inter_broker_listener(),
+                listener_name=cfg.inter_broker_listener,
+                control_plane_listener_name=cfg["control.plane.listener.name"],
                 request_timeout_ms=int(cfg["request.timeout.ms"]),
-                ssl_cafile=cfg["ssl.truststore.location"],
+                ssl_context=self.client_tls,
+                secret=self.inter_broker_secret,
             ),
             config=ControllerConfig(
                 unclean_leader_election_enable=lambda: bool(
@@ -233,15 +259,6 @@ class KafkaBroker:
             self.broker_id,
             self.cluster_id,
             ", ".join(str(e) for e in self.advertised),
-        )
-
-    def _inter_broker_listener(self) -> str:
-        return str(
-            self.config["inter.broker.listener.name"]
-            or next(
-                (e.listener for e in self.advertised if e.security_protocol == "PLAINTEXT"),
-                self.advertised[0].listener,
-            )
         )
 
     async def stop(self) -> None:
@@ -304,8 +321,8 @@ class KafkaBroker:
         replicas are offline (LeaderAndIsr answered with KAFKA_STORAGE_ERROR)."""
         try:
             await self.store.create(
-                paths.log_dir_event_notification_path(),
-                paths.LogDirEventNotification(self.broker_id).encode(),
+                zk_paths.log_dir_event_notification_path(),
+                zk_data.LogDirEventNotification(self.broker_id).encode(),
                 sequential=True,
                 makepath=True,
             )
@@ -332,11 +349,12 @@ class KafkaBroker:
             self.store,
             self.broker_id,
             self.broker_epoch,
-            listener_name=self._inter_broker_listener(),
+            listener_name=cfg.inter_broker_listener,
             max_retries=int(cfg["controlled.shutdown.max.retries"]),
             retry_backoff_ms=int(cfg["controlled.shutdown.retry.backoff.ms"]),
             request_timeout_ms=int(cfg["request.timeout.ms"]),
-            ssl_cafile=cfg["ssl.truststore.location"],
+            ssl_context=self.client_tls,
+            secret=self.inter_broker_secret,
         )
 
     def bound_port(self, listener: str | None = None) -> int:
@@ -351,26 +369,26 @@ class KafkaBroker:
         return ep
 
     async def _get_or_create_cluster_id(self) -> str:
-        got = await self.store.get_or_none(paths.CLUSTER_ID)
+        got = await self.store.get_or_none(zk_paths.CLUSTER_ID)
         if got is None:
             cid = self.config["cluster.id"] or uuid_to_kafka(uuid.uuid4())
             with contextlib.suppress(NodeExistsError):
                 await self.store.create(
-                    paths.CLUSTER_ID, paths.ClusterId(cid).encode(), makepath=True
+                    zk_paths.CLUSTER_ID, zk_data.ClusterId(cid).encode(), makepath=True
                 )
-            got = await self.store.get(paths.CLUSTER_ID)
-        return paths.ClusterId.decode(got[0]).id
+            got = await self.store.get(zk_paths.CLUSTER_ID)
+        return zk_data.ClusterId.decode(got[0]).id
 
     async def _resolve_broker_id(self) -> int:
         async def generate() -> int:
             if not self.config["broker.id.generation.enable"]:
                 raise ValueError("broker.id is not set and broker.id.generation.enable is false")
             try:
-                stat = await self.store.set(paths.BROKER_SEQUENCE_ID, b"")
+                stat = await self.store.set(zk_paths.BROKER_SEQUENCE_ID, b"")
             except NoNodeError:
                 with contextlib.suppress(NodeExistsError):
-                    await self.store.create(paths.BROKER_SEQUENCE_ID, b"", makepath=True)
-                stat = await self.store.set(paths.BROKER_SEQUENCE_ID, b"")
+                    await self.store.create(zk_paths.BROKER_SEQUENCE_ID, b"", makepath=True)
+                stat = await self.store.set(zk_paths.BROKER_SEQUENCE_ID, b"")
             return int(stat.version) + int(self.config["reserved.broker.max.id"])
 
         dirs = self._log_dirs
@@ -394,15 +412,15 @@ class KafkaBroker:
         Also called by the controller after a session expiry (the old registration
         went with the old session), which gives the broker a new epoch.
         """
-        reg = paths.BrokerRegistration(
+        reg = zk_data.BrokerRegistration(
             endpoints=tuple(
-                paths.EndPoint(e.listener, e.host or None, e.port, e.security_protocol)
+                zk_data.EndPoint(e.listener, e.host or None, e.port, e.security_protocol)
                 for e in self.advertised
             ),
             timestamp=self.clock_ms(),
             rack=self.config["broker.rack"],
         )
-        path = paths.broker_path(self.broker_id)
+        path = zk_paths.broker_path(self.broker_id)
         try:
             await self.store.create(path, reg.encode(), ephemeral=True, makepath=True)
         except NodeExistsError:
@@ -416,7 +434,7 @@ class KafkaBroker:
         log.info("broker %d registered (broker epoch %d)", self.broker_id, self.broker_epoch)
 
     def _dynamic_config_path(self, per_broker: bool) -> str:
-        return paths.config_entity_path(
+        return zk_paths.config_entity_path(
             "brokers", str(self.broker_id) if per_broker else "<default>"
         )
 
@@ -425,8 +443,8 @@ class KafkaBroker:
         for per_broker in (True, False):
             try:
                 raw, _ = await self.store.get(self._dynamic_config_path(per_broker))
-                stored = dict(paths.EntityConfig.decode(raw).config)
-            except (NoNodeError, paths.MetadataFormatError):
+                stored = dict(zk_data.EntityConfig.decode(raw).config)
+            except (NoNodeError, zk_data.MetadataFormatError):
                 stored = {}
             layer = {}
             for k, v in stored.items():
@@ -451,7 +469,7 @@ class KafkaBroker:
         broker_layer = dict(configs) if per_broker else self.dynamic_broker_configs
         default_layer = self.dynamic_default_configs if per_broker else dict(configs)
         self.config.with_dynamic(broker_layer, default_layer)  # raises before any change
-        data = paths.EntityConfig(configs).encode()
+        data = zk_data.EntityConfig(configs).encode()
         path = self._dynamic_config_path(per_broker)
         try:
             await self.store.set(path, data)
@@ -485,9 +503,9 @@ class KafkaBroker:
         for s in states:
             if s["topic"] not in self.admin.topic_configs:
                 with contextlib.suppress(NoNodeError, ValueError):
-                    raw, _ = await self.store.get(paths.topic_config_path(s["topic"]))
+                    raw, _ = await self.store.get(zk_paths.topic_config_path(s["topic"]))
                     self.admin.topic_configs[s["topic"]] = dict(
-                        paths.EntityConfig.decode(raw).config
+                        zk_data.EntityConfig.decode(raw).config
                     )
         parsed = {
             (s["topic"], s["partition"]): (

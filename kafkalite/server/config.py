@@ -71,7 +71,20 @@ _DEFS: list[ConfigDef] = [
         "string",
         "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
     ),
-    ConfigDef("inter.broker.listener.name", "string", None),
+    ConfigDef(
+        "inter.broker.listener.name",
+        "string",
+        None,
+        "Listener brokers use to reach each other (default: the PLAINTEXT listener, else the "
+        "first advertised one).",
+    ),
+    ConfigDef(
+        "control.plane.listener.name",
+        "string",
+        None,
+        "KIP-291: a separate listener for the controller's requests to brokers (default: the "
+        "inter-broker listener).",
+    ),
     # TLS (PEM keystores only; see docs/configuration.md)
     ConfigDef(
         "ssl.keystore.type",
@@ -97,6 +110,15 @@ _DEFS: list[ConfigDef] = [
         "ssl.client.auth", "string", "none", validator=one_of("none", "requested", "required")
     ),
     ConfigDef("ssl.enabled.protocols", "list", ["TLSv1.2", "TLSv1.3"]),
+    ConfigDef(
+        "ssl.endpoint.identification.algorithm",
+        "string",
+        "https",
+        "Verify the host name of a broker this broker connects to ('https'; empty turns it off).",
+        validator=lambda v: (
+            None if v is None or v.lower() in ("", "https") else "must be https or empty"
+        ),
+    ),
     # network
     ConfigDef("socket.request.max.bytes", "int", 104857600, validator=at_least(1)),
     ConfigDef("connections.max.idle.ms", "long", 600000, validator=at_least(-1)),
@@ -131,6 +153,14 @@ _DEFS: list[ConfigDef] = [
     ConfigDef("offsets.load.buffer.size", "int", 5242880, validator=at_least(1)),
     ConfigDef("offsets.topic.segment.bytes", "int", 104857600, validator=at_least(1)),
     ConfigDef("offset.metadata.max.bytes", "int", 4096, validator=at_least(0)),
+    ConfigDef(
+        "kafkalite.max.partitions.per.request",
+        "int",
+        10000,
+        "Most partitions one CreateTopics or CreatePartitions request may create (Kafka 4's "
+        "fixed MAX_PARTITIONS_PER_BATCH); more: POLICY_VIOLATION.",
+        validator=at_least(1),
+    ),
     # log defaults (topic-level defaults come from these)
     ConfigDef("log.dirs", "list", None),
     ConfigDef("log.dir", "string", "/tmp/kafka-logs"),
@@ -530,10 +560,51 @@ class BrokerConfig:
             else e
             for e in self.advertised
         ]
+        self._check_broker_listener_names()
         pid = self._values["pid.file"]
         self.pid_file = (
             None if pid is None else (base / pid if not Path(pid).is_absolute() else Path(pid))
         )
+
+    def _check_broker_listener_names(self) -> None:
+        """Kafka's rules: both names must be advertised listeners, and differ."""
+        advertised = [ep.listener for ep in self.advertised]
+        names: dict[str, str] = {}
+        for key in ("inter.broker.listener.name", "control.plane.listener.name"):
+            name = self._values[key]
+            if name is None:
+                continue
+            name = self._values[key] = str(name).strip().upper()
+            if name not in advertised:
+                raise ConfigError(
+                    key,
+                    f"{name} must be a listener name defined in advertised.listeners "
+                    f"({', '.join(advertised)})",
+                )
+            names[key] = name
+        if names.get("control.plane.listener.name") == self.inter_broker_listener:
+            raise ConfigError(
+                "control.plane.listener.name",
+                f"must differ from the inter-broker listener name ({self.inter_broker_listener})",
+            )
+
+    @property
+    def inter_broker_listener(self) -> str:
+        """The listener brokers reach each other on: ``inter.broker.listener.name``, else
+        the PLAINTEXT listener (Kafka's ``security.inter.broker.protocol`` default), else
+        the first advertised one."""
+        name = self._values["inter.broker.listener.name"]
+        if name:
+            return str(name)
+        return next(
+            (e.listener for e in self.advertised if e.security_protocol == "PLAINTEXT"),
+            self.advertised[0].listener,
+        )
+
+    @property
+    def control_plane_listener(self) -> str:
+        """The listener the controller sends LeaderAndIsr / StopReplica / UpdateMetadata to."""
+        return str(self._values["control.plane.listener.name"] or self.inter_broker_listener)
 
     # ---- access -------------------------------------------------------------
     def __getitem__(self, key: str) -> Any:

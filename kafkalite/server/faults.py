@@ -50,7 +50,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kafkalite.controller.kafka_controller import PREFERRED_ELECTION
+from kafkalite.controller.preferred_election import PREFERRED_ELECTION
 from kafkalite.metadata.isr_change import update_leader_and_isr, write_isr_change_notification
 from kafkalite.metadata.kafka_zk_client import KafkaZkClient
 from kafkalite.protocol.api_keys import ApiKey

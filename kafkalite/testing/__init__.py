@@ -17,9 +17,9 @@ from typing import Any
 
 #: public name -> the module defining it
 _EXPORTS = {
-    "AsyncBroker": "kafkalite.testing.embedded",
-    "ThreadedBroker": "kafkalite.testing.embedded",
-    "broker": "kafkalite.testing.embedded",
+    "AsyncBroker": "kafkalite.testing.embedded_broker",
+    "ThreadedBroker": "kafkalite.testing.embedded_broker",
+    "broker": "kafkalite.testing.embedded_broker",
     "AsyncCluster": "kafkalite.testing.in_process_cluster",
     "ThreadedCluster": "kafkalite.testing.in_process_cluster",
     "cluster": "kafkalite.testing.in_process_cluster",

@@ -4,7 +4,7 @@
 ``with cluster(3) as c:`` runs them on one loop in a background thread for
 synchronous clients. Brokers have ids 0..n-1, ephemeral ports (kept across
 restarts, so a client's bootstrap list stays valid), their own data dirs, one
-shared :class:`~kafkalite.metadata.embedded.EmbeddedEnsemble` and a shared
+shared :class:`~kafkalite.metadata.embedded_store.EmbeddedEnsemble` and a shared
 ``peers`` dict. They elect a controller and send each other controller requests
 over TCP as separate processes would.
 
@@ -37,10 +37,10 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from kafkalite.metadata.embedded import EmbeddedEnsemble, EmbeddedStore
+from kafkalite.metadata.embedded_store import EmbeddedEnsemble, EmbeddedStore
 from kafkalite.server.broker import KafkaBroker
 from kafkalite.server.faults import Delay, FaultInjector, Rule
-from kafkalite.testing.embedded import AsyncBroker, LoopThread, SyncFaults
+from kafkalite.testing.embedded_broker import AsyncBroker, LoopThread, SyncFaults
 
 __all__ = ["AsyncCluster", "ThreadedCluster", "cluster", "CLUSTER_DEFAULTS"]
 

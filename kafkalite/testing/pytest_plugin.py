@@ -30,7 +30,7 @@ import pytest
 
 if TYPE_CHECKING:
     from kafkalite.protocol.records import Record
-    from kafkalite.testing.embedded import SyncFaults, ThreadedBroker
+    from kafkalite.testing.embedded_broker import SyncFaults, ThreadedBroker
     from kafkalite.testing.in_process_cluster import ThreadedCluster
 
 
@@ -178,7 +178,7 @@ def kafka_broker(request: pytest.FixtureRequest) -> Iterator[Any]:
     if ext:
         yield ExternalBroker(ext)
         return
-    from kafkalite.testing.embedded import ThreadedBroker
+    from kafkalite.testing.embedded_broker import ThreadedBroker
 
     b = ThreadedBroker()
     b.start()
@@ -211,7 +211,7 @@ def kafka_broker_factory(
 ) -> Iterator[Callable[..., ThreadedBroker]]:
     if _external(request.config):
         pytest.skip(f"kafka_broker_factory starts in-process brokers ({_EXTERNAL_MODE})")
-    from kafkalite.testing.embedded import ThreadedBroker
+    from kafkalite.testing.embedded_broker import ThreadedBroker
 
     started: list[ThreadedBroker] = []
 

@@ -21,15 +21,15 @@ from typing import Any
 
 from confluent_kafka.admin import AdminClient
 
-from kafkalite.metadata import paths
-from kafkalite.metadata.embedded import EmbeddedEnsemble
+from kafkalite.metadata import zk_data, zk_paths
+from kafkalite.metadata.embedded_store import EmbeddedEnsemble
 from kafkalite.metadata.kafka_zk_client import parse_controller_id
 from kafkalite.metadata.store import MetadataStore, NoNodeError
 from kafkalite.metadata.zookeeper import ZooKeeperStore
 from kafkalite.protocol import inter_broker as ib
 from kafkalite.server.broker import KafkaBroker
 from kafkalite.testing import AsyncBroker
-from kafkalite.testing.embedded import _make_config
+from kafkalite.testing.embedded_broker import _make_config
 from kafkalite.testing.in_process_cluster import _crash
 
 _I32 = struct.Struct(">i")
@@ -152,12 +152,17 @@ class Cluster:
             **{**self.config, "broker.id": i, **overrides},
         )
 
-    async def start(self) -> Cluster:
+    async def start(self, *, concurrently: bool = False) -> Cluster:
+        """Start every broker, one after another (broker 0 is then the first controller)
+        or ``concurrently``, as a cluster's first start often is."""
         if self.ensemble is not None:
             self.admin = self.ensemble.connect(30000)
         else:
             assert self.zookeeper_connect is not None
             self.admin = await ZooKeeperStore.open(self.zookeeper_connect, session_timeout_ms=30000)
+        if concurrently:
+            await asyncio.gather(*(self._start_node(i) for i in range(len(self.nodes))))
+            return self
         for i in range(len(self.nodes)):
             await self._start_node(i)
         return self
@@ -283,51 +288,53 @@ class Cluster:
         return raw
 
     async def controller_in_store(self) -> int:
-        return parse_controller_id(await self.znode(paths.CONTROLLER))
+        return parse_controller_id(await self.znode(zk_paths.CONTROLLER))
 
     async def controller_epoch_in_store(self) -> int:
-        return int(await self.znode(paths.CONTROLLER_EPOCH))
+        return int(await self.znode(zk_paths.CONTROLLER_EPOCH))
 
-    async def state(self, topic: str, partition: int) -> tuple[paths.PartitionState, int] | None:
+    async def state(self, topic: str, partition: int) -> tuple[zk_data.PartitionState, int] | None:
         try:
-            raw, stat = await self.admin.get(paths.partition_state_path(topic, partition))
+            raw, stat = await self.admin.get(zk_paths.partition_state_path(topic, partition))
         except NoNodeError:
             return None
-        return paths.PartitionState.decode(raw), stat.version
+        return zk_data.PartitionState.decode(raw), stat.version
 
     async def create_topic_znode(
         self, topic: str, assignment: dict[int, list[int]], config: dict[str, str] | None = None
     ) -> None:
         """Create a topic as an admin tool does: /config/topics/<t>, then /brokers/topics/<t>."""
         await self.admin.create(
-            paths.topic_config_path(topic), paths.EntityConfig(config or {}).encode(), makepath=True
+            zk_paths.topic_config_path(topic),
+            zk_data.EntityConfig(config or {}).encode(),
+            makepath=True,
         )
         await self.admin.create(
-            paths.topic_path(topic),
-            paths.TopicAssignment(
-                assignment, topic_id=paths.topic_id_to_str(uuid.uuid4())
+            zk_paths.topic_path(topic),
+            zk_data.TopicAssignment(
+                assignment, topic_id=zk_data.topic_id_to_str(uuid.uuid4())
             ).encode(),
             makepath=True,
         )
 
     async def add_partitions_znode(self, topic: str, added: dict[int, list[int]]) -> None:
-        raw, stat = await self.admin.get(paths.topic_path(topic))
-        a = paths.TopicAssignment.decode(raw)
-        new = paths.TopicAssignment(
+        raw, stat = await self.admin.get(zk_paths.topic_path(topic))
+        a = zk_data.TopicAssignment.decode(raw)
+        new = zk_data.TopicAssignment(
             {**a.partitions, **added}, a.adding_replicas, a.removing_replicas, a.topic_id
         )
-        await self.admin.set(paths.topic_path(topic), new.encode(), version=stat.version)
+        await self.admin.set(zk_paths.topic_path(topic), new.encode(), version=stat.version)
 
     async def delete_topic_znode(self, topic: str) -> None:
-        await self.admin.create(paths.delete_topic_path(topic), b"", makepath=True)
+        await self.admin.create(zk_paths.delete_topic_path(topic), b"", makepath=True)
 
     async def wait_state(
         self,
         topic: str,
         partition: int,
-        pred: Callable[[paths.PartitionState], bool],
+        pred: Callable[[zk_data.PartitionState], bool],
         timeout: float = 10.0,
-    ) -> tuple[paths.PartitionState, int]:
+    ) -> tuple[zk_data.PartitionState, int]:
         async def check() -> Any:
             got = await self.state(topic, partition)
             return got if got is not None and pred(got[0]) else None
@@ -402,11 +409,21 @@ async def call(
     *,
     host: str = "127.0.0.1",
     client_id: str | None = "raw-controller",
+    signed_for: KafkaBroker | None = None,
 ) -> Any:
-    """Send one inter-broker request on a fresh connection and return the decoded response."""
+    """Send one inter-broker request on a fresh connection and return the decoded response.
+
+    Unsigned, it is what any client can send; ``signed_for`` signs it for that (receiving)
+    broker with the cluster's inter-broker secret, as only a broker can, so a test can
+    reach the checks that come after the authenticator's."""
+    secret = None if signed_for is None else signed_for.inter_broker_secret
+    target = -1 if signed_for is None else signed_for.broker_id
+    frame = ib.request_frame(
+        api_key, version, 1, client_id, request, secret=secret, target_broker_id=target
+    )
     reader, writer = await asyncio.open_connection(host, port)
     try:
-        writer.write(ib.request_frame(api_key, version, 1, client_id, request))
+        writer.write(frame)
         await writer.drain()
         (size,) = _I32.unpack(await asyncio.wait_for(reader.readexactly(4), 10))
         cid, response = ib.parse_response_frame(api_key, version, await reader.readexactly(size))

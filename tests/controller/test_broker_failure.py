@@ -12,7 +12,7 @@ import time
 from kafkalite.controller.controller_context import PartitionAndReplica
 from kafkalite.controller.partition_state_machine import PartitionState
 from kafkalite.controller.replica_state_machine import ReplicaState
-from kafkalite.metadata import paths
+from kafkalite.metadata import zk_paths
 from kafkalite.metadata.isr_change import update_leader_and_isr
 from tests.controller.cluster import Cluster, client_partition, client_topics, eventually
 
@@ -197,7 +197,7 @@ async def test_controller_startup_initializes_both_state_machines(tmp_path, back
         await cluster.create_topic_znode("doomed", {0: [0, 1, 2]})
         await cluster.wait_state("doomed", 0, lambda s: s.leader == 0)
         # newp-0 loses its state znode behind the controller's back: New for the next one
-        await cluster.admin.delete(paths.partition_state_path("newp", 0))
+        await cluster.admin.delete(zk_paths.partition_state_path("newp", 0))
         await cluster.kill(2)
         await cluster.wait_state("off", 0, lambda s: s.leader == -1)
         await cluster.wait_state("doomed", 0, lambda s: s.isr == [0, 1])

@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import socket
 import types
 from typing import Any
 
-from kafkalite.controller.channel_manager import ControllerChannelManager, _metadata_changes
-from kafkalite.metadata import paths
+from kafkalite.controller.channel_manager import (
+    ControllerChannelManager,
+    _metadata_changes,
+    update_metadata_request,
+)
+from kafkalite.metadata import zk_paths
 from kafkalite.protocol import inter_broker as ib
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.testing import AsyncBroker
@@ -49,7 +54,9 @@ async def test_requests_to_an_unreachable_broker_are_retried_in_order(tmp_path):
         await asyncio.sleep(0.3)  # several attempts at a closed port
         assert answered == []
         assert manager.queue_size(0) == 2  # "first" is being retried at the head
-        async with AsyncBroker(tmp_path, listeners=f"PLAINTEXT://127.0.0.1:{port}"):
+        async with AsyncBroker(tmp_path, listeners=f"PLAINTEXT://127.0.0.1:{port}") as b:
+            # the secret comes into being with the broker's store; senders sign each attempt
+            manager.secret = b.broker.inter_broker_secret
             await eventually(lambda: len(answered) == 3)
             assert answered == [(0, "first"), (0, "second"), (0, "third")]
     finally:
@@ -70,12 +77,12 @@ async def test_a_dead_broker_is_removed_with_its_queue():
 async def test_requests_carry_the_broker_epoch_the_controller_knows(tmp_path):
     async with AsyncBroker(tmp_path) as b:
         k = b.broker
-        raw, _ = await k.store.get(f"{paths.BROKER_IDS}/{k.broker_id}")
+        raw, _ = await k.store.get(f"{zk_paths.BROKER_IDS}/{k.broker_id}")
         registration = json.loads(raw)
         epoch = k.metadata_cache.controller_epoch
         extra = {"id": 42, "endpoints": ["PLAINTEXT://10.0.0.42:9092"]}
         live = [{"id": k.broker_id, **registration}, extra]
-        manager = ControllerChannelManager(k.broker_id)
+        manager = ControllerChannelManager(k.broker_id, secret=k.inter_broker_secret)
         try:
             # an earlier incarnation's epoch: the broker refuses, its cache is unchanged
             manager.update_brokers({k.broker_id: registration}, {k.broker_id: k.broker_epoch - 1})
@@ -96,8 +103,8 @@ async def test_requests_carry_the_broker_epoch_the_controller_knows(tmp_path):
 async def test_stale_broker_epoch_is_reported_to_a_callback(tmp_path):
     async with AsyncBroker(tmp_path) as b:
         k = b.broker
-        raw, _ = await k.store.get(f"{paths.BROKER_IDS}/{k.broker_id}")
-        manager = ControllerChannelManager(k.broker_id)
+        raw, _ = await k.store.get(f"{zk_paths.BROKER_IDS}/{k.broker_id}")
+        manager = ControllerChannelManager(k.broker_id, secret=k.inter_broker_secret)
         got: list[int] = []
         try:
             manager.update_brokers({k.broker_id: json.loads(raw)}, {k.broker_id: 1})
@@ -107,6 +114,36 @@ async def test_stale_broker_epoch_is_reported_to_a_callback(tmp_path):
             )
             await eventually(lambda: got)
             assert got == [ErrorCode.stale_broker_epoch]
+        finally:
+            await manager.shutdown()
+
+
+async def test_a_controller_without_the_clusters_secret_is_refused_and_says_so(tmp_path, caplog):
+    """A controller on another metadata store (another secret) is not obeyed, and its log
+    names the likely cause instead of the broker silently ignoring it."""
+    async with AsyncBroker(tmp_path) as b:
+        k = b.broker
+        raw, _ = await k.store.get(f"{zk_paths.BROKER_IDS}/{k.broker_id}")
+        epoch = k.metadata_cache.controller_epoch
+        manager = ControllerChannelManager(k.broker_id, secret=bytes(32))
+        got: list[int] = []
+        registration = json.loads(raw)
+        live = [{"id": k.broker_id, **registration}, {"id": 42, "endpoints": []}]
+        try:
+            manager.update_brokers({k.broker_id: registration}, {k.broker_id: k.broker_epoch})
+            req = update_metadata_request(k.broker_id, epoch, k.broker_epoch, [], live)
+            with caplog.at_level(logging.WARNING, logger="kafkalite.controller.channel_manager"):
+                manager.send_request(
+                    k.broker_id, ib.UPDATE_METADATA, 8, req, lambda _b, r: got.append(r.error_code)
+                )
+                await eventually(lambda: got)
+            assert got == [ErrorCode.cluster_authorization_failed]
+            assert 42 not in k.metadata_cache.brokers
+            assert any("inter-broker secret" in r.getMessage() for r in caplog.records)
+            # the same request signed with the cluster's secret is obeyed
+            manager.secret = k.inter_broker_secret
+            await manager.update_metadata(k.broker_id, k.broker_id, epoch, [], live, [])
+            await eventually(lambda: 42 in k.metadata_cache.brokers)
         finally:
             await manager.shutdown()
 

@@ -19,6 +19,7 @@ async def _shutdown_request(cluster: Cluster, broker_id: int) -> ib.ControlledSh
         ib.CONTROLLED_SHUTDOWN,
         3,
         ib.ControlledShutdownRequest(broker_id, b.broker_epoch),
+        signed_for=cluster.controller(),
     )
 
 
@@ -77,6 +78,7 @@ async def test_controlled_shutdown_to_a_non_controller_or_for_an_unknown_broker(
             ib.CONTROLLED_SHUTDOWN,
             3,
             ib.ControlledShutdownRequest(1),
+            signed_for=cluster.broker(1),
         )
         assert resp.error_code == ErrorCode.not_controller
         resp = await call(
@@ -84,6 +86,7 @@ async def test_controlled_shutdown_to_a_non_controller_or_for_an_unknown_broker(
             ib.CONTROLLED_SHUTDOWN,
             3,
             ib.ControlledShutdownRequest(9),
+            signed_for=cluster.broker(0),
         )
         assert resp.error_code == ErrorCode.broker_not_available
 

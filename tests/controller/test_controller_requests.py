@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import struct
 import uuid
+from typing import Any
 
 from kafkalite.protocol import inter_broker as ib
 from kafkalite.protocol import messages
@@ -16,6 +17,7 @@ from tests.server.raw_client import RawClient
 
 STALE_CONTROLLER_EPOCH = ErrorCode.stale_controller_epoch
 STALE_BROKER_EPOCH = ErrorCode.stale_broker_epoch
+CLUSTER_AUTHORIZATION_FAILED = ErrorCode.cluster_authorization_failed
 
 
 def _lair(topic: str, topic_id: uuid.UUID, controller_epoch: int, leader_epoch: int, **kw):
@@ -31,6 +33,12 @@ def _lair(topic: str, topic_id: uuid.UUID, controller_epoch: int, leader_epoch: 
     return ib.LeaderAndIsrRequest(
         0, controller_epoch, [ib.LeaderAndIsrTopicState(topic, [state], topic_id)], [], **kw
     )
+
+
+async def _signed(b: AsyncBroker, api_key: int, version: int, request: Any) -> Any:
+    """A request as the controller signs it for ``b`` (so only the fencing under test
+    can refuse it)."""
+    return await call(b.port, api_key, version, request, signed_for=b.broker)
 
 
 def _partition_errors(resp: ib.LeaderAndIsrResponse) -> list[int]:
@@ -62,13 +70,17 @@ async def test_update_metadata_from_a_stale_controller_epoch_is_rejected(tmp_pat
             uuid.uuid4(),
         )
         for version in range(9):
+            flexible = ib.is_flexible(ib.UPDATE_METADATA, version)
             resp = await call(
                 b.port,
                 ib.UPDATE_METADATA,
                 version,
                 ib.UpdateMetadataRequest(7, epoch - 1, [ghost], []),
+                signed_for=k if flexible else None,
             )
-            assert resp.error_code == STALE_CONTROLLER_EPOCH, version
+            # v0-5 cannot carry the authenticator: refused before the epoch is looked at
+            expected = STALE_CONTROLLER_EPOCH if flexible else CLUSTER_AUTHORIZATION_FAILED
+            assert resp.error_code == expected, version
         assert k.metadata_cache.get_topic("ghost") is None
         assert k.metadata_cache.controller_id == k.broker_id
         assert k.metadata_cache.brokers  # the live broker list was not replaced
@@ -82,21 +94,21 @@ async def test_leader_and_isr_fencing_by_controller_and_leader_epoch(tmp_path):
         epoch = k.metadata_cache.controller_epoch
         assert k.replica_manager.get_partition(("t", 0)).leader_epoch == 0
 
-        resp = await call(b.port, ib.LEADER_AND_ISR, 7, _lair("t", topic_id, epoch - 1, 5))
+        resp = await _signed(b, ib.LEADER_AND_ISR, 7, _lair("t", topic_id, epoch - 1, 5))
         assert resp.error_code == STALE_CONTROLLER_EPOCH
         assert _partition_errors(resp) == [STALE_CONTROLLER_EPOCH]
 
         # a leader epoch that is not newer than the broker's is ignored
-        resp = await call(b.port, ib.LEADER_AND_ISR, 7, _lair("t", topic_id, epoch, 0))
+        resp = await _signed(b, ib.LEADER_AND_ISR, 7, _lair("t", topic_id, epoch, 0))
         assert (resp.error_code, _partition_errors(resp)) == (0, [STALE_CONTROLLER_EPOCH])
         assert resp.topics[0].topic_id == topic_id
 
-        resp = await call(b.port, ib.LEADER_AND_ISR, 7, _lair("t", topic_id, epoch, 1))
+        resp = await _signed(b, ib.LEADER_AND_ISR, 7, _lair("t", topic_id, epoch, 1))
         assert (resp.error_code, _partition_errors(resp)) == (0, [0])
         assert k.replica_manager.get_partition(("t", 0)).leader_epoch == 1
 
         # v4 (no topic ids, errors by topic name) is fenced the same way
-        resp = await call(b.port, ib.LEADER_AND_ISR, 4, _lair("t", topic_id, epoch, 1))
+        resp = await _signed(b, ib.LEADER_AND_ISR, 4, _lair("t", topic_id, epoch, 1))
         assert [(e.topic_name, e.error_code) for e in resp.partition_errors] == [
             ("t", STALE_CONTROLLER_EPOCH)
         ]
@@ -108,7 +120,7 @@ async def test_stop_replica_fencing_and_stopping(tmp_path):
         await b.create_topic("t", partitions=2)
         topic_id = k.metadata_cache.get_topic("t").topic_id
         epoch = k.metadata_cache.controller_epoch
-        await call(b.port, ib.LEADER_AND_ISR, 7, _lair("t", topic_id, epoch, 3))
+        await _signed(b, ib.LEADER_AND_ISR, 7, _lair("t", topic_id, epoch, 3))
 
         def stop(controller_epoch: int, leader_epoch: int, partition: int = 0):
             return ib.StopReplicaRequest(
@@ -121,19 +133,25 @@ async def test_stop_replica_fencing_and_stopping(tmp_path):
                 ],
             )
 
-        resp = await call(b.port, ib.STOP_REPLICA, 4, stop(epoch - 1, ib.NO_EPOCH))
+        resp = await _signed(b, ib.STOP_REPLICA, 4, stop(epoch - 1, ib.NO_EPOCH))
         assert resp.error_code == STALE_CONTROLLER_EPOCH
         assert [e.error_code for e in resp.partition_errors] == [STALE_CONTROLLER_EPOCH]
 
-        resp = await call(b.port, ib.STOP_REPLICA, 4, stop(epoch, 2))
+        resp = await _signed(b, ib.STOP_REPLICA, 4, stop(epoch, 2))
         assert [e.error_code for e in resp.partition_errors] == [ErrorCode.fenced_leader_epoch]
         assert k.replica_manager.get_partition(("t", 0)) is not None
 
-        resp = await call(b.port, ib.STOP_REPLICA, 4, stop(epoch, 3))
+        resp = await _signed(b, ib.STOP_REPLICA, 4, stop(epoch, 3))
         assert (resp.error_code, [e.error_code for e in resp.partition_errors]) == (0, [0])
         assert k.replica_manager.get_partition(("t", 0)) is None
 
-        resp = await call(b.port, ib.STOP_REPLICA, 0, stop(epoch, ib.NO_EPOCH, partition=1))
+        # v0 and v1 cannot carry the authenticator; v2 is the oldest obeyed
+        for version in (0, 1):
+            req = stop(epoch, ib.NO_EPOCH, partition=1)
+            resp = await call(b.port, ib.STOP_REPLICA, version, req)
+            assert resp.error_code == CLUSTER_AUTHORIZATION_FAILED
+            assert k.replica_manager.get_partition(("t", 1)) is not None
+        resp = await _signed(b, ib.STOP_REPLICA, 2, stop(epoch, ib.NO_EPOCH, partition=1))
         assert [e.error_code for e in resp.partition_errors] == [0]
         assert k.replica_manager.get_partition(("t", 1)) is None
 
@@ -143,7 +161,7 @@ async def test_requests_for_an_earlier_incarnation_of_the_broker_are_rejected(tm
         k = b.broker
         epoch = k.metadata_cache.controller_epoch
         stale = ib.UpdateMetadataRequest(0, epoch, [], [], broker_epoch=k.broker_epoch - 1)
-        assert (await call(b.port, ib.UPDATE_METADATA, 8, stale)).error_code == STALE_BROKER_EPOCH
+        assert (await _signed(b, ib.UPDATE_METADATA, 8, stale)).error_code == STALE_BROKER_EPOCH
         assert k.metadata_cache.brokers  # not emptied by the rejected request
         stale.broker_epoch = -1  # "unknown", as from an old controller: accepted
         stale.live_brokers = [
@@ -151,9 +169,9 @@ async def test_requests_for_an_earlier_incarnation_of_the_broker_are_rejected(tm
                 0, [ib.UpdateMetadataEndpoint(b.port, "127.0.0.1", "PLAINTEXT")]
             )
         ]
-        assert (await call(b.port, ib.UPDATE_METADATA, 8, stale)).error_code == 0
-        resp = await call(
-            b.port, ib.LEADER_AND_ISR, 7, _lair("x", uuid.uuid4(), epoch, 1, broker_epoch=1)
+        assert (await _signed(b, ib.UPDATE_METADATA, 8, stale)).error_code == 0
+        resp = await _signed(
+            b, ib.LEADER_AND_ISR, 7, _lair("x", uuid.uuid4(), epoch, 1, broker_epoch=1)
         )
         assert resp.error_code == STALE_BROKER_EPOCH
 
@@ -165,24 +183,41 @@ async def test_controlled_shutdown_goes_to_the_controller(tmp_path):
         await cluster.nodes[0].create_topic("single", partitions=2, replication_factor=1)
 
         resp = await call(
-            other.bound_port(), ib.CONTROLLED_SHUTDOWN, 3, ib.ControlledShutdownRequest(1)
+            other.bound_port(),
+            ib.CONTROLLED_SHUTDOWN,
+            3,
+            ib.ControlledShutdownRequest(1),
+            signed_for=other,
         )
         assert resp.error_code == ErrorCode.not_controller
 
         resp = await call(
-            controller.bound_port(), ib.CONTROLLED_SHUTDOWN, 3, ib.ControlledShutdownRequest(99)
+            controller.bound_port(),
+            ib.CONTROLLED_SHUTDOWN,
+            3,
+            ib.ControlledShutdownRequest(99),
+            signed_for=controller,
         )
         assert resp.error_code == ErrorCode.broker_not_available
 
         stale = ib.ControlledShutdownRequest(1, other.broker_epoch - 1)
-        resp = await call(controller.bound_port(), ib.CONTROLLED_SHUTDOWN, 3, stale)
+        resp = await call(
+            controller.bound_port(), ib.CONTROLLED_SHUTDOWN, 3, stale, signed_for=controller
+        )
         assert resp.error_code == STALE_BROKER_EPOCH
 
-        # RF=1 partitions are neither moved nor reported
-        for version in range(4):
+        # v0-2 cannot carry the authenticator
+        for version in range(3):
             req = ib.ControlledShutdownRequest(1, other.broker_epoch)
             resp = await call(controller.bound_port(), ib.CONTROLLED_SHUTDOWN, version, req)
-            assert (resp.error_code, resp.remaining_partitions) == (0, []), version
+            assert resp.error_code == CLUSTER_AUTHORIZATION_FAILED, version
+        assert 1 not in controller.controller.ctx.shutting_down_broker_ids
+        # RF=1 partitions are neither moved nor reported
+        req = ib.ControlledShutdownRequest(1, other.broker_epoch)
+        resp = await call(
+            controller.bound_port(), ib.CONTROLLED_SHUTDOWN, 3, req, signed_for=controller
+        )
+        assert (resp.error_code, resp.remaining_partitions) == (0, [])
 
 
 async def test_api_versions_advertises_the_controller_apis(tmp_path):
@@ -225,6 +260,6 @@ async def test_a_malformed_controller_request_closes_only_that_connection(tmp_pa
         assert await asyncio.wait_for(reader.read(), 10) == b""
         writer.close()
         # and the broker keeps serving
-        resp = await call(b.port, ib.UPDATE_METADATA, 8, ib.UpdateMetadataRequest(0, 0, [], []))
+        resp = await _signed(b, ib.UPDATE_METADATA, 8, ib.UpdateMetadataRequest(0, 0, [], []))
         assert resp.error_code == STALE_CONTROLLER_EPOCH
         await eventually(lambda: b.broker.metadata_cache.controller_id == 0)

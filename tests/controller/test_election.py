@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from kafkalite.metadata import paths
+from kafkalite.metadata import zk_data, zk_paths
 from kafkalite.protocol import inter_broker as ib
 from kafkalite.protocol.errors import ErrorCode
 from tests.controller.cluster import Cluster, call, client_controller_id, eventually
@@ -47,9 +47,9 @@ async def test_a_fresh_cluster_has_one_controller_with_epoch_1(tmp_path, backend
     async with Cluster(tmp_path, 3, zookeeper_connect=backend) as cluster:
         controller = await _assert_one_controller(cluster, epoch=1)
         assert controller == 0  # the first broker to start
-        info = paths.ControllerInfo.decode(await cluster.znode(paths.CONTROLLER))
+        info = zk_data.ControllerInfo.decode(await cluster.znode(zk_paths.CONTROLLER))
         assert info.broker_id == 0 and info.timestamp > 0
-        stat = await cluster.admin.exists(paths.CONTROLLER)
+        stat = await cluster.admin.exists(zk_paths.CONTROLLER)
         assert stat is not None and stat.ephemeral
         assert await client_controller_id(cluster.bootstrap()) == controller
 
@@ -87,6 +87,7 @@ async def test_killing_the_controller_elects_another_within_the_session_timeout(
             ib.UPDATE_METADATA,
             8,
             ib.UpdateMetadataRequest(old, 1, [], []),
+            signed_for=cluster.live[0],
         )
         assert resp.error_code == ErrorCode.stale_controller_epoch
 
@@ -151,8 +152,8 @@ async def test_a_state_znode_from_a_newer_controller_epoch_is_left_alone(tmp_pat
         await cluster.wait_state("zombie", 0, lambda s: s.leader == 1)
         await cluster.wait_state("normal", 0, lambda s: s.leader == 1)
         st, version = await cluster.state("zombie", 0)
-        newer = paths.PartitionState(st.leader, st.leader_epoch, st.isr, controller_epoch=99)
-        await cluster.admin.set(paths.partition_state_path("zombie", 0), newer.encode())
+        newer = zk_data.PartitionState(st.leader, st.leader_epoch, st.isr, controller_epoch=99)
+        await cluster.admin.set(zk_paths.partition_state_path("zombie", 0), newer.encode())
         before = await cluster.state("zombie", 0)
         await cluster.kill(1)
         # the election for the normal partition shows the broker failure was handled
@@ -172,13 +173,13 @@ async def test_an_epoch_conflict_during_failover_deletes_controller_and_reelects
 
         async def racing_bump():
             if not raced:  # a rival controller writes first, once
-                raw, stat = await cluster.admin.get(paths.CONTROLLER_EPOCH)
+                raw, stat = await cluster.admin.get(zk_paths.CONTROLLER_EPOCH)
                 raced.append(int(raw) + 1)
                 real_get = zk.store.get_or_none
 
                 async def stale_get(path, **kw):
                     got = await real_get(path, **kw)
-                    if path == paths.CONTROLLER_EPOCH:
+                    if path == zk_paths.CONTROLLER_EPOCH:
                         await cluster.admin.set(path, str(raced[0]).encode())
                     return got
 
@@ -210,7 +211,7 @@ async def test_deleting_controller_znode_forces_an_election(tmp_path, backend):
     async with Cluster(tmp_path, 3, zookeeper_connect=backend) as cluster:
         await _assert_one_controller(cluster, epoch=1)
         resigned = cluster.broker(0).controller.event_manager.processed.get("ControllerChange", 0)
-        await cluster.admin.delete(paths.CONTROLLER)
+        await cluster.admin.delete(zk_paths.CONTROLLER)
         await eventually(
             lambda: (
                 cluster.broker(0).controller.event_manager.processed.get("ControllerChange", 0)
@@ -224,12 +225,12 @@ async def test_writing_another_id_into_controller_makes_the_old_one_resign(tmp_p
     """seed 000 #42: everyone follows /controller; the previous controller resigns."""
     async with Cluster(tmp_path, 3, zookeeper_connect=backend) as cluster:
         await _assert_one_controller(cluster, epoch=1)
-        await cluster.admin.set(paths.CONTROLLER, paths.ControllerInfo(2, 1).encode())
+        await cluster.admin.set(zk_paths.CONTROLLER, zk_data.ControllerInfo(2, 1).encode())
         await eventually(lambda: all(b.controller.active_controller_id == 2 for b in cluster.live))
         await eventually(lambda: not cluster.broker(0).controller.is_active)
         assert cluster.broker(0).controller.ctx.epoch == 0  # state dropped
         # a plain integer is accepted as well (very old brokers wrote that)
-        await cluster.admin.set(paths.CONTROLLER, b"1")
+        await cluster.admin.set(zk_paths.CONTROLLER, b"1")
         await eventually(lambda: all(b.controller.active_controller_id == 1 for b in cluster.live))
 
 
@@ -248,17 +249,17 @@ async def test_malformed_controller_znode_is_treated_as_absent(tmp_path, backend
                 return await real(broker_id, ts)
 
             zk.register_controller = register  # type: ignore[method-assign]
-        await cluster.admin.set(paths.CONTROLLER, b"not json")
+        await cluster.admin.set(zk_paths.CONTROLLER, b"not json")
         await eventually(lambda: sorted(attempts) == [0, 1])  # both tried; it exists
         assert cluster.active_controllers() == []
         assert all(b.controller.active_controller_id == -1 for b in cluster.live)
-        await cluster.admin.delete(paths.CONTROLLER)  # the operator removes it
+        await cluster.admin.delete(zk_paths.CONTROLLER)  # the operator removes it
         await cluster.wait_for_controller()
         await _assert_one_controller(cluster, epoch=2)
         # a valid brokerid: nobody tries
         n = len(attempts)
         await cluster.admin.set(
-            paths.CONTROLLER, paths.ControllerInfo(cluster.controller().broker_id, 5).encode()
+            zk_paths.CONTROLLER, zk_data.ControllerInfo(cluster.controller().broker_id, 5).encode()
         )
         await asyncio.sleep(0.3)
         assert len(attempts) == n
@@ -294,7 +295,7 @@ async def test_broker_ids_are_generated_from_the_shared_seqid(tmp_path, backend)
         await b.start()
         try:
             assert (a.broker.broker_id, b.broker.broker_id) == (1001, 1002)
-            ids = await cluster.admin.get_children(paths.BROKER_IDS)
+            ids = await cluster.admin.get_children(zk_paths.BROKER_IDS)
             assert sorted(ids) == ["0", "1001", "1002"]
         finally:
             await b.stop(cleanup=False)

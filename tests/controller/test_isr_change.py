@@ -3,7 +3,7 @@ a sequential notification; the controller re-reads and sends UpdateMetadata only
 
 from __future__ import annotations
 
-from kafkalite.metadata import paths
+from kafkalite.metadata import zk_paths
 from kafkalite.metadata.isr_change import (
     IsrChangePropagator,
     update_leader_and_isr,
@@ -46,15 +46,15 @@ async def test_an_isr_change_notification_sends_update_metadata_only(tmp_path, b
         )
         # a malformed notification is deleted too
         await cluster.admin.create(
-            paths.isr_change_notification_path(), b"{not json", sequential=True
+            zk_paths.isr_change_notification_path(), b"{not json", sequential=True
         )
         path = await write_isr_change_notification(cluster.admin, [("t", 0)])
-        assert paths.sequence_number(path, paths.ISR_CHANGE_PREFIX) >= 0
+        assert zk_paths.sequence_number(path, zk_paths.ISR_CHANGE_PREFIX) >= 0
         assert len(path.rsplit("_", 1)[1]) == 10
         await eventually(lambda: cluster.all_see("t", 0, lambda m: m.isr == [0, 2]))
 
         async def processed() -> bool:
-            return await cluster.admin.get_children(paths.ISR_CHANGE_NOTIFICATION) == []
+            return await cluster.admin.get_children(zk_paths.ISR_CHANGE_NOTIFICATION) == []
 
         await eventually(processed)
         assert [len(cluster.requests(i, "LeaderAndIsr")) for i in range(3)] == lair_before

@@ -21,7 +21,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
 from kafka import KafkaAdminClient
 
-from kafkalite.metadata import paths
+from kafkalite.metadata import zk_data, zk_paths
 from tests.controller.cluster import Cluster, client_partition, eventually
 from tests.replica.wire import fail_log_dir
 
@@ -75,7 +75,7 @@ async def _kafka_python_partition(bootstrap: str, topic: str, partition: int) ->
 
 
 async def _no_notifications(cluster: Cluster) -> bool:
-    return await cluster.admin.get_children(paths.LOG_DIR_EVENT_NOTIFICATION) == []
+    return await cluster.admin.get_children(zk_paths.LOG_DIR_EVENT_NOTIFICATION) == []
 
 
 async def _quiet(channel: Any, brokers: tuple[int, ...]) -> dict[int, int]:
@@ -207,9 +207,9 @@ async def test_log_dir_events_of_dead_brokers_and_malformed_ones_are_deleted_and
         sent = await _quiet(channel, (0, 1))
         states = {p: await cluster.state("t", p) for p in (0, 1)}
 
-        for data in (paths.LogDirEventNotification(2).encode(), b"{not json", b'{"broker":"x"}'):
+        for data in (zk_data.LogDirEventNotification(2).encode(), b"{not json", b'{"broker":"x"}'):
             await cluster.admin.create(
-                paths.log_dir_event_notification_path(), data, sequential=True
+                zk_paths.log_dir_event_notification_path(), data, sequential=True
             )
         await eventually(lambda: _no_notifications(cluster))
         assert await _quiet(channel, (0, 1)) == sent  # nothing was sent to anyone
@@ -220,8 +220,8 @@ async def test_log_dir_events_of_dead_brokers_and_malformed_ones_are_deleted_and
         # a live broker's notification (its dirs are fine): LeaderAndIsr to it for all
         # its replicas; nothing goes offline and nothing changes
         await cluster.admin.create(
-            paths.log_dir_event_notification_path(),
-            paths.LogDirEventNotification(1).encode(),
+            zk_paths.log_dir_event_notification_path(),
+            zk_data.LogDirEventNotification(1).encode(),
             sequential=True,
         )
         await eventually(lambda: _no_notifications(cluster))

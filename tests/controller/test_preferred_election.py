@@ -10,7 +10,7 @@ from confluent_kafka import ElectionType
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 
-from kafkalite.metadata import paths
+from kafkalite.metadata import zk_data, zk_paths
 from kafkalite.metadata.isr_change import update_leader_and_isr, write_isr_change_notification
 from kafkalite.protocol.errors import ErrorCode
 from tests.controller.cluster import Cluster, client_partition, eventually
@@ -38,15 +38,15 @@ async def _lead_elsewhere(cluster: Cluster, topic: str, partition: int, leader: 
 
 async def _request_election(cluster: Cluster, *partitions: tuple[str, int]) -> None:
     await cluster.admin.create(
-        paths.PREFERRED_REPLICA_ELECTION,
-        paths.PreferredReplicaElection(
-            tuple(paths.TopicPartition(t, p) for t, p in partitions)
+        zk_paths.PREFERRED_REPLICA_ELECTION,
+        zk_data.PreferredReplicaElection(
+            tuple(zk_data.TopicPartition(t, p) for t, p in partitions)
         ).encode(),
     )
 
 
 async def _admin_node_gone(cluster: Cluster) -> bool:
-    return await cluster.admin.exists(paths.PREFERRED_REPLICA_ELECTION) is None
+    return await cluster.admin.exists(zk_paths.PREFERRED_REPLICA_ELECTION) is None
 
 
 async def test_a_manual_preferred_election_moves_leadership_to_ar0(tmp_path, backend):
@@ -167,15 +167,15 @@ async def test_auto_rebalance_respects_threshold_reassignment_and_shutdown(tmp_p
         ctrl = cluster.controller().controller
 
         async def check() -> list:
-            return await ctrl.put(ctrl.check_and_trigger_auto_leader_rebalance)
+            return await ctrl.put(ctrl.preferred_election.check_and_trigger_auto_leader_rebalance)
 
         await _lead_elsewhere(cluster, "t", 0, 2)  # 1 of 2 = 50%: not above the threshold
         assert await check() == []
         await _lead_elsewhere(cluster, "t", 1, 2)  # 100%
         # a reassignment in progress blocks it
         await cluster.admin.create(
-            paths.REASSIGN_PARTITIONS,
-            paths.PartitionReassignment({paths.TopicPartition("r", 0): [0, 2]}).encode(),
+            zk_paths.REASSIGN_PARTITIONS,
+            zk_data.PartitionReassignment({zk_data.TopicPartition("r", 0): [0, 2]}).encode(),
         )
         await eventually(lambda: ctrl.ctx.partitions_being_reassigned)
         assert await check() == []

@@ -15,16 +15,16 @@ from kafka import TopicPartition as KafkaTopicPartition
 from kafka import errors as Errors
 from kafka.admin import KafkaAdminClient
 
-from kafkalite.metadata import paths
+from kafkalite.metadata import zk_data, zk_paths
 from kafkalite.metadata.isr_change import update_leader_and_isr
 from tests.controller.cluster import Cluster, client_partition, eventually
 
 
 async def _reassign(cluster: Cluster, wanted: dict[tuple[str, int], list[int]]) -> None:
     await cluster.admin.create(
-        paths.REASSIGN_PARTITIONS,
-        paths.PartitionReassignment(
-            {paths.TopicPartition(*tp): r for tp, r in wanted.items()}
+        zk_paths.REASSIGN_PARTITIONS,
+        zk_data.PartitionReassignment(
+            {zk_data.TopicPartition(*tp): r for tp, r in wanted.items()}
         ).encode(),
     )
 
@@ -44,12 +44,12 @@ async def _catch_up(cluster: Cluster, topic: str, partition: int, isr: list[int]
 
 async def _assignment(cluster: Cluster, topic: str) -> dict[int, list[int]]:
     return dict(
-        paths.TopicAssignment.decode(await cluster.znode(paths.topic_path(topic))).partitions
+        zk_data.TopicAssignment.decode(await cluster.znode(zk_paths.topic_path(topic))).partitions
     )
 
 
 async def _no_admin_node(cluster: Cluster) -> bool:
-    return await cluster.admin.exists(paths.REASSIGN_PARTITIONS) is None
+    return await cluster.admin.exists(zk_paths.REASSIGN_PARTITIONS) is None
 
 
 async def test_reassigning_to_new_brokers_goes_through_both_phases(tmp_path, backend):
@@ -202,8 +202,8 @@ def _admin_call(bootstrap: str, method: str, *args):
         admin.close()
 
 
-async def _topic_znode(cluster: Cluster, topic: str) -> paths.TopicAssignment:
-    return paths.TopicAssignment.decode(await cluster.znode(paths.topic_path(topic)))
+async def _topic_znode(cluster: Cluster, topic: str) -> zk_data.TopicAssignment:
+    return zk_data.TopicAssignment.decode(await cluster.znode(zk_paths.topic_path(topic)))
 
 
 async def test_cancelling_a_reassignment_goes_back_to_the_original_replicas(tmp_path, backend):

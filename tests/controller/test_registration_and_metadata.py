@@ -6,7 +6,7 @@ import asyncio
 
 from confluent_kafka.admin import AdminClient
 
-from kafkalite.metadata import paths
+from kafkalite.metadata import zk_data, zk_paths
 from kafkalite.protocol import messages
 from tests.controller.cluster import Cluster, eventually
 from tests.server.raw_client import RawClient
@@ -15,20 +15,20 @@ from tests.server.raw_client import RawClient
 async def test_brokers_register_ephemerally_and_vanish_when_they_stop_or_die(tmp_path, backend):
     """#59 (and the persistent parents every broker creates)."""
     async with Cluster(tmp_path, 3, zookeeper_connect=backend) as cluster:
-        assert sorted(await cluster.admin.get_children(paths.BROKER_IDS)) == ["0", "1", "2"]
+        assert sorted(await cluster.admin.get_children(zk_paths.BROKER_IDS)) == ["0", "1", "2"]
         for i in range(3):
-            raw, stat = await cluster.admin.get(paths.broker_path(i))
-            reg = paths.BrokerRegistration.decode(raw)
+            raw, stat = await cluster.admin.get(zk_paths.broker_path(i))
+            reg = zk_data.BrokerRegistration.decode(raw)
             b = cluster.broker(i)
             assert stat.ephemeral and stat.czxid == b.broker_epoch
             assert [e.connection_string() for e in reg.endpoints] == [str(e) for e in b.advertised]
-        for path in paths.PERSISTENT_PATHS:
+        for path in zk_paths.PERSISTENT_PATHS:
             assert await cluster.admin.exists(path) is not None, path
         await cluster.shutdown(1)  # clean stop
         await cluster.kill(2)  # death
 
         async def only_0() -> bool:
-            return await cluster.admin.get_children(paths.BROKER_IDS) == ["0"]
+            return await cluster.admin.get_children(zk_paths.BROKER_IDS) == ["0"]
 
         await eventually(only_0)
 

@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
-from kafkalite.metadata import paths
+from kafkalite.metadata import zk_data, zk_paths
 from kafkalite.protocol.errors import KafkaError
 from kafkalite.server.admin_manager import assign_replicas_to_brokers
 from tests.controller.cluster import Cluster
@@ -62,7 +62,7 @@ async def test_create_partitions_continues_from_partition_0s_first_replica(tmp_p
                 f.result(20)
 
         await asyncio.to_thread(create_and_grow)
-        a = paths.TopicAssignment.decode(await cluster.znode(paths.topic_path("t"))).partitions
+        a = zk_data.TopicAssignment.decode(await cluster.znode(zk_paths.topic_path("t"))).partitions
         first = a[0][0]
         expected = assign_replicas_to_brokers(
             [0, 1, 2], 4, 2, start_partition=2, fixed_start_index=[0, 1, 2].index(first)

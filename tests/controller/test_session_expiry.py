@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
-from kafkalite.metadata import paths
-from kafkalite.metadata.embedded import EmbeddedStore
+from kafkalite.metadata import zk_paths
+from kafkalite.metadata.embedded_store import EmbeddedStore
 from tests.controller.cluster import Cluster, eventually
 
 
@@ -23,7 +23,7 @@ async def test_a_broker_whose_session_expired_registers_again(tmp_path, backend)
         old_epoch = b2.broker_epoch
         await _expire(cluster, 2)
         await eventually(lambda: b2.broker_epoch != old_epoch)
-        stat = await cluster.admin.exists(paths.broker_path(2))
+        stat = await cluster.admin.exists(zk_paths.broker_path(2))
         assert stat is not None and stat.czxid == b2.broker_epoch > old_epoch
         ctrl = cluster.controller().controller
         # the controller saw a new incarnation of broker 2 and talks to it
@@ -57,7 +57,7 @@ async def test_a_controller_whose_session_expired_resigns_and_follows(tmp_path, 
         new = await cluster.wait_for_controller()
         # whoever won, there is exactly one active controller and broker 0 is registered
         assert cluster.active_controllers() == [new]
-        assert await cluster.admin.exists(paths.broker_path(0)) is not None
+        assert await cluster.admin.exists(zk_paths.broker_path(0)) is not None
         for i in range(3):
             cluster.received[i].clear()
         await cluster.create_topic_znode("after", {0: [0, 1, 2]})

@@ -8,7 +8,7 @@ import asyncio
 
 from confluent_kafka.admin import AdminClient, NewPartitions
 
-from kafkalite.metadata import paths
+from kafkalite.metadata import zk_paths
 from tests.controller.cluster import Cluster, client_partition, eventually
 
 
@@ -101,7 +101,7 @@ async def test_partitions_added_to_a_topic_being_deleted_are_ignored(tmp_path, b
         await asyncio.sleep(0.3)
         assert await cluster.state("t", 1) is None
         assert ctrl.ctx.partition_replica_assignment(("t", 1)) == []
-        assert await cluster.admin.exists(paths.topic_path("t")) is not None  # still stalled
+        assert await cluster.admin.exists(zk_paths.topic_path("t")) is not None  # still stalled
 
 
 async def test_a_topic_removed_behind_the_controllers_back_can_be_created_again(tmp_path):
@@ -109,9 +109,9 @@ async def test_a_topic_removed_behind_the_controllers_back_can_be_created_again(
         await cluster.create_topic_znode("t", {0: [0, 1]})
         await cluster.wait_state("t", 0, lambda s: s.leader == 0)
         ctrl = cluster.controller().controller
-        await cluster.admin.delete(paths.topic_path("t"), recursive=True)
+        await cluster.admin.delete(zk_paths.topic_path("t"), recursive=True)
         await eventually(lambda: "t" not in ctrl.ctx.all_topics)
-        await cluster.admin.delete(paths.topic_config_path("t"))
+        await cluster.admin.delete(zk_paths.topic_config_path("t"))
         await cluster.create_topic_znode("t", {0: [1, 0]})
         st, _ = await cluster.wait_state("t", 0, lambda s: True)
         assert (st.leader, st.leader_epoch, st.isr) == (1, 0, [1, 0])

@@ -8,7 +8,7 @@ from confluent_kafka.admin import AdminClient
 
 from kafkalite.controller.controller_context import PartitionAndReplica
 from kafkalite.controller.replica_state_machine import ReplicaState
-from kafkalite.metadata import paths
+from kafkalite.metadata import zk_data, zk_paths
 from kafkalite.metadata.isr_change import update_leader_and_isr
 from kafkalite.protocol.errors import ErrorCode
 from tests.controller.cluster import Cluster, client_topics, eventually
@@ -17,9 +17,9 @@ from tests.controller.cluster import Cluster, client_topics, eventually
 async def _gone(cluster: Cluster, topic: str) -> bool:
     return all(
         [
-            await cluster.admin.exists(paths.topic_path(topic)) is None,
-            await cluster.admin.exists(paths.topic_config_path(topic)) is None,
-            await cluster.admin.exists(paths.delete_topic_path(topic)) is None,
+            await cluster.admin.exists(zk_paths.topic_path(topic)) is None,
+            await cluster.admin.exists(zk_paths.topic_config_path(topic)) is None,
+            await cluster.admin.exists(zk_paths.delete_topic_path(topic)) is None,
         ]
     )
 
@@ -34,7 +34,7 @@ async def test_with_deletion_disabled_the_marker_goes_and_the_topic_stays(tmp_pa
         await cluster.delete_topic_znode("t")
         await eventually(_marker_gone(cluster, "t"))
         await asyncio.sleep(0.2)
-        assert await cluster.admin.exists(paths.topic_path("t")) is not None
+        assert await cluster.admin.exists(zk_paths.topic_path("t")) is not None
         assert cluster.all_see("t", 0, lambda m: m.leader == 0)
         assert all(not cluster.requests(i, "StopReplica") for i in (0, 1))
         assert "t" in await client_topics(cluster.bootstrap())
@@ -42,7 +42,7 @@ async def test_with_deletion_disabled_the_marker_goes_and_the_topic_stays(tmp_pa
 
 def _marker_gone(cluster: Cluster, topic: str):
     async def check() -> bool:
-        return await cluster.admin.exists(paths.delete_topic_path(topic)) is None
+        return await cluster.admin.exists(zk_paths.delete_topic_path(topic)) is None
 
     return check
 
@@ -99,7 +99,7 @@ async def test_deleting_a_nonexistent_topic_only_removes_its_marker(tmp_path, ba
         await cluster.delete_topic_znode("ghost")
         await eventually(_marker_gone(cluster, "ghost"))
         assert all(not cluster.requests(i, "StopReplica") for i in (0, 1))
-        assert await cluster.admin.exists(paths.topic_path("kept")) is not None
+        assert await cluster.admin.exists(zk_paths.topic_path("kept")) is not None
 
 
 async def test_deletion_stalls_while_a_replica_broker_is_down(tmp_path, backend):
@@ -122,8 +122,8 @@ async def test_deletion_stalls_while_a_replica_broker_is_down(tmp_path, backend)
             )
         )
         await asyncio.sleep(0.3)
-        assert await cluster.admin.exists(paths.topic_path("t")) is not None
-        assert await cluster.admin.exists(paths.delete_topic_path("t")) is not None
+        assert await cluster.admin.exists(zk_paths.topic_path("t")) is not None
+        assert await cluster.admin.exists(zk_paths.delete_topic_path("t")) is not None
         await cluster.restart(2)
         await eventually(lambda: _gone(cluster, "t"))
         assert cluster.broker(2).log_manager.get_log("t", 0) is None
@@ -155,7 +155,7 @@ async def test_a_replica_deletion_error_makes_the_topic_ineligible_until_resumed
             lambda: rsm.state(PartitionAndReplica("t", 0, 1)) is ReplicaState.DELETION_SUCCESSFUL
         )
         await asyncio.sleep(0.3)
-        assert await cluster.admin.exists(paths.topic_path("t")) is not None
+        assert await cluster.admin.exists(zk_paths.topic_path("t")) is not None
         assert rsm.state(PartitionAndReplica("t", 0, 2)) is not ReplicaState.DELETION_SUCCESSFUL
         # broker 2 restarts: deletion resumes and completes
         await cluster.shutdown(2)
@@ -169,15 +169,15 @@ async def test_deletion_waits_for_a_reassignment_of_the_topic_to_finish(tmp_path
         await cluster.create_topic_znode("t", {0: [0, 1]})
         await cluster.wait_state("t", 0, lambda s: s.leader == 0)
         await cluster.admin.create(
-            paths.REASSIGN_PARTITIONS,
-            paths.PartitionReassignment({paths.TopicPartition("t", 0): [1, 2]}).encode(),
+            zk_paths.REASSIGN_PARTITIONS,
+            zk_data.PartitionReassignment({zk_data.TopicPartition("t", 0): [1, 2]}).encode(),
         )
         ctrl = cluster.controller().controller
         await eventually(lambda: ("t", 0) in ctrl.ctx.partitions_being_reassigned)
         await cluster.delete_topic_znode("t")
         await eventually(lambda: ctrl.topic_deletion_manager.is_topic_ineligible_for_deletion("t"))
         await asyncio.sleep(0.3)
-        assert await cluster.admin.exists(paths.topic_path("t")) is not None
+        assert await cluster.admin.exists(zk_paths.topic_path("t")) is not None
         assert not any(r.delete for i in range(3) for r in cluster.requests(i, "StopReplica"))
         # the new replica catches up (the leader adds it to the ISR): reassignment ends,
         # then deletion runs
@@ -192,4 +192,4 @@ async def test_deletion_waits_for_a_reassignment_of_the_topic_to_finish(tmp_path
             zk_version=version,
         )
         await eventually(lambda: _gone(cluster, "t"))
-        assert await cluster.admin.exists(paths.REASSIGN_PARTITIONS) is None
+        assert await cluster.admin.exists(zk_paths.REASSIGN_PARTITIONS) is None

@@ -4,7 +4,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from kafkalite.testing.embedded import AsyncBroker
+from kafkalite.testing.embedded_broker import AsyncBroker
 
 #: short session timeouts are allowed so expiry tests take milliseconds
 FAST = {"group.min.session.timeout.ms": 50}

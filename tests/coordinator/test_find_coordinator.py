@@ -5,7 +5,7 @@ from __future__ import annotations
 from kafkalite.coordinator.group import OFFSETS_TOPIC
 from kafkalite.coordinator.group.offset_codec import partition_for
 from kafkalite.protocol.errors import ErrorCode
-from kafkalite.testing.embedded import AsyncBroker
+from kafkalite.testing.embedded_broker import AsyncBroker
 from tests.coordinator.group_helpers import FIND
 from tests.coordinator.wire import Wire
 

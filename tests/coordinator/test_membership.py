@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from kafkalite.protocol.errors import ErrorCode
-from kafkalite.testing.embedded import AsyncBroker
+from kafkalite.testing.embedded_broker import AsyncBroker
 from tests.coordinator.group_helpers import (
     FIND,
     LEAVE,

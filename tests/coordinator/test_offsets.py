@@ -7,7 +7,7 @@ import asyncio
 from kafkalite.coordinator.group import OFFSETS_TOPIC
 from kafkalite.coordinator.group import offset_codec as codec
 from kafkalite.protocol.errors import ErrorCode
-from kafkalite.testing.embedded import AsyncBroker
+from kafkalite.testing.embedded_broker import AsyncBroker
 from tests.coordinator.group_helpers import COMMIT, FETCH, Member, commit, fetch, find_coordinator
 from tests.coordinator.wire import Wire
 

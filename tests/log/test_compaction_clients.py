@@ -18,7 +18,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KpTopicPartition
 
-from kafkalite.testing.embedded import ThreadedBroker
+from kafkalite.testing.embedded_broker import ThreadedBroker
 
 Row = tuple[int, bytes | None, bytes | None]
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
 
-from kafkalite.testing.embedded import ThreadedBroker
+from kafkalite.testing.embedded_broker import ThreadedBroker
 
 COMPACT = {
     "cleanup.policy": "compact",

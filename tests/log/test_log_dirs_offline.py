@@ -19,7 +19,7 @@ from confluent_kafka.admin import AdminClient
 from kafka import KafkaAdminClient
 
 from kafkalite.log.errors import KafkaStorageError
-from kafkalite.testing.embedded import ThreadedBroker
+from kafkalite.testing.embedded_broker import ThreadedBroker
 
 KAFKA_STORAGE_ERROR = 56
 

@@ -21,7 +21,7 @@ from kafka import KafkaConsumer
 from kafka import TopicPartition as KpTopicPartition
 from kafka.errors import OffsetOutOfRangeError
 
-from kafkalite.testing.embedded import ThreadedBroker
+from kafkalite.testing.embedded_broker import ThreadedBroker
 
 SMALL_SEGMENTS = {"segment.bytes": "1024"}
 

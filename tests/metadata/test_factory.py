@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from kafkalite.metadata import EmbeddedEnsemble, EmbeddedStore, ZooKeeperStore, open_store
-from kafkalite.metadata.embedded import JOURNAL_FILE, SNAPSHOT_FILE
+from kafkalite.metadata.embedded_store import JOURNAL_FILE, SNAPSHOT_FILE
 from kafkalite.metadata.factory import metadata_dir
 from kafkalite.testing.zookeeper import ZooKeeperServer
 

@@ -21,7 +21,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from kafkalite.metadata import paths
+from kafkalite.metadata import zk_paths
 from kafkalite.protocol.errors import ErrorCode
 from tests.replica.wire import (
     FETCH_V,
@@ -102,8 +102,8 @@ def test_failed_log_dir_takes_its_partitions_offline_and_the_other_dir_keeps_ser
     assert list(md[good].offline_replicas) == []
     # the notification was consumed and the partition state records no leader
     store = jbod.kafka.store
-    assert jbod.call(store.get_children, paths.LOG_DIR_EVENT_NOTIFICATION) == []
-    raw, _ = jbod.call(store.get, paths.partition_state_path(TOPIC, bad))
+    assert jbod.call(store.get_children, zk_paths.LOG_DIR_EVENT_NOTIFICATION) == []
+    raw, _ = jbod.call(store.get, zk_paths.partition_state_path(TOPIC, bad))
     assert json.loads(raw)["leader"] == -1
 
     # the broker answers requests for the offline partition with KAFKA_STORAGE_ERROR
@@ -145,8 +145,8 @@ def test_leader_moves_to_another_replica_when_its_log_dir_fails(tmp_path):
     """Two brokers, partition replicas [0, 1] led by 0, broker 0 with two log dirs. Its
     dir holding the partition fails: the controller takes the replica offline and
     elects broker 1 (the other ISR member); clients see offline_replicas [0]."""
-    from kafkalite.metadata.embedded import EmbeddedEnsemble
-    from kafkalite.testing.embedded import AsyncBroker, LoopThread
+    from kafkalite.metadata.embedded_store import EmbeddedEnsemble
+    from kafkalite.testing.embedded_broker import AsyncBroker, LoopThread
 
     lt = LoopThread("log-dir-failover")
     lt.start()

@@ -6,7 +6,7 @@ import pytest
 
 from kafkalite.log.errors import InconsistentBrokerIdError
 from kafkalite.log.meta_properties import read_meta_properties
-from kafkalite.testing.embedded import ThreadedBroker
+from kafkalite.testing.embedded_broker import ThreadedBroker
 
 
 def test_generated_broker_id_starts_at_1001_and_survives_restart(kafka_broker_factory, tmp_path):

@@ -55,6 +55,30 @@ NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
 CLASSIC_GROUP_TYPE = "classic"
 
 
+@dataclass(frozen=True, slots=True)
+class JoinRequest:
+    """One JoinGroup as the coordinator sees it, passed whole down the join path.
+
+    The API layer fills it from the request and its version: KIP-394's
+    ``require_known_member_id`` (v4+, dynamic members) and KIP-814's
+    ``supports_skip_assignment`` (v9+). ``rebalance_timeout_ms`` is the session
+    timeout before v1, which had no rebalance timeout.
+    """
+
+    group_id: str
+    member_id: str
+    group_instance_id: str | None
+    require_known_member_id: bool
+    supports_skip_assignment: bool
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    protocol_type: str
+    #: (name, metadata) in the member's preference order
+    protocols: list[tuple[str, bytes]]
+
+
 @dataclass(slots=True)
 class MemberDescription:
     member_id: str
@@ -233,68 +257,40 @@ class GroupCoordinator:
         return 0
 
     # ---- JoinGroup ----------------------------------------------------------------
-    async def handle_join_group(
-        self,
-        group_id: str,
-        member_id: str,
-        group_instance_id: str | None,
-        *,
-        require_known_member_id: bool,
-        supports_skip_assignment: bool,
-        client_id: str,
-        client_host: str,
-        rebalance_timeout_ms: int,
-        session_timeout_ms: int,
-        protocol_type: str,
-        protocols: list[tuple[str, bytes]],
-    ) -> JoinGroupResult:
-        error = self._validate_group_status(group_id)
+    async def handle_join_group(self, req: JoinRequest) -> JoinGroupResult:
+        member_id = req.member_id
+        error = self._validate_group_status(req.group_id)
         if error:
             return JoinGroupResult(member_id, error)
         if not (
             self.config.group_min_session_timeout_ms
-            <= session_timeout_ms
+            <= req.session_timeout_ms
             <= self.config.group_max_session_timeout_ms
         ):
             return JoinGroupResult(member_id, ErrorCode.invalid_session_timeout)
         is_unknown = member_id == ""
-        group = self.manager.get_group(group_id)
+        group = self.manager.get_group(req.group_id)
         if group is None:
             if not is_unknown:
                 return JoinGroupResult(member_id, ErrorCode.unknown_member_id)
             group = self.manager.add_group(
-                GroupMetadata(group_id, GroupState.EMPTY, self.clock_ms())
+                GroupMetadata(req.group_id, GroupState.EMPTY, self.clock_ms())
             )
         if not self._accept_joining_member(group, member_id):
             return JoinGroupResult(member_id, ErrorCode.group_max_size_reached)
 
         fut: asyncio.Future[JoinGroupResult] = asyncio.get_running_loop().create_future()
-        args = (
-            client_id,
-            client_host,
-            rebalance_timeout_ms,
-            session_timeout_ms,
-            protocol_type,
-            protocols,
-        )
         if group.is_state(GroupState.DEAD):
             # deleted or unloaded meanwhile: let the member find the coordinator again
             fut.set_result(JoinGroupResult(member_id, ErrorCode.coordinator_not_available))
-        elif not group.supports_protocols(protocol_type, [p for p, _ in protocols]):
+        elif not group.supports_protocols(req.protocol_type, [p for p, _ in req.protocols]):
             fut.set_result(JoinGroupResult(member_id, ErrorCode.inconsistent_group_protocol))
         elif is_unknown:
-            await self._do_new_member_join(
-                group,
-                group_instance_id,
-                require_known_member_id,
-                supports_skip_assignment,
-                fut,
-                *args,
-            )
+            await self._do_new_member_join(group, req, fut)
         else:
-            self._do_current_member_join(group, member_id, group_instance_id, fut, *args)
+            self._do_current_member_join(group, req, fut)
         if group.is_state(GroupState.PREPARING_REBALANCE):
-            self.join_purgatory.check_and_complete(_join_key(group_id))
+            self.join_purgatory.check_and_complete(_join_key(req.group_id))
         # the member stays in the group even if its connection goes away meanwhile
         return await asyncio.shield(fut)
 
@@ -310,106 +306,51 @@ class GroupCoordinator:
         return group.has(member_id) or group.size < max_size
 
     async def _do_new_member_join(
-        self,
-        group: GroupMetadata,
-        instance_id: str | None,
-        require_known_member_id: bool,
-        supports_skip_assignment: bool,
-        fut: asyncio.Future[JoinGroupResult],
-        client_id: str,
-        client_host: str,
-        rebalance_timeout_ms: int,
-        session_timeout_ms: int,
-        protocol_type: str,
-        protocols: list[tuple[str, bytes]],
+        self, group: GroupMetadata, req: JoinRequest, fut: asyncio.Future[JoinGroupResult]
     ) -> None:
-        new_member_id = new_member_id_for(instance_id if instance_id is not None else client_id)
+        instance_id = req.group_instance_id
+        new_member_id = new_member_id_for(instance_id if instance_id is not None else req.client_id)
         if instance_id is not None:
             old_member_id = group.static_member_id(instance_id)
             if old_member_id is not None:
                 await self._update_static_member_and_rebalance(
-                    group,
-                    old_member_id,
-                    new_member_id,
-                    instance_id,
-                    protocols,
-                    rebalance_timeout_ms,
-                    session_timeout_ms,
-                    supports_skip_assignment,
-                    fut,
+                    group, instance_id, old_member_id, new_member_id, req, fut
                 )
                 return
-        elif require_known_member_id:
+        elif req.require_known_member_id:
             # KIP-394: hand out the id first, so a retried JoinGroup cannot leave a ghost member
             group.pending_members.add(new_member_id)
-            self._schedule_pending_member_expiration(group, new_member_id, session_timeout_ms)
+            self._schedule_pending_member_expiration(group, new_member_id, req.session_timeout_ms)
             fut.set_result(JoinGroupResult(new_member_id, ErrorCode.member_id_required))
             return
-        self._add_member_and_rebalance(
-            group,
-            new_member_id,
-            instance_id,
-            fut,
-            client_id,
-            client_host,
-            rebalance_timeout_ms,
-            session_timeout_ms,
-            protocol_type,
-            protocols,
-        )
+        self._add_member_and_rebalance(group, new_member_id, req, fut)
 
     def _do_current_member_join(
-        self,
-        group: GroupMetadata,
-        member_id: str,
-        instance_id: str | None,
-        fut: asyncio.Future[JoinGroupResult],
-        client_id: str,
-        client_host: str,
-        rebalance_timeout_ms: int,
-        session_timeout_ms: int,
-        protocol_type: str,
-        protocols: list[tuple[str, bytes]],
+        self, group: GroupMetadata, req: JoinRequest, fut: asyncio.Future[JoinGroupResult]
     ) -> None:
+        member_id = req.member_id
         if member_id in group.pending_members:
             # the second JoinGroup of a KIP-394 member (pending members are never static)
-            self._add_member_and_rebalance(
-                group,
-                member_id,
-                instance_id,
-                fut,
-                client_id,
-                client_host,
-                rebalance_timeout_ms,
-                session_timeout_ms,
-                protocol_type,
-                protocols,
-            )
+            self._add_member_and_rebalance(group, member_id, req, fut)
             return
-        error = group.validate_member(member_id, instance_id)
+        error = group.validate_member(member_id, req.group_instance_id)
         if error:
             fut.set_result(JoinGroupResult(member_id, error))
             return
         member = group.get(member_id)
         state = group.state
         if state == GroupState.PREPARING_REBALANCE:
-            self._update_member_and_rebalance(
-                group, member, protocols, rebalance_timeout_ms, session_timeout_ms, fut
-            )
+            self._update_member_and_rebalance(group, member, req, fut)
         elif state == GroupState.COMPLETING_REBALANCE:
-            if member.matches(protocols):
+            if member.matches(req.protocols):
                 # it lost our JoinGroup response: send it again
                 fut.set_result(self._current_join_result(group, member_id))
             else:
-                self._update_member_and_rebalance(
-                    group, member, protocols, rebalance_timeout_ms, session_timeout_ms, fut
-                )
+                self._update_member_and_rebalance(group, member, req, fut)
         elif state == GroupState.STABLE:
-            if group.is_leader(member_id) or not member.matches(protocols):
+            if group.is_leader(member_id) or not member.matches(req.protocols):
                 # a leader rejoining or a member changing its metadata forces a rebalance
-                self._update_member_and_rebalance(
-                    group, member, protocols, rebalance_timeout_ms, session_timeout_ms, fut
-                )
+                self._update_member_and_rebalance(group, member, req, fut)
             else:
                 fut.set_result(self._current_join_result(group, member_id, with_members=False))
         else:
@@ -433,24 +374,18 @@ class GroupCoordinator:
         self,
         group: GroupMetadata,
         member_id: str,
-        instance_id: str | None,
+        req: JoinRequest,
         fut: asyncio.Future[JoinGroupResult],
-        client_id: str,
-        client_host: str,
-        rebalance_timeout_ms: int,
-        session_timeout_ms: int,
-        protocol_type: str,
-        protocols: list[tuple[str, bytes]],
     ) -> None:
         member = MemberMetadata(
             member_id,
-            instance_id,
-            client_id,
-            client_host,
-            rebalance_timeout_ms,
-            session_timeout_ms,
-            protocol_type,
-            protocols,
+            req.group_instance_id,
+            req.client_id,
+            req.client_host,
+            req.rebalance_timeout_ms,
+            req.session_timeout_ms,
+            req.protocol_type,
+            req.protocols,
         )
         member.is_new = True
         if group.is_state(GroupState.PREPARING_REBALANCE) and group.generation_id == 0:
@@ -466,24 +401,21 @@ class GroupCoordinator:
         self,
         group: GroupMetadata,
         member: MemberMetadata,
-        protocols: list[tuple[str, bytes]],
-        rebalance_timeout_ms: int,
-        session_timeout_ms: int,
+        req: JoinRequest,
         fut: asyncio.Future[JoinGroupResult],
     ) -> None:
-        group.update_member(member, protocols, rebalance_timeout_ms, session_timeout_ms, fut)
+        group.update_member(
+            member, req.protocols, req.rebalance_timeout_ms, req.session_timeout_ms, fut
+        )
         self._maybe_prepare_rebalance(group)
 
     async def _update_static_member_and_rebalance(
         self,
         group: GroupMetadata,
+        instance_id: str,
         old_member_id: str,
         new_member_id: str,
-        instance_id: str,
-        protocols: list[tuple[str, bytes]],
-        rebalance_timeout_ms: int,
-        session_timeout_ms: int,
-        supports_skip_assignment: bool,
+        req: JoinRequest,
         fut: asyncio.Future[JoinGroupResult],
     ) -> None:
         """A known static member rejoined with a new process: it takes over the old member id's place."""
@@ -491,7 +423,9 @@ class GroupCoordinator:
         member = group.replace_static_member(instance_id, old_member_id, new_member_id)
         self._complete_and_schedule_next_heartbeat_expiration(group, member)
         old = (member.supported_protocols, member.rebalance_timeout_ms, member.session_timeout_ms)
-        group.update_member(member, protocols, rebalance_timeout_ms, session_timeout_ms, fut)
+        group.update_member(
+            member, req.protocols, req.rebalance_timeout_ms, req.session_timeout_ms, fut
+        )
         state = group.state
         if state == GroupState.STABLE:
             if group.protocol_name != group.select_protocol():
@@ -519,7 +453,7 @@ class GroupCoordinator:
                     )
                 )
                 return
-            if supports_skip_assignment:
+            if req.supports_skip_assignment:
                 # JoinGroup v9+: the leader learns it leads but must not run the assignor
                 is_leader = group.is_leader(new_member_id)
                 result = JoinGroupResult(

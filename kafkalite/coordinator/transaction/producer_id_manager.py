@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from kafkalite.metadata import paths
+from kafkalite.metadata import zk_paths
 from kafkalite.metadata.store import BadVersionError, MetadataStore, NodeExistsError, NoNodeError
 
 BLOCK_SIZE = 1000
@@ -32,16 +32,16 @@ class ProducerIdManager:
     async def _claim_block(self) -> None:
         while True:
             try:
-                raw, stat = await self.store.get(paths.LATEST_PRODUCER_ID_BLOCK)
+                raw, stat = await self.store.get(zk_paths.LATEST_PRODUCER_ID_BLOCK)
                 cur = json.loads(raw) if raw else None
                 start = int(cur["block_end"]) + 1 if cur else 0
                 data = self._encode(start)
-                await self.store.set(paths.LATEST_PRODUCER_ID_BLOCK, data, version=stat.version)
+                await self.store.set(zk_paths.LATEST_PRODUCER_ID_BLOCK, data, version=stat.version)
             except NoNodeError:
                 start = 0
                 try:
                     await self.store.create(
-                        paths.LATEST_PRODUCER_ID_BLOCK, self._encode(0), makepath=True
+                        zk_paths.LATEST_PRODUCER_ID_BLOCK, self._encode(0), makepath=True
                     )
                 except NodeExistsError:
                     continue

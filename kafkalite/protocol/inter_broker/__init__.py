@@ -21,6 +21,12 @@ from kafkalite.protocol.inter_broker import (
     stop_replica,
     update_metadata,
 )
+from kafkalite.protocol.inter_broker.authenticator import (
+    AUTHENTICATOR_TAG,
+    authenticator,
+    header_tagged_fields,
+    read_header_authenticator,
+)
 from kafkalite.protocol.inter_broker.controlled_shutdown import (
     ControlledShutdownRequest,
     ControlledShutdownResponse,
@@ -56,9 +62,9 @@ from kafkalite.protocol.inter_broker.update_metadata import (
     UpdateMetadataTopicState,
 )
 from kafkalite.protocol.inter_broker.wire import InterBrokerCodecError, Reader
-from kafkalite.protocol.varint import encode_unsigned_varint
 
 __all__ = [
+    "AUTHENTICATOR_TAG",
     "CONTROLLED_SHUTDOWN",
     "CONTROLLER_APIS",
     "EPOCH_DURING_DELETE",
@@ -92,13 +98,16 @@ __all__ = [
     "UpdateMetadataRequest",
     "UpdateMetadataResponse",
     "UpdateMetadataTopicState",
+    "authenticator",
     "decode_request",
     "decode_response",
     "encode_request",
     "encode_response",
     "frame_with_body",
+    "header_tagged_fields",
     "is_flexible",
     "parse_response_frame",
+    "read_header_authenticator",
     "request_frame",
     "request_header",
     "request_header_version",
@@ -200,10 +209,21 @@ def decode_response(api_key: int, version: int, buf: bytes | memoryview, offset:
     return _decode(api_key, version, buf, offset, response=True)
 
 
-def request_header(api_key: int, version: int, correlation_id: int, client_id: str | None) -> bytes:
-    """The request header of the version this API version needs (see request_header_version)."""
+def request_header(
+    api_key: int,
+    version: int,
+    correlation_id: int,
+    client_id: str | None,
+    authenticator: bytes | None = None,
+) -> bytes:
+    """The request header of the version this API version needs (see request_header_version),
+    with the controller's authenticator in its tagged fields when given (v2 only)."""
     header = bytearray(_HEADER.pack(api_key, version, correlation_id))
     header_version = request_header_version(api_key, version)
+    if authenticator is not None and header_version != 2:
+        raise InterBrokerCodecError(
+            f"{CONTROLLER_APIS[api_key].name} v{version} is not flexible: no header tags"
+        )
     if header_version >= 1:
         if client_id is None:
             header += _I16.pack(-1)
@@ -211,18 +231,27 @@ def request_header(api_key: int, version: int, correlation_id: int, client_id: s
             raw = client_id.encode()
             header += _I16.pack(len(raw)) + raw
     if header_version == 2:
-        header += encode_unsigned_varint(0)
+        header += header_tagged_fields(authenticator)
     return bytes(header)
 
 
 def request_frame(
-    api_key: int, version: int, correlation_id: int, client_id: str | None, request: Any
+    api_key: int,
+    version: int,
+    correlation_id: int,
+    client_id: str | None,
+    request: Any,
+    *,
+    secret: bytes | None = None,
+    target_broker_id: int = -1,
 ) -> bytes:
-    """A whole size-prefixed request: header of the right version, then the body."""
-    return frame_with_body(
-        request_header(api_key, version, correlation_id, client_id),
-        encode_request(api_key, version, request),
+    """A whole size-prefixed request: header of the right version, then the body; signed
+    for ``target_broker_id`` when a ``secret`` is given (see authenticator)."""
+    body = encode_request(api_key, version, request)
+    mac = (
+        None if secret is None else authenticator(secret, api_key, version, target_broker_id, body)
     )
+    return frame_with_body(request_header(api_key, version, correlation_id, client_id, mac), body)
 
 
 def frame_with_body(header: bytes, body: bytes) -> bytes:

@@ -183,3 +183,16 @@ class Reader:
         for _ in range(self._uvarint()):
             self._uvarint()  # tag
             self._take(self._uvarint())
+
+    def tagged_field(self, wanted: int) -> bytes | None:
+        """Read a tagged-field section and return the value of tag ``wanted`` (None if
+        absent), skipping the others; a tag that appears twice is malformed."""
+        found: bytes | None = None
+        for _ in range(self._uvarint()):
+            tag = self._uvarint()
+            value = self._take(self._uvarint())
+            if tag == wanted:
+                if found is not None:
+                    raise InterBrokerCodecError(f"tagged field {tag} appears twice")
+                found = value
+        return found

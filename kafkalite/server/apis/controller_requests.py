@@ -6,14 +6,24 @@ The broker side of the controller's requests. Kio has no schemas for them
 (Kafka 4 removed them), so :class:`ControllerRequestChannel` decodes them with
 :mod:`kafkalite.protocol.inter_broker` and every other API with kio as usual.
 
-Fencing, as in Kafka's ZooKeeper mode: a request from an older controller epoch
-than the broker has seen is rejected with STALE_CONTROLLER_EPOCH; one addressed
-to an earlier incarnation of this broker (broker epoch = czxid of its
-/brokers/ids/<id> znode) with STALE_BROKER_EPOCH; a LeaderAndIsr partition state
-whose leader epoch is not newer than the broker's is ignored with
-STALE_CONTROLLER_EPOCH, and a StopReplica with an older leader epoch gets
-FENCED_LEADER_EPOCH. The accepted parts are applied by the existing
-``KafkaBroker.handle_*`` methods.
+Admission (:mod:`kafkalite.server.controller_identity`), before anything is
+applied: a request without a valid authenticator (the HMAC of the cluster's
+inter-broker secret, in a request-header tag; only flexible versions can carry
+one) gets CLUSTER_AUTHORIZATION_FAILED, checked by the channel before the body
+is decoded; then a request on a listener that is not the controller's gets
+CLUSTER_AUTHORIZATION_FAILED; one addressed to an earlier incarnation of this
+broker (broker epoch = czxid of its /brokers/ids/<id> znode) STALE_BROKER_EPOCH,
+as in Kafka's ZooKeeper mode; one whose controller id and epoch are not those of
+the live controller in the metadata store STALE_CONTROLLER_EPOCH. A refused
+request changes nothing and logs one line.
+
+Then per partition, as Kafka's ReplicaManager: a LeaderAndIsr partition state whose
+leader epoch is not newer than the broker's (-1 for a partition it does not host)
+is ignored with STALE_CONTROLLER_EPOCH, one that does not list this broker as a
+replica gets UNKNOWN_TOPIC_OR_PARTITION, and a StopReplica with an older leader
+epoch gets FENCED_LEADER_EPOCH. Topic names that could not be directories (Kafka's
+topic rules) get INVALID_TOPIC_EXCEPTION and never reach the log manager. The
+accepted parts are applied by the existing ``KafkaBroker.handle_*`` methods.
 """
 
 from __future__ import annotations
@@ -27,7 +37,14 @@ from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.headers import MalformedRequest, parse_request_header
 from kafkalite.protocol.kafka_uuid import ZERO_UUID
 from kafkalite.server.connection import CloseConnection, Connection
+from kafkalite.server.controller_identity import (
+    CLUSTER_AUTHORIZATION_FAILED,
+    ControllerRequestGate,
+    Rejection,
+    log_rejection,
+)
 from kafkalite.server.request_channel import RequestChannel, RequestContext
+from kafkalite.server.topic_names import validate_topic_name
 
 if TYPE_CHECKING:
     from kafkalite.server.broker import KafkaBroker
@@ -39,10 +56,17 @@ _I32 = struct.Struct(">i")
 
 STALE_CONTROLLER_EPOCH = int(ErrorCode.stale_controller_epoch)
 STALE_BROKER_EPOCH = int(ErrorCode.stale_broker_epoch)
+INVALID_TOPIC = int(ErrorCode.invalid_topic_exception)
+UNKNOWN_TOPIC_OR_PARTITION = int(ErrorCode.unknown_topic_or_partition)
+#: RequestContext.extra key: why the channel refused the request's authenticator
+_UNAUTHENTICATED = "controller_request_unauthenticated"
 
 
 class ControllerRequestChannel(RequestChannel):
     """A RequestChannel that also understands the controller APIs kio lacks."""
+
+    #: set by the broker; without one every controller request is refused
+    gate: ControllerRequestGate | None = None
 
     def handle(
         self, conn: Connection, frame: bytes
@@ -63,18 +87,35 @@ class ControllerRequestChannel(RequestChannel):
                 f"unsupported version {version} of {spec.name} (supported {spec.min_version}-{spec.max_version})"
             )
         flexible = ib.is_flexible(api_key, version)
+        presented: bytes | None = None
         if ib.request_header_version(api_key, version) == 0:  # ControlledShutdown v0
             if len(frame) < 8:
                 raise MalformedRequest("request shorter than its header")
             correlation_id, client_id, pos = _I32.unpack_from(frame, 4)[0], None, 8
         else:
-            hdr = parse_request_header(frame, flexible)
+            hdr = parse_request_header(frame)
             correlation_id, client_id, pos = hdr.correlation_id, hdr.client_id, hdr.size
+            if flexible:
+                try:
+                    presented, pos = ib.read_header_authenticator(frame, pos)
+                except ib.InterBrokerCodecError as e:
+                    raise MalformedRequest(f"{spec.name} request header: {e}") from None
+        # first of all; the body is still decoded (bounded codec) for the error response
+        gate = self.gate
+        unauthenticated = (
+            Rejection(CLUSTER_AUTHORIZATION_FAILED, "no controller request gate")
+            if gate is None
+            else gate.check_authenticator(
+                api_key, version, presented, memoryview(frame)[pos:], flexible
+            )
+        )
         try:
             request = ib.decode_request(api_key, version, frame, pos)
         except ib.InterBrokerCodecError as e:
             raise MalformedRequest(f"cannot decode {spec.name} v{version}: {e}") from None
         ctx = RequestContext(conn, api_key, version, correlation_id, client_id, flexible)
+        if unauthenticated is not None:
+            ctx.extra[_UNAUTHENTICATED] = unauthenticated
         framer = self._framer(correlation_id, flexible, api_key, version)
 
         def encode(result: Any) -> Any:
@@ -89,11 +130,47 @@ def _stale_broker_epoch(broker: KafkaBroker, request_epoch: int) -> bool:
     return request_epoch != -1 and request_epoch < broker.broker_epoch
 
 
-def _fence(broker: KafkaBroker, controller_epoch: int, broker_epoch: int) -> int:
-    if _stale_broker_epoch(broker, broker_epoch):
-        return STALE_BROKER_EPOCH
-    if controller_epoch < broker.metadata_cache.controller_epoch:
-        return STALE_CONTROLLER_EPOCH
+async def _admit(
+    broker: KafkaBroker,
+    ctx: RequestContext,
+    controller_id: int,
+    controller_epoch: int,
+    broker_epoch: int,
+) -> int:
+    """0, or the error the whole request gets (Kafka's order: authorization, broker
+    epoch, controller epoch); a refusal is logged once and changes nothing."""
+    gate = broker.controller_gate
+    rejection: Rejection | None = ctx.extra.get(_UNAUTHENTICATED)
+    if rejection is None:
+        rejection = gate.check_listener(ctx.api_key, ctx.listener)
+    if rejection is None and _stale_broker_epoch(broker, broker_epoch):
+        rejection = Rejection(
+            STALE_BROKER_EPOCH,
+            f"broker epoch {broker_epoch} is older than ours ({broker.broker_epoch})",
+        )
+    if rejection is None and controller_epoch < broker.metadata_cache.controller_epoch:
+        rejection = Rejection(
+            STALE_CONTROLLER_EPOCH,
+            f"controller epoch {controller_epoch} is older than "
+            f"{broker.metadata_cache.controller_epoch}",
+        )
+    if rejection is None:
+        rejection = await gate.check_controller(controller_id, controller_epoch)
+    if rejection is None:
+        return 0
+    log_rejection(
+        ib.CONTROLLER_APIS[ctx.api_key].name, ctx.connection.peer, ctx.listener, rejection
+    )
+    return rejection.error_code
+
+
+def _path_error(topic: str, partition: int) -> int:
+    """A partition that could not be a log directory: a topic name that breaks Kafka's
+    rules (``../x``, ``a/b``, NUL ...) or a negative index."""
+    if validate_topic_name(topic) is not None:
+        return INVALID_TOPIC
+    if partition < 0:
+        return UNKNOWN_TOPIC_OR_PARTITION
     return 0
 
 
@@ -123,14 +200,22 @@ def _leader_and_isr_response(
 async def handle_leader_and_isr(
     broker: KafkaBroker, ctx: RequestContext, req: ib.LeaderAndIsrRequest
 ) -> ib.LeaderAndIsrResponse:
-    error = _fence(broker, req.controller_epoch, req.broker_epoch)
+    error = await _admit(broker, ctx, req.controller_id, req.controller_epoch, req.broker_epoch)
     if error:
         return _leader_and_isr_response(req, {}, ctx.api_version, error)
     errors: dict[TopicPartition, int] = {}
     states: list[dict[str, Any]] = []
+    me = broker.broker_id
     for t in req.topic_states:
         for s in t.partition_states:
             tp = (t.topic_name, s.partition_index)
+            if path_error := _path_error(*tp):
+                errors[tp] = path_error
+                continue
+            if me not in s.replicas:
+                # Kafka: "itself is not in assigned replica list"
+                errors[tp] = UNKNOWN_TOPIC_OR_PARTITION
+                continue
             if tp in broker.replica_manager.offline_partitions:
                 # its log dir failed: how the controller learns the replica is offline
                 errors[tp] = int(ErrorCode.kafka_storage_error)
@@ -139,11 +224,14 @@ async def handle_leader_and_isr(
             topic_id = t.topic_id
             if topic_id == ZERO_UUID and current is not None:  # v0-4: no topic ids
                 topic_id = current.topic_id
-            if current is not None and current.topic_id == topic_id:
-                if s.leader_epoch <= current.leader_epoch:
-                    # Kafka answers a leader epoch that is not newer with this code
-                    errors[tp] = STALE_CONTROLLER_EPOCH
-                    continue
+            # Kafka answers a leader epoch that is not newer with this code; a partition
+            # the broker does not host yet has leader epoch -1
+            current_epoch = (
+                current.leader_epoch if current is not None and current.topic_id == topic_id else -1
+            )
+            if s.leader_epoch <= current_epoch:
+                errors[tp] = STALE_CONTROLLER_EPOCH
+                continue
             states.append(
                 {
                     "topic": t.topic_name,
@@ -176,10 +264,10 @@ def _endpoint_text(e: ib.UpdateMetadataEndpoint) -> str:
     return f"{listener}://{host}:{e.port}"
 
 
-def handle_update_metadata(
+async def handle_update_metadata(
     broker: KafkaBroker, ctx: RequestContext, req: ib.UpdateMetadataRequest
 ) -> ib.UpdateMetadataResponse:
-    error = _fence(broker, req.controller_epoch, req.broker_epoch)
+    error = await _admit(broker, ctx, req.controller_id, req.controller_epoch, req.broker_epoch)
     if error:
         return ib.UpdateMetadataResponse(error)
     cache = broker.metadata_cache
@@ -219,13 +307,13 @@ def handle_update_metadata(
 # ---- StopReplica ------------------------------------------------------------------
 
 
-def handle_stop_replica(
+async def handle_stop_replica(
     broker: KafkaBroker, ctx: RequestContext, req: ib.StopReplicaRequest
 ) -> ib.StopReplicaResponse:
     all_tps = [
         (t.topic_name, p.partition_index) for t in req.topic_states for p in t.partition_states
     ]
-    error = _fence(broker, req.controller_epoch, req.broker_epoch)
+    error = await _admit(broker, ctx, req.controller_id, req.controller_epoch, req.broker_epoch)
     if error:
         return ib.StopReplicaResponse(
             error, [ib.StopReplicaPartitionError(t, p, error) for t, p in all_tps]
@@ -236,6 +324,9 @@ def handle_stop_replica(
     for t in req.topic_states:
         for p in t.partition_states:
             tp = (t.topic_name, p.partition_index)
+            if path_error := _path_error(*tp):
+                errors[tp] = path_error
+                continue
             current = broker.replica_manager.get_partition(tp)
             if (
                 current is not None
@@ -261,11 +352,18 @@ async def handle_controlled_shutdown(
 ) -> ib.ControlledShutdownResponse:
     """Validate, then run ``shutdownBroker`` as an event on the controller's queue.
 
-    NOT_CONTROLLER if this broker is not the active controller, BROKER_NOT_AVAILABLE
-    for an unregistered broker, STALE_BROKER_EPOCH for an earlier incarnation;
-    otherwise error 0 and the partitions the broker still leads (with another live
-    replica), which makes it retry.
+    CLUSTER_AUTHORIZATION_FAILED without a valid authenticator or on a listener that
+    is not the inter-broker (or control-plane) one, NOT_CONTROLLER if this broker is
+    not the active controller, BROKER_NOT_AVAILABLE for an unregistered broker, STALE_BROKER_EPOCH for an
+    earlier incarnation; otherwise error 0 and the partitions the broker still leads
+    (with another live replica), which makes it retry.
     """
+    rejection: Rejection | None = ctx.extra.get(_UNAUTHENTICATED)
+    if rejection is None:
+        rejection = broker.controller_gate.check_listener(ctx.api_key, ctx.listener)
+    if rejection is not None:
+        log_rejection("ControlledShutdown", ctx.connection.peer, ctx.listener, rejection)
+        return ib.ControlledShutdownResponse(rejection.error_code)
     controller = broker.controller
     if controller is None:
         return ib.ControlledShutdownResponse(int(ErrorCode.not_controller))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime
 from typing import TYPE_CHECKING, Any
 
-from kafkalite.coordinator.group.group_coordinator import CLASSIC_GROUP_TYPE
+from kafkalite.coordinator.group.group_coordinator import CLASSIC_GROUP_TYPE, JoinRequest
 from kafkalite.coordinator.group.group_metadata import OffsetAndMetadata, TopicPartition
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.errors import ErrorCode
@@ -106,17 +106,19 @@ async def handle_join_group(broker: KafkaBroker, ctx: RequestContext, req: Any) 
     session_ms = _ms(req.session_timeout)
     instance_id = getattr(req, "group_instance_id", None)
     r = await _coordinator(broker).handle_join_group(
-        req.group_id,
-        req.member_id,
-        instance_id,
-        require_known_member_id=version >= 4 and instance_id is None,
-        supports_skip_assignment=version >= 9,
-        client_id=ctx.client_id or "",
-        client_host=_client_host(ctx),
-        rebalance_timeout_ms=_ms(req.rebalance_timeout) if version >= 1 else session_ms,
-        session_timeout_ms=session_ms,
-        protocol_type=req.protocol_type,
-        protocols=[(p.name, bytes(p.metadata)) for p in req.protocols],
+        JoinRequest(
+            group_id=req.group_id,
+            member_id=req.member_id,
+            group_instance_id=instance_id,
+            require_known_member_id=version >= 4 and instance_id is None,
+            supports_skip_assignment=version >= 9,
+            client_id=ctx.client_id or "",
+            client_host=_client_host(ctx),
+            rebalance_timeout_ms=_ms(req.rebalance_timeout) if version >= 1 else session_ms,
+            session_timeout_ms=session_ms,
+            protocol_type=req.protocol_type,
+            protocols=[(p.name, bytes(p.metadata)) for p in req.protocols],
+        )
     )
     return {
         "throttle_time": 0,

@@ -7,36 +7,64 @@ kio entity per partition on this path.
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
+from kafkalite.protocol.compression import parse_compression_type
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.produce import PartitionResponse, ProduceRequest, encode_produce_response
-from kafkalite.protocol.record_batch import BatchHeader, InvalidRecordBatch, ValidatedRecords
+from kafkalite.protocol.record_batch import InvalidRecordBatch, ValidatedRecords
 from kafkalite.protocol.record_validator import (
-    InvalidTimestamp,
+    BatchCheck,
+    CheckedBatch,
     TopicLimits,
     check_client_batch,
     check_request_records,
 )
 from kafkalite.replica.replica_manager import ProduceResult
 from kafkalite.server.connection import CloseConnection
+from kafkalite.server.topic_names import INTERNAL_TOPICS
 
 if TYPE_CHECKING:
+    from kafkalite.log.log_config import LogConfig
     from kafkalite.server.broker import KafkaBroker
     from kafkalite.server.request_channel import RequestContext
 
+log = logging.getLogger(__name__)
+
 VALID_ACKS = (-1, 0, 1)
+#: the client id of Kafka's admin tools, which may append to internal topics (AdminUtils)
+ADMIN_CLIENT_ID = "__admin_client"
+TP = tuple[str, int]
 
 
 def handle_produce(broker: KafkaBroker, ctx: RequestContext, req: ProduceRequest) -> Any:
     acks = req.acks
     timeout_ms = req.timeout_ms
-    entries: dict[tuple[str, int], bytearray] = {}
-    validated: dict[tuple[str, int], ValidatedRecords] = {}
-    results: dict[tuple[str, int], ProduceResult] = {}
-    record_errors: dict[tuple[str, int], list[tuple[int, str]]] = {}
+    entries: dict[TP, bytearray] = {}
+    validated: dict[TP, ValidatedRecords] = {}
+    results: dict[TP, ProduceResult] = {}
+    record_errors: dict[TP, list[tuple[int, str]]] = {}
+    pending: dict[TP, BatchCheck] = {}  # batches checked in slices, after this dispatch
     order: list[tuple[str, list[int]]] = []
     now = broker.clock_ms()
+
+    def outcome(tp: TP, result: CheckedBatch | Exception) -> None:
+        """A batch check's verdict: the batch to append, or the partition's error."""
+        if isinstance(result, CheckedBatch):
+            entries[tp] = result.records
+            h = result.header  # the log need not parse it and check its CRC again
+            validated[tp] = ValidatedRecords(
+                [(0, result.size)], [h], h.last_offset_delta + 1, h.max_timestamp, result.size, True
+            )
+        elif isinstance(result, InvalidRecordBatch):
+            results[tp] = ProduceResult(result.error_code, error_message=str(result) or None)
+            errors = getattr(result, "record_errors", None)
+            if errors is not None:
+                record_errors[tp] = errors
+        else:
+            log.error("checking a produced batch for %s failed", tp, exc_info=result)
+            results[tp] = ProduceResult(ErrorCode.unknown_server_error, error_message=repr(result))
 
     # validate
     for td in req.topic_data:
@@ -53,25 +81,31 @@ def handle_produce(broker: KafkaBroker, ctx: RequestContext, req: ProduceRequest
                 )
             elif name not in broker.metadata_cache.topics:
                 results[tp] = ProduceResult(ErrorCode.unknown_topic_or_partition)
+            elif name in INTERNAL_TOPICS and ctx.client_id != ADMIN_CLIENT_ID:
+                # Kafka's ReplicaManager: only the coordinators write them (or its admin tools)
+                results[tp] = ProduceResult(ErrorCode.invalid_topic_exception)
             else:
+                records = pd.records or b""
                 try:
-                    records = pd.records or b""
                     size = check_request_records(records, ctx.api_version)
-                    h = _check_batch(broker, tp, records, size, now)
-                    # a trailing partial batch is dropped, as Kafka's log trims it
-                    entries[tp] = bytearray(memoryview(records)[:size])
-                    if h is not None:  # the log need not parse it and check its CRC again
-                        validated[tp] = ValidatedRecords(
-                            [(0, size)], [h], h.last_offset_delta + 1, h.max_timestamp, size
-                        )
-                except InvalidTimestamp as e:
-                    results[tp] = ProduceResult(e.error_code, error_message=str(e))
-                    record_errors[tp] = e.record_errors
+                    # a trailing partial batch is dropped, as Kafka's log trims it; the copy
+                    # is the log's (offsets are assigned in place) and the check's
+                    data = bytearray(memoryview(records)[:size])
+                    cfg = _leader_config(broker, tp)
+                    if cfg is None:
+                        # the append answers UNKNOWN_TOPIC_OR_PARTITION / NOT_LEADER_OR_FOLLOWER
+                        entries[tp] = data
+                        continue
+                    checked = check_client_batch(data, size, _limits(cfg, tp), now)
+                    if isinstance(checked, CheckedBatch):
+                        outcome(tp, checked)
+                    else:
+                        pending[tp] = checked  # a large batch: the rest after this dispatch
                 except InvalidRecordBatch as e:
-                    results[tp] = ProduceResult(e.error_code, error_message=str(e) or None)
+                    outcome(tp, e)
 
     # act, then respond: now, or when acks=all completes (respond runs then)
-    def respond(done: dict[tuple[str, int], ProduceResult]) -> bytes | None:
+    def respond(done: dict[TP, ProduceResult]) -> bytes | None:
         results.update(done)
         if acks == 0:
             if any(r.error for r in results.values()):
@@ -88,39 +122,63 @@ def handle_produce(broker: KafkaBroker, ctx: RequestContext, req: ProduceRequest
             ],
         )
 
-    if not entries:
-        return respond({})
-    return broker.replica_manager.append_records(
-        timeout_ms, acks, entries, respond, validated=validated
-    )
+    sequencer = broker.append_sequencer
+    if not pending and not sequencer.busy(entries):
+        if not entries:
+            return respond({})
+        return broker.replica_manager.append_records(
+            timeout_ms, acks, entries, respond, validated=validated
+        )
+
+    def append(outcomes: dict[Any, CheckedBatch | Exception]) -> Any:
+        for tp, result in outcomes.items():
+            outcome(tp, result)
+        if not entries:
+            return respond({})
+        return broker.replica_manager.append_records(
+            timeout_ms, acks, entries, respond, validated=validated
+        )
+
+    # appends to these partitions wait for the slices, and for earlier deferred requests
+    return sequencer.defer([*entries, *pending], pending, append)
 
 
-def _check_batch(
-    broker: KafkaBroker, tp: tuple[str, int], records: Any, size: int, now: int
-) -> BatchHeader | None:
-    """The log-level checks Kafka makes on a client batch (LogValidator), on the leader;
-    the checked header, or None when this broker does not lead the partition."""
+def _leader_config(broker: KafkaBroker, tp: TP) -> LogConfig | None:
+    """The partition's log config when this broker leads it (LogValidator runs on the
+    leader); None otherwise."""
     p = broker.replica_manager.get_partition(tp)
     if p is None or p.log is None or not p.is_leader:
-        return None  # the append answers UNKNOWN_TOPIC_OR_PARTITION / NOT_LEADER_OR_FOLLOWER
-    cfg = p.log.config
-    return check_client_batch(
-        records,
-        size,
-        TopicLimits(
-            cfg.max_message_bytes,
-            cfg.log_append_time,
-            cfg.message_timestamp_before_max_ms,
-            cfg.message_timestamp_after_max_ms,
-        ),
-        now,
+        return None
+    return p.log.config
+
+
+def _limits(cfg: LogConfig, tp: TP) -> TopicLimits:
+    codec = cfg.compression_type
+    target = None if codec == "producer" else parse_compression_type(codec)
+    level = None
+    if target is not None:
+        level = {
+            1: None if cfg.compression_gzip_level < 0 else cfg.compression_gzip_level,
+            3: cfg.compression_lz4_level,
+            4: cfg.compression_zstd_level,
+        }.get(int(target))
+    compact = cfg.compact
+    return TopicLimits(
+        cfg.max_message_bytes,
+        cfg.log_append_time,
+        cfg.message_timestamp_before_max_ms,
+        cfg.message_timestamp_after_max_ms,
+        compact,
+        None if target is None else int(target),
+        level,
+        f"{tp[0]}-{tp[1]}" if compact else "",
     )
 
 
 def _partition(
-    tp: tuple[str, int],
+    tp: TP,
     r: ProduceResult,
-    record_errors: dict[tuple[str, int], list[tuple[int, str]]],
+    record_errors: dict[TP, list[tuple[int, str]]],
 ) -> PartitionResponse:
     return (
         tp[1],

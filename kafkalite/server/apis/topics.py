@@ -5,6 +5,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kafkalite.protocol.errors import ErrorCode, KafkaError
+from kafkalite.server.admin_limits import (
+    POLICY_VIOLATION,
+    TOO_MANY_PARTITIONS,
+    create_partitions_partitions,
+    create_topics_partitions,
+)
+from kafkalite.server.admin_manager import CreateTopicResult
 from kafkalite.server.apis.configs import topic_config_entries
 
 if TYPE_CHECKING:
@@ -26,9 +33,15 @@ async def handle_create_topics(
                 {"name": t.name, "error_code": ErrorCode.not_controller} for t in req.topics
             ],
         }
-    results = await broker.admin.create_topics(
-        req.topics, validate_only=req.validate_only, timeout_ms=_ms(req.timeout)
-    )
+    limit = int(broker.config["kafkalite.max.partitions.per.request"])
+    if create_topics_partitions(req.topics, int(broker.config["num.partitions"])) > limit:
+        results = [
+            CreateTopicResult(t.name, POLICY_VIOLATION, TOO_MANY_PARTITIONS) for t in req.topics
+        ]
+    else:
+        results = await broker.admin.create_topics(
+            req.topics, validate_only=req.validate_only, timeout_ms=_ms(req.timeout)
+        )
     out = []
     for r in results:
         entry: dict[str, Any] = {
@@ -95,6 +108,25 @@ async def handle_create_partitions(
     broker: KafkaBroker, ctx: RequestContext, req: Any
 ) -> dict[str, Any]:
     results = []
+    limit = int(broker.config["kafkalite.max.partitions.per.request"])
+    cache = broker.metadata_cache
+
+    def current_count(name: str) -> int | None:
+        topic = cache.get_topic(name)
+        return None if topic is None else len(topic.partitions)
+
+    if create_partitions_partitions(req.topics, current_count) > limit:
+        return {
+            "throttle_time": 0,
+            "results": [
+                {
+                    "name": t.name,
+                    "error_code": POLICY_VIOLATION,
+                    "error_message": TOO_MANY_PARTITIONS,
+                }
+                for t in req.topics
+            ],
+        }
     for t in req.topics:
         try:
             await broker.admin.create_partitions(

@@ -1,4 +1,4 @@
-"""Kafka's ZooKeeper layout (seed 002 §4) and the JSON it stores there.
+"""The JSON Kafka stores in its ZooKeeper znodes (Kafka's ``ZkData``, seed 002 §4).
 
 Encoders write what Apache Kafka (2.x/3.x ZooKeeper mode) writes: compact JSON
 (Jackson style, no spaces, UTF-8) with Kafka's key order, so a Kafka broker or
@@ -6,6 +6,7 @@ Encoders write what Apache Kafka (2.x/3.x ZooKeeper mode) writes: compact JSON
 written (older broker registrations, controller v2 with ``kraftControllerEpoch``,
 topic znodes with or without reassignment fields and ``topic_id``, integers as
 strings, ...), since a ZooKeeper shared with real Kafka may hold any of them.
+Where each znode lives is :mod:`kafkalite.metadata.zk_paths`.
 """
 
 from __future__ import annotations
@@ -19,35 +20,6 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Self
 
 __all__ = [
-    "ADMIN",
-    "ADMIN_DELETE_TOPICS",
-    "BROKER_SEQUENCE_ID",
-    "BROKERS",
-    "BROKER_IDS",
-    "BROKER_SEQID",
-    "BROKER_TOPICS",
-    "CLUSTER",
-    "CLUSTER_ID",
-    "CONFIG",
-    "CONFIG_BROKERS",
-    "CONFIG_CHANGES",
-    "CONFIG_CHANGE_PREFIX",
-    "CONFIG_CLIENTS",
-    "CONFIG_IPS",
-    "CONFIG_TOPICS",
-    "CONFIG_USERS",
-    "CONSUMERS",
-    "CONTROLLER",
-    "CONTROLLER_EPOCH",
-    "DELETE_TOPICS",
-    "ISR_CHANGE_NOTIFICATION",
-    "ISR_CHANGE_PREFIX",
-    "LATEST_PRODUCER_ID_BLOCK",
-    "LOG_DIR_EVENT_NOTIFICATION",
-    "LOG_DIR_EVENT_PREFIX",
-    "PERSISTENT_PATHS",
-    "PREFERRED_REPLICA_ELECTION",
-    "REASSIGN_PARTITIONS",
     "BrokerRegistration",
     "ClusterId",
     "ConfigChangeNotification",
@@ -63,138 +35,12 @@ __all__ = [
     "ProducerIdBlock",
     "TopicAssignment",
     "TopicPartition",
-    "broker_id_from_seqid_version",
-    "broker_path",
-    "config_change_path",
-    "config_entity_path",
     "decode_controller_epoch",
-    "delete_topic_path",
     "encode_controller_epoch",
     "generate_cluster_id",
-    "isr_change_notification_path",
-    "log_dir_event_notification_path",
-    "partition_path",
-    "partition_state_path",
-    "sequence_number",
     "topic_id_from_str",
     "topic_id_to_str",
-    "topic_partitions_path",
-    "topic_config_path",
-    "topic_path",
 ]
-
-# --------------------------------------------------------------------------- paths
-
-CONTROLLER = "/controller"
-CONTROLLER_EPOCH = "/controller_epoch"
-BROKERS = "/brokers"
-BROKER_IDS = "/brokers/ids"
-BROKER_TOPICS = "/brokers/topics"
-BROKER_SEQID = "/brokers/seqid"
-ADMIN = "/admin"
-DELETE_TOPICS = "/admin/delete_topics"
-REASSIGN_PARTITIONS = "/admin/reassign_partitions"
-PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
-ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
-ISR_CHANGE_PREFIX = "isr_change_"
-LOG_DIR_EVENT_NOTIFICATION = "/log_dir_event_notification"
-LOG_DIR_EVENT_PREFIX = "log_dir_event_"
-CONFIG = "/config"
-CONFIG_TOPICS = "/config/topics"
-CONFIG_CLIENTS = "/config/clients"
-CONFIG_USERS = "/config/users"
-CONFIG_BROKERS = "/config/brokers"
-CONFIG_IPS = "/config/ips"
-CONFIG_CHANGES = "/config/changes"
-CONFIG_CHANGE_PREFIX = "config_change_"
-CLUSTER = "/cluster"
-CLUSTER_ID = "/cluster/id"
-CONSUMERS = "/consumers"
-LATEST_PRODUCER_ID_BLOCK = "/latest_producer_id_block"
-
-# Aliases under the names other kafkalite modules use.
-ADMIN_DELETE_TOPICS = DELETE_TOPICS
-BROKER_SEQUENCE_ID = BROKER_SEQID
-
-#: Persistent parents every broker creates at start-up ([ref] KafkaZkClient).
-PERSISTENT_PATHS: tuple[str, ...] = (
-    CONSUMERS,
-    BROKER_IDS,
-    BROKER_TOPICS,
-    CONFIG_CHANGES,
-    DELETE_TOPICS,
-    BROKER_SEQID,
-    ISR_CHANGE_NOTIFICATION,
-    LATEST_PRODUCER_ID_BLOCK,
-    LOG_DIR_EVENT_NOTIFICATION,
-    CONFIG_TOPICS,
-    CONFIG_CLIENTS,
-    CONFIG_USERS,
-    CONFIG_BROKERS,
-    CONFIG_IPS,
-)
-
-
-def broker_path(broker_id: int) -> str:
-    return f"{BROKER_IDS}/{broker_id}"
-
-
-def topic_path(topic: str) -> str:
-    return f"{BROKER_TOPICS}/{topic}"
-
-
-def topic_partitions_path(topic: str) -> str:
-    return f"{BROKER_TOPICS}/{topic}/partitions"
-
-
-def partition_path(topic: str, partition: int) -> str:
-    return f"{BROKER_TOPICS}/{topic}/partitions/{partition}"
-
-
-def partition_state_path(topic: str, partition: int) -> str:
-    return f"{BROKER_TOPICS}/{topic}/partitions/{partition}/state"
-
-
-def delete_topic_path(topic: str) -> str:
-    return f"{DELETE_TOPICS}/{topic}"
-
-
-def config_entity_path(entity_type: str, entity_name: str) -> str:
-    """``/config/<type>/<name>``; type is topics, clients, users, brokers or ips."""
-    return f"{CONFIG}/{entity_type}/{entity_name}"
-
-
-def topic_config_path(topic: str) -> str:
-    """``/config/topics/<t>``: the topic's config overrides."""
-    return f"{CONFIG_TOPICS}/{topic}"
-
-
-def isr_change_notification_path(sequence: str = "") -> str:
-    """Without ``sequence``: the prefix to create sequentially under."""
-    return f"{ISR_CHANGE_NOTIFICATION}/{ISR_CHANGE_PREFIX}{sequence}"
-
-
-def log_dir_event_notification_path(sequence: str = "") -> str:
-    """Without ``sequence``: the prefix to create sequentially under."""
-    return f"{LOG_DIR_EVENT_NOTIFICATION}/{LOG_DIR_EVENT_PREFIX}{sequence}"
-
-
-def config_change_path(sequence: str = "") -> str:
-    return f"{CONFIG_CHANGES}/{CONFIG_CHANGE_PREFIX}{sequence}"
-
-
-def sequence_number(name: str, prefix: str) -> int:
-    """``isr_change_0000000042`` -> 42 (accepts a full path too)."""
-    tail = name.rsplit("/", 1)[-1]
-    if not tail.startswith(prefix):
-        raise ValueError(f"{name!r} does not start with {prefix!r}")
-    return int(tail[len(prefix) :])
-
-
-def broker_id_from_seqid_version(version: int, reserved_broker_max_id: int = 1000) -> int:
-    """Kafka's generated broker id: /brokers/seqid data version + reserved.broker.max.id."""
-    return version + reserved_broker_max_id
-
 
 # --------------------------------------------------------------------------- JSON helpers
 

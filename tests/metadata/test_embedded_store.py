@@ -21,7 +21,7 @@ from kafkalite.metadata import (
     StoreClosedError,
     WatchedEvent,
 )
-from kafkalite.metadata.embedded import JOURNAL_FILE, LOCK_FILE, SNAPSHOT_FILE
+from kafkalite.metadata.embedded_store import JOURNAL_FILE, LOCK_FILE, SNAPSHOT_FILE
 
 # --------------------------------------------------------------------------- delivery
 

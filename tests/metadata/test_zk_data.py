@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kafkalite.metadata import paths
-from kafkalite.metadata.paths import (
+from kafkalite.metadata import zk_data, zk_paths
+from kafkalite.metadata.zk_data import (
     BrokerRegistration,
     ClusterId,
     ConfigChangeNotification,
@@ -32,27 +32,28 @@ from kafkalite.metadata.paths import (
 
 
 def test_paths() -> None:
-    assert paths.broker_path(3) == "/brokers/ids/3"
-    assert paths.topic_path("t") == "/brokers/topics/t"
-    assert paths.topic_partitions_path("t") == "/brokers/topics/t/partitions"
-    assert paths.partition_state_path("t", 2) == "/brokers/topics/t/partitions/2/state"
-    assert paths.delete_topic_path("t") == "/admin/delete_topics/t"
-    assert paths.topic_config_path("t") == "/config/topics/t"
-    assert paths.config_entity_path("users", "alice") == "/config/users/alice"
-    assert paths.isr_change_notification_path() == "/isr_change_notification/isr_change_"
-    assert paths.config_change_path() == "/config/changes/config_change_"
+    assert zk_paths.broker_path(3) == "/brokers/ids/3"
+    assert zk_paths.topic_path("t") == "/brokers/topics/t"
+    assert zk_paths.topic_partitions_path("t") == "/brokers/topics/t/partitions"
+    assert zk_paths.partition_state_path("t", 2) == "/brokers/topics/t/partitions/2/state"
+    assert zk_paths.delete_topic_path("t") == "/admin/delete_topics/t"
+    assert zk_paths.topic_config_path("t") == "/config/topics/t"
+    assert zk_paths.config_entity_path("users", "alice") == "/config/users/alice"
+    assert zk_paths.isr_change_notification_path() == "/isr_change_notification/isr_change_"
+    assert zk_paths.config_change_path() == "/config/changes/config_change_"
     assert (
-        paths.sequence_number("/isr_change_notification/isr_change_0000000042", "isr_change_") == 42
+        zk_paths.sequence_number("/isr_change_notification/isr_change_0000000042", "isr_change_")
+        == 42
     )
-    assert paths.broker_id_from_seqid_version(1) == 1001
-    assert paths.CLUSTER_ID == "/cluster/id" and paths.BROKER_SEQID == "/brokers/seqid"
-    assert paths.REASSIGN_PARTITIONS == "/admin/reassign_partitions"
-    assert paths.PREFERRED_REPLICA_ELECTION == "/admin/preferred_replica_election"
-    assert {paths.BROKER_IDS, paths.BROKER_TOPICS, paths.DELETE_TOPICS} <= set(
-        paths.PERSISTENT_PATHS
+    assert zk_paths.broker_id_from_seqid_version(1) == 1001
+    assert zk_paths.CLUSTER_ID == "/cluster/id" and zk_paths.BROKER_SEQID == "/brokers/seqid"
+    assert zk_paths.REASSIGN_PARTITIONS == "/admin/reassign_partitions"
+    assert zk_paths.PREFERRED_REPLICA_ELECTION == "/admin/preferred_replica_election"
+    assert {zk_paths.BROKER_IDS, zk_paths.BROKER_TOPICS, zk_paths.DELETE_TOPICS} <= set(
+        zk_paths.PERSISTENT_PATHS
     )
     with pytest.raises(ValueError):
-        paths.sequence_number("other_1", "isr_change_")
+        zk_paths.sequence_number("other_1", "isr_change_")
 
 
 # --------------------------------------------------------------------------- controller
@@ -86,10 +87,10 @@ def test_controller_decode_what_kafka_wrote(raw: bytes, expected: ControllerInfo
 
 
 def test_controller_epoch() -> None:
-    assert paths.encode_controller_epoch(12) == b"12"
-    assert paths.decode_controller_epoch(b"1") == 1
+    assert zk_data.encode_controller_epoch(12) == b"12"
+    assert zk_data.decode_controller_epoch(b"1") == 1
     with pytest.raises(MetadataFormatError):
-        paths.decode_controller_epoch(b"x")
+        zk_data.decode_controller_epoch(b"x")
 
 
 # --------------------------------------------------------------------------- brokers
@@ -205,7 +206,7 @@ def test_topic_assignment_decode_what_kafka_wrote() -> None:
     t = TopicAssignment.decode(raw)
     assert t.partitions == {0: [3, 2], 1: [1, 3], 2: [2, 1]}
     assert t.topic_id == "RSZ--odYRlSOPGRgukKnAQ"
-    assert paths.topic_id_to_str(paths.topic_id_from_str(t.topic_id)) == t.topic_id
+    assert zk_data.topic_id_to_str(zk_data.topic_id_from_str(t.topic_id)) == t.topic_id
     old = TopicAssignment.decode(b'{"version":1,"partitions":{"0":[1,2,3],"1":[2,3,1]}}')
     assert old.partitions == {0: [1, 2, 3], 1: [2, 3, 1]} and old.topic_id is None
     moving = TopicAssignment.decode(
@@ -282,7 +283,7 @@ def test_cluster_id_and_producer_id_block() -> None:
     assert ClusterId.decode(b'{"version":"1","id":"zIe91t8eRW-4e_je0Yarbw"}').id == (
         "zIe91t8eRW-4e_je0Yarbw"
     )
-    generated = paths.generate_cluster_id()
+    generated = zk_data.generate_cluster_id()
     assert len(generated) == 22 and "=" not in generated
     block = ProducerIdBlock(broker_id=35, block_start=4000, block_end=4999)
     assert block.encode() == b'{"version":1,"broker":35,"block_start":"4000","block_end":"4999"}'
@@ -291,9 +292,9 @@ def test_cluster_id_and_producer_id_block() -> None:
 
 @given(st.uuids())
 def test_topic_id_round_trip(u: uuid.UUID) -> None:
-    text = paths.topic_id_to_str(u)
+    text = zk_data.topic_id_to_str(u)
     assert len(text) == 22
-    assert paths.topic_id_from_str(text) == u
+    assert zk_data.topic_id_from_str(text) == u
 
 
 @given(
