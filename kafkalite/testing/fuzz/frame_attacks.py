@@ -23,7 +23,7 @@ from kafkalite.protocol.compression import compress
 from kafkalite.protocol.records import build_batch
 from kafkalite.testing.fuzz.attack import FrameAttack, FuzzFrame, FuzzTarget, frame_bytes, register
 from kafkalite.testing.fuzz.sites import Site, encode_length, find_sites, replace
-from kafkalite.testing.fuzz.values import ValueBuilder
+from kafkalite.testing.fuzz.values import ValueBuilder, timestamp_ms
 
 #: the inter-broker controller APIs: kio has no schemas for them (``control`` owns them)
 _NO_SCHEMA = frozenset({4, 5, 6, 7})
@@ -349,7 +349,7 @@ def mutated_batch(rng: random.Random) -> tuple[bytes, str]:
     """A record batch with one field that lies and a correct CRC."""
     recs = [(b"k", rng.randbytes(rng.choice((1, 50)))) for _ in range(rng.randint(1, 3))]
     codec = rng.choice((0, 0, 1, 2, 3, 4))
-    batch = bytearray(build_batch(recs, compression=codec))
+    batch = bytearray(build_batch(recs, compression=codec, timestamp_ms=timestamp_ms(rng)))
     choice = rng.randrange(9)
     if choice == 0:
         n = rng.choice((0, 2**31 - 1, -1, len(recs) + 1, 10**6))

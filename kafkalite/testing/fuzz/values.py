@@ -49,8 +49,12 @@ class NamePools:
 
     topics: list[str] = field(default_factory=lambda: ["fuzz-0", "fuzz-1"])
     groups: list[str] = field(default_factory=lambda: ["fuzz-group-0", "fuzz-group-1"])
-    #: protected names (the canary's): never generated
+    #: protected names (the canary's): never generated, even if listed above
     avoid: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.topics = [t for t in self.topics if t not in self.avoid]
+        self.groups = [g for g in self.groups if g not in self.avoid]
 
 
 class ValueBuilder:
@@ -59,7 +63,6 @@ class ValueBuilder:
     def __init__(self, rng: random.Random, pools: NamePools | None = None) -> None:
         self.rng = rng
         self.pools = pools or NamePools()
-        self._plans: dict[type, list[tuple[str, Any, bool]]] = {}
 
     # --- entities ---------------------------------------------------------------
     def build(self, cls: type, depth: int = 0) -> Any:
@@ -189,4 +192,15 @@ class ValueBuilder:
             (rng.randbytes(rng.choice((0, 4))) or None, rng.randbytes(rng.choice((0, 10, 100))))
             for _ in range(n)
         ]
-        return build_batch(recs, compression=rng.choice((0, 0, 1, 2, 3, 4)))
+        return build_batch(
+            recs, compression=rng.choice((0, 0, 1, 2, 3, 4)), timestamp_ms=timestamp_ms(rng)
+        )
+
+
+#: record timestamps are drawn around this (Nov 2023: in the past, which Kafka's default
+#: message.timestamp.before.max.ms accepts), not the clock, so frames depend on the seed only
+_BASE_TIMESTAMP_MS = 1_700_000_000_000
+
+
+def timestamp_ms(rng: random.Random) -> int:
+    return _BASE_TIMESTAMP_MS + rng.randrange(10**9)
