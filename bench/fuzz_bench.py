@@ -28,6 +28,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -63,6 +64,8 @@ class Canary:
         self.failed = 0
         self.consumed: collections.Counter[int] = collections.Counter()
         self.max_ack_gap = 0.0
+        #: wall-clock time the longest gap ended, to find it in the broker's log
+        self.max_ack_gap_at = ""
         self.max_consume_gap = 0.0
         self._last_ack = 0.0
         self._last_consumed = 0.0
@@ -85,7 +88,9 @@ class Canary:
         seq = int(msg.value() or b"-1")
         self.acked.add(seq)
         now = time.monotonic()
-        self.max_ack_gap = max(self.max_ack_gap, now - self._last_ack)
+        if now - self._last_ack > self.max_ack_gap:
+            self.max_ack_gap = now - self._last_ack
+            self.max_ack_gap_at = time.strftime("%H:%M:%S")
         self._last_ack = now
 
     def _produce(self) -> None:
@@ -147,7 +152,7 @@ class Canary:
         for t in self.threads:
             t.join(180)
 
-    def summary(self) -> dict[str, float]:
+    def summary(self) -> dict[str, Any]:
         consumed = set(self.consumed)
         return {
             "produced": self.sent,
@@ -157,6 +162,7 @@ class Canary:
             "lost": len(self.acked - consumed),
             "duplicated": sum(1 for n in self.consumed.values() if n > 1),
             "longest ack gap s": round(self.max_ack_gap, 3),
+            "ending at": self.max_ack_gap_at,
             "longest consume gap s": round(self.max_consume_gap, 3),
         }
 
