@@ -58,7 +58,13 @@ def test_prescan_ends_where_kio_ends_for_every_served_request(name, key, version
         frame = prefix + body
         assert prescan(cls, frame, len(prefix)) is frame  # nothing to edit: no copy
         end = walker(cls)(frame, len(prefix), len(frame), [])
-        _obj, size = messages._reader(cls)(frame, len(prefix))
+        try:
+            _obj, size = messages._reader(cls)(frame, len(prefix))
+        except (ValueError, OverflowError):
+            # kio writes timedeltas its reader cannot read back (OffsetCommit v2-4
+            # retention_time near the int64 limit): not a walk of the frame
+            assume(False)
+            raise
         assert end - len(prefix) == size == len(body)
 
     check()
