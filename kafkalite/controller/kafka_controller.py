@@ -637,7 +637,8 @@ class KafkaController:
         if not added:
             return
         if self.is_topic_queued_for_deletion(topic):
-            log.error(
+            # a client's CreatePartitions racing its DeleteTopics: not a broker error
+            log.warning(
                 "controller %d: skipping adding partitions %s to topic %s, which is being deleted",
                 self.broker_id,
                 sorted(added),

@@ -74,7 +74,10 @@ class PreferredElectionManager:
             if not ctx.partition_replica_assignment(tp):
                 log.warning("skipping preferred replica election for unknown partition %s-%d", *tp)
             elif c.is_topic_queued_for_deletion(tp[0]):
-                log.error("skipping preferred replica election for %s-%d: topic being deleted", *tp)
+                # a client's ElectLeaders racing its DeleteTopics: not a broker error
+                log.warning(
+                    "skipping preferred replica election for %s-%d: topic being deleted", *tp
+                )
             elif tp not in ctx.partitions_undergoing_preferred_replica_election:
                 todo.append(tp)
         topics = {tp[0] for tp in todo}

@@ -83,7 +83,8 @@ class PartitionReassignmentManager:
         fresh = {tp: rar for tp, rar in wanted.items() if tp not in ctx.partitions_being_reassigned}
         for tp, rar in sorted(fresh.items()):
             if c.is_topic_queued_for_deletion(tp[0]):
-                log.error(
+                # a client's request racing a deletion: not a broker error
+                log.warning(
                     "skipping reassignment of %s-%d: its topic is being deleted", tp[0], tp[1]
                 )
                 await self._remove_partition_from_reassigned_partitions(tp)
@@ -120,7 +121,8 @@ class PartitionReassignmentManager:
         elif any(r not in ctx.live_broker_ids for r in rar):
             reason = f"some of the new replicas {rar} are not alive"
         if reason is not None:
-            log.error("dropping reassignment of %s-%d to %s: %s", tp[0], tp[1], rar, reason)
+            # a client's request (AlterPartitionReassignments): not a broker error
+            log.warning("dropping reassignment of %s-%d to %s: %s", tp[0], tp[1], rar, reason)
             await self._remove_partition_from_reassigned_partitions(tp)
             return
         if not rctx.original_replicas:

@@ -23,6 +23,7 @@ __all__ = [
     "InconsistentBrokerIdError",
     "InconsistentClusterIdError",
     "InvalidRecord",
+    "InvalidReadSize",
     "InvalidRecordBatch",
     "InvalidTimestamp",
     "KafkaStorageError",
@@ -43,6 +44,16 @@ class LogError(Exception):
     """Base class; ``error_code`` is the Kafka error code for the response."""
 
     error_code: int = -1  # UNKNOWN_SERVER_ERROR
+
+
+class InvalidReadSize(LogError, ValueError):
+    """A negative read size (a Fetch's partition or request ``max_bytes``).
+
+    Kafka's ``LogSegment.read`` throws IllegalArgumentException and the fetch
+    answers that partition with UNKNOWN_SERVER_ERROR.
+    """
+
+    error_code = -1  # UNKNOWN_SERVER_ERROR
 
 
 class OffsetOutOfRange(LogError):

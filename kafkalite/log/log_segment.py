@@ -16,6 +16,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from kafkalite.log.abstract_index import CorruptIndexError, IndexOffsetOverflowError
+from kafkalite.log.errors import InvalidReadSize
 from kafkalite.log.fetch_data import (
     FetchDataInfo,
     FileSlice,
@@ -450,7 +451,7 @@ class LogSegment:
         than ``max_size``; otherwise a read may end mid-batch (as in Kafka).
         """
         if max_size < 0:
-            raise ValueError(
+            raise InvalidReadSize(
                 f"invalid max size {max_size} for log read from segment {self.log_path}"
             )
         sp = self.translate_offset(start_offset)

@@ -37,6 +37,8 @@ FIRST_FLEXIBLE = 12
 FIRST_TOPIC_ID = 13
 #: replica_id leaves the body for the replica_state tagged field
 FIRST_REPLICA_STATE = 15
+#: Kafka's generated readers refuse longer strings
+MAX_STRING_BYTES = 0x7FFF
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -135,15 +137,15 @@ def _parse_legacy(buf: bytes, pos: int, version: int) -> FetchRequest:
         pos += 17
     n = _I32.unpack_from(buf, pos)[0]
     pos += 4
-    if n < 0:
-        raise MalformedRequest("null topics array")
+    if not 0 <= n <= end - pos:
+        raise MalformedRequest(f"topics of {n} elements in {end - pos} bytes")
     topics = []
     for _ in range(n):
         name, pos = _string16(buf, pos, end, "topic name")
         n_parts = _I32.unpack_from(buf, pos)[0]
         pos += 4
-        if n_parts < 0:
-            raise MalformedRequest("null partitions array")
+        if not 0 <= n_parts <= end - pos:
+            raise MalformedRequest(f"partitions of {n_parts} elements in {end - pos} bytes")
         parts = []
         for _ in range(n_parts):
             if version >= 9:
@@ -164,8 +166,8 @@ def _parse_legacy(buf: bytes, pos: int, version: int) -> FetchRequest:
     if version >= 7:
         n = _I32.unpack_from(buf, pos)[0]
         pos += 4
-        if n < 0:
-            raise MalformedRequest("null forgotten_topics_data array")
+        if not 0 <= n <= end - pos:
+            raise MalformedRequest(f"forgotten_topics_data of {n} elements in {end - pos} bytes")
         for _ in range(n):
             name, pos = _string16(buf, pos, end, "topic name")
             n_parts = _I32.unpack_from(buf, pos)[0]
@@ -219,8 +221,8 @@ def _parse_flexible(buf: bytes, pos: int, version: int) -> FetchRequest:
     pos += 1
     if n & 0x80:
         n, pos = decode_unsigned_varint(buf, pos - 1)
-    if n == 0:
-        raise MalformedRequest("null topics array")
+    if not 0 < n <= end - pos + 1:
+        raise MalformedRequest(f"topics of {n - 1} elements in {end - pos} bytes")
     topics = []
     for _ in range(n - 1):
         name, topic_id, pos = _topic(buf, pos, end, by_id)
@@ -228,8 +230,8 @@ def _parse_flexible(buf: bytes, pos: int, version: int) -> FetchRequest:
         pos += 1
         if n_parts & 0x80:
             n_parts, pos = decode_unsigned_varint(buf, pos - 1)
-        if n_parts == 0:
-            raise MalformedRequest("null partitions array")
+        if not 0 < n_parts <= end - pos + 1:
+            raise MalformedRequest(f"partitions of {n_parts - 1} elements in {end - pos} bytes")
         parts = []
         for _ in range(n_parts - 1):
             parts.append(_new(FetchPartition, _PART_V12.unpack_from(buf, pos)))
@@ -242,8 +244,8 @@ def _parse_flexible(buf: bytes, pos: int, version: int) -> FetchRequest:
     pos += 1
     if n & 0x80:
         n, pos = decode_unsigned_varint(buf, pos - 1)
-    if n == 0:
-        raise MalformedRequest("null forgotten_topics_data array")
+    if not 0 < n <= end - pos + 1:
+        raise MalformedRequest(f"forgotten_topics_data of {n - 1} elements in {end - pos} bytes")
     forgotten = []
     for _ in range(n - 1):
         name, topic_id, pos = _topic(buf, pos, end, by_id)
@@ -320,8 +322,8 @@ def _compact_string(buf: bytes, pos: int, end: int, what: str) -> tuple[str, int
     if size & 0x80:
         size, pos = decode_unsigned_varint(buf, pos - 1)
     e = pos + size - 1
-    if size == 0 or e > end:
-        raise MalformedRequest(f"null or overrunning {what}")
+    if size == 0 or e > end or size > MAX_STRING_BYTES + 1:
+        raise MalformedRequest(f"null, overrunning or too long {what}")
     return str(buf[pos:e], "utf-8"), e
 
 

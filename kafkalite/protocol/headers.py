@@ -47,10 +47,8 @@ def parse_request_header(buf: bytes | memoryview, flexible: bool | None = None) 
     if n >= 0:
         if pos + n > len(buf):
             raise MalformedRequest("client_id overruns the frame")
-        try:
-            client_id = bytes(buf[pos : pos + n]).decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise MalformedRequest("client_id is not UTF-8") from e
+        # Kafka decodes it as Java does: invalid UTF-8 becomes U+FFFD, not an error
+        client_id = bytes(buf[pos : pos + n]).decode("utf-8", "replace")
         pos += n
     elif n != -1:
         raise MalformedRequest("negative client_id length")

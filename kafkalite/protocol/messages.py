@@ -22,6 +22,8 @@ from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
+from kafkalite.protocol.prescan import prescan
+
 _UTC = datetime.UTC
 
 
@@ -49,13 +51,20 @@ def is_flexible_request(api_key: int, version: int) -> bool:
     return bool(request_type(api_key, version).__flexible__)  # type: ignore[attr-defined]
 
 
-def decode_request(api_key: int, version: int, buf: bytes | memoryview, offset: int) -> Any:
-    obj, _size = _reader(request_type(api_key, version))(buf, offset)
+def decode_request(api_key: int, version: int, buf: bytes, offset: int) -> Any:
+    """The request body at ``offset``; raises MalformedRequest where Kafka's reader throws.
+
+    Untrusted bytes go through :func:`prescan` first: kio's native reader
+    aborts the process on an array count it cannot allocate.
+    """
+    cls = request_type(api_key, version)
+    obj, _size = _reader(cls)(prescan(cls, buf, offset), offset)
     return obj
 
 
-def decode_response(api_key: int, version: int, buf: bytes | memoryview, offset: int) -> Any:
-    obj, _size = _reader(response_type(api_key, version))(buf, offset)
+def decode_response(api_key: int, version: int, buf: bytes, offset: int) -> Any:
+    cls = response_type(api_key, version)
+    obj, _size = _reader(cls)(prescan(cls, buf, offset), offset)
     return obj
 
 
@@ -101,6 +110,21 @@ def _to_uuid(v: Any) -> uuid.UUID | None:
     return uuid.UUID(str(v))
 
 
+#: error messages are cut to this many characters: they may quote request data (a
+#: 32767-byte name), and a string over 32767 bytes cannot be encoded at all
+MAX_ERROR_MESSAGE_CHARS = 1000
+
+
+def bounded_message(v: Any) -> str | None:
+    """An error message short enough for any string encoding (at most 4000 bytes of UTF-8)."""
+    if v is None:
+        return None
+    text = str(v)
+    if len(text) > MAX_ERROR_MESSAGE_CHARS:
+        return text[: MAX_ERROR_MESSAGE_CHARS - 3] + "..."
+    return text
+
+
 _KAFKA_TYPE_CONV: dict[str, _Conv] = {
     "error_code": _to_error,
     "timedelta_i32": _to_timedelta,
@@ -122,6 +146,8 @@ def _plan(cls: type) -> list[tuple[str, bool, Any, _Conv]]:
         kt = f.metadata.get("kafka_type")
         if kt in _KAFKA_TYPE_CONV:
             conv = _KAFKA_TYPE_CONV[kt]
+        elif f.name == "error_message":
+            conv = bounded_message
         else:
             nested = _nested_entity(hints[f.name])
             if nested is not None:

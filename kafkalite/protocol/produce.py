@@ -23,6 +23,10 @@ from kafkalite.protocol.varint import VarintError, decode_unsigned_varint, write
 MIN_VERSION = 3
 MAX_VERSION = 11
 FIRST_FLEXIBLE = 9
+#: Kafka's generated readers refuse longer strings
+MAX_STRING_BYTES = 0x7FFF
+#: error messages in a response are cut to this many characters (at most 4000 bytes)
+_MAX_MESSAGE_CHARS = 1000
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -87,8 +91,8 @@ def _parse(buf: bytes, pos: int, version: int, flexible: bool) -> ProduceRequest
         pos += 2
     txn: str | None = None
     if n >= 0:
-        if pos + n > end:
-            raise MalformedRequest("transactional_id overruns the frame")
+        if pos + n > end or n > MAX_STRING_BYTES:
+            raise MalformedRequest(f"transactional_id of {n} bytes")
         txn = str(buf[pos : pos + n], "utf-8")
         pos += n
     elif n < -1:
@@ -102,6 +106,8 @@ def _parse(buf: bytes, pos: int, version: int, flexible: bool) -> ProduceRequest
     else:
         n_topics = _I32.unpack_from(buf, pos)[0]
         pos += 4
+    if not 0 <= n_topics <= end - pos:  # null, negative, or more topics than bytes (as Kafka)
+        raise MalformedRequest(f"topic_data of {n_topics} elements in {end - pos} bytes")
     for _ in range(n_topics):
         if flexible:
             n, pos = decode_unsigned_varint(buf, pos)
@@ -109,8 +115,8 @@ def _parse(buf: bytes, pos: int, version: int, flexible: bool) -> ProduceRequest
         else:
             n = _I16.unpack_from(buf, pos)[0]
             pos += 2
-        if n < 0 or pos + n > end:
-            raise MalformedRequest("bad topic name length")
+        if n < 0 or pos + n > end or n > MAX_STRING_BYTES:
+            raise MalformedRequest(f"topic name of {n} bytes")
         name = str(buf[pos : pos + n], "utf-8")
         pos += n
         if flexible:
@@ -119,6 +125,8 @@ def _parse(buf: bytes, pos: int, version: int, flexible: bool) -> ProduceRequest
         else:
             n_parts = _I32.unpack_from(buf, pos)[0]
             pos += 4
+        if not 0 <= n_parts <= end - pos:
+            raise MalformedRequest(f"partition_data of {n_parts} elements in {end - pos} bytes")
         parts: list[PartitionProduceData] = []
         for _ in range(n_parts):
             index = _I32.unpack_from(buf, pos)[0]
@@ -170,6 +178,14 @@ def _write_string(out: bytearray, s: str | None, flexible: bool) -> None:
     out += b
 
 
+def _write_message(out: bytearray, s: str | None, flexible: bool) -> None:
+    """An error message, cut if long: it may quote request data, and over 32767
+    bytes a legacy string cannot be written at all."""
+    if s is not None and len(s) > _MAX_MESSAGE_CHARS:
+        s = s[: _MAX_MESSAGE_CHARS - 3] + "..."
+    _write_string(out, s, flexible)
+
+
 def encode_produce_response(
     version: int,
     responses: Sequence[tuple[str, Sequence[PartitionResponse]]],
@@ -204,10 +220,10 @@ def encode_produce_response(
                     out += _I32.pack(len(record_errors))
                 for batch_index, batch_message in record_errors:
                     out += _I32.pack(batch_index)
-                    _write_string(out, batch_message, flexible)
+                    _write_message(out, batch_message, flexible)
                     if flexible:
                         out.append(0)
-                _write_string(out, message, flexible)
+                _write_message(out, message, flexible)
             if flexible:
                 out.append(0)  # no tagged fields (current_leader stays at its default)
         if flexible:

@@ -466,16 +466,16 @@ class ReplicaManager:
     def read_from_local_log(
         self, params: FetchParams, infos: list[tuple[TopicPartition, PartitionFetchInfo]]
     ) -> list[tuple[TopicPartition, FetchPartitionResult]]:
+        # as Kafka's ReplicaManager.readFromLog: a negative request or partition max_bytes
+        # reaches the log read, which answers that partition UNKNOWN_SERVER_ERROR
         remaining = params.max_bytes
         min_one = True
         out = []
         for tp, info in infos:
-            r = self.read_partition(
-                params, tp, info, min(info.max_bytes, max(remaining, 0)), min_one
-            )
+            r = self.read_partition(params, tp, info, min(info.max_bytes, remaining), min_one)
             if r.size:
-                remaining -= r.size
                 min_one = False
+            remaining = max(0, remaining - r.size)
             out.append((tp, r))
         return out
 

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from kafkalite.protocol.headers import MalformedRequest
 from kafkalite.server.request_queue import ConnectionLimits, RequestQueue
+from kafkalite.server.unexpected_errors import report_unexpected
 
 if TYPE_CHECKING:
     from kafkalite.server.request_channel import RequestChannel
@@ -368,8 +369,8 @@ class Connection:
         self.last_active = time.monotonic()
         try:
             start = self._dispatch_frames(view, 0, n)
-        except Exception:
-            log.exception("connection %s: unexpected error", self.peer)
+        except Exception as e:
+            report_unexpected(self.peer, "reading requests", e)
             start = -1
         if start < 0:
             self._reader_done()
@@ -394,8 +395,8 @@ class Connection:
         """Dispatch the whole frames in this connection's buffer, then flush."""
         try:
             start = self._dispatch_frames(self._rview, self._rstart, self._rend)
-        except Exception:
-            log.exception("connection %s: unexpected error", self.peer)
+        except Exception as e:
+            report_unexpected(self.peer, "reading requests", e)
             start = -1
         if start < 0:
             self._reader_done()
@@ -415,8 +416,8 @@ class Connection:
                 break
             try:
                 start = self._dispatch_frames(self._rview, self._rstart, self._rend)
-            except Exception:
-                log.exception("connection %s: unexpected error", self.peer)
+            except Exception as e:
+                report_unexpected(self.peer, "reading requests", e)
                 start = -1
             if start < 0:
                 self._reader_done()
@@ -598,8 +599,8 @@ class Connection:
             pass
         except asyncio.CancelledError:
             raise
-        except Exception:
-            log.exception("connection %s: unexpected error", self.peer)
+        except Exception as e:
+            report_unexpected(self.peer, "reading requests", e)
         finally:
             self._reader_done()
 
@@ -637,8 +638,8 @@ class Connection:
             return True
         try:
             parts = encode(value)
-        except Exception:
-            log.exception("connection %s: encoding a response failed", self.peer)
+        except Exception as e:
+            report_unexpected(self.peer, "encoding a response", e)
             return False
         if parts:
             # encoded now, so the bytes waiting for this client are known (max_queued);
@@ -661,8 +662,8 @@ class Connection:
                 if value is fut:
                     try:
                         parts = encode(fut.result()) or []
-                    except Exception:
-                        log.exception("connection %s: encoding a response failed", self.peer)
+                    except Exception as e:
+                        report_unexpected(self.peer, "encoding a response", e)
                         self.close()
                         return
                     n = _nbytes(parts)
@@ -692,8 +693,8 @@ class Connection:
         except ConnectionAbortedError:
             self.close()
             return
-        except Exception:
-            log.exception("connection %s: encoding a response failed", self.peer)
+        except Exception as e:
+            report_unexpected(self.peer, "encoding a response", e)
             self.close()
             return
         if chunks:
@@ -779,8 +780,8 @@ class Connection:
                     except CloseConnection as e:
                         log.warning("closing connection from %s: %s", self.peer, e)
                         break
-                    except Exception:
-                        log.exception("request failed on connection %s", self.peer)
+                    except Exception as e:
+                        report_unexpected(self.peer, "a request", e)
                         break
                 # the head and whatever queued up behind it go out in one sendmsg
                 parts, n = self._take_ready()
@@ -797,8 +798,8 @@ class Connection:
             pass
         except asyncio.CancelledError:
             return
-        except Exception:
-            log.exception("connection %s: unexpected error while writing", self.peer)
+        except Exception as e:
+            report_unexpected(self.peer, "writing responses", e)
         self.close()
 
     async def send_parts(self, parts: Parts) -> None:

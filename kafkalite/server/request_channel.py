@@ -9,9 +9,11 @@ A handler returns one of:
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import logging
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +28,7 @@ from kafkalite.protocol.headers import (
 )
 from kafkalite.server.api_table import ApiSpec
 from kafkalite.server.connection import CloseConnection, Connection, FileRange
+from kafkalite.server.unexpected_errors import describe_unexpected
 
 if TYPE_CHECKING:
     from kafkalite.server.faults import FaultInjector
@@ -47,6 +50,16 @@ class RequestContext:
     @property
     def listener(self) -> str:
         return self.connection.listener
+
+
+async def _guarded(coro: Coroutine[Any, Any, Any], api: str, version: int) -> Any:
+    """``coro``'s result; an unexpected exception becomes a concise CloseConnection."""
+    try:
+        return await coro
+    except (CloseConnection, MalformedRequest, asyncio.CancelledError):
+        raise
+    except Exception as e:
+        raise CloseConnection(describe_unexpected(f"{api} v{version}", e)) from None
 
 
 class RequestChannel:
@@ -103,7 +116,14 @@ class RequestChannel:
             injected = faults.intercept(ctx, request, spec)
             if injected is not None:
                 return injected, framer, spec.serial
-        result = spec.handler(ctx, request)
+        try:
+            result = spec.handler(ctx, request)
+        except (CloseConnection, MalformedRequest):
+            raise
+        except Exception as e:  # a bug: close this connection, keep serving the others
+            raise CloseConnection(describe_unexpected(f"{spec.name} v{version}", e)) from None
+        if inspect.iscoroutine(result):
+            result = _guarded(result, spec.name, version)
         return result, framer, spec.serial
 
     def _api_versions_fallback(self) -> dict[str, Any]:
@@ -134,7 +154,12 @@ class RequestChannel:
             if result is None:
                 return None
             if isinstance(result, dict):
-                body: Any = messages.encode_response(api_key, version, result)
+                try:
+                    body: Any = messages.encode_response(api_key, version, result)
+                except Exception as e:  # a bug: the connection closes (as Kafka's would)
+                    what = f"encoding the response to api {api_key} v{version}"
+                    log.warning(describe_unexpected(what, e))
+                    raise ConnectionAbortedError(what) from None
             else:
                 body = result
             if isinstance(body, bytes | bytearray | memoryview):

@@ -320,3 +320,14 @@ def _with_topic_count(version: int, count: bytes) -> bytes:
 def test_garbled_lengths_are_malformed(version: int, raw: bytes) -> None:
     with pytest.raises(MalformedRequest):
         parse_fetch_request(raw, 0, version)
+
+
+def test_compact_topic_name_longer_than_32767_bytes_is_malformed() -> None:
+    # Kafka's generated readers refuse it ("string field topic had invalid length")
+    def with_name(name: str) -> bytes:
+        body = {"max_wait": 0, "min_bytes": 1, "topics": [{"topic": name, "partitions": []}]}
+        return messages.encode(_kio(12, body))
+
+    assert parse_fetch_request(with_name("t" * 32767), 0, 12).topics[0].topic == "t" * 32767
+    with pytest.raises(MalformedRequest):
+        parse_fetch_request(with_name("t" * 32768), 0, 12)

@@ -176,3 +176,48 @@ def test_records_are_views_into_the_frame():
     raw = struct.pack(">i", 7) + _kio_request_bytes(7, body)
     rec = parse_produce_request(raw, 4, 7).topic_data[0].partition_data[0].records
     assert isinstance(rec, memoryview) and rec.obj is raw
+
+
+def _one_topic(version: int, name: str = "orders") -> bytes:
+    body = {
+        "transactional_id": None,
+        "acks": 1,
+        "timeout": 1000,
+        "topic_data": [{"name": name, "partition_data": [{"index": 0, "records": b"x"}]}],
+    }
+    return _kio_request_bytes(version, body)
+
+
+@pytest.mark.parametrize(
+    ("version", "count"),
+    [
+        (8, struct.pack(">i", -1)),  # null topic_data: not nullable in any version
+        (8, struct.pack(">i", -2)),
+        (8, struct.pack(">i", 2**31 - 1)),  # more topics than bytes (Kafka's check)
+        (9, b"\x00"),  # compact null
+        (9, b"\xff\xff\xff\xff\x0f"),  # 2**32-2 topics
+    ],
+)
+def test_null_negative_or_oversized_topic_count_is_malformed(version, count):
+    raw = _one_topic(version)
+    at = (2 if version < 9 else 1) + 6  # after transactional_id (null), acks, timeout
+    width = 4 if version < 9 else 1
+    with pytest.raises(MalformedRequest):
+        parse_produce_request(raw[:at] + count + raw[at + width :], 0, version)
+
+
+@pytest.mark.parametrize("version", [3, 9])
+def test_null_partition_count_is_malformed(version):
+    raw = _one_topic(version)
+    at = raw.index(b"orders") + len(b"orders")
+    null = struct.pack(">i", -1) if version < 9 else b"\x00"
+    width = 4 if version < 9 else 1
+    with pytest.raises(MalformedRequest):
+        parse_produce_request(raw[:at] + null + raw[at + width :], 0, version)
+
+
+def test_topic_name_longer_than_32767_bytes_is_malformed():
+    # Kafka's generated readers refuse it ("string field name had invalid length")
+    parse_produce_request(_one_topic(9, "t" * 32767), 0, 9)
+    with pytest.raises(MalformedRequest):
+        parse_produce_request(_one_topic(9, "t" * 32768), 0, 9)

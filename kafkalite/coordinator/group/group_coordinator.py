@@ -309,9 +309,7 @@ class GroupCoordinator:
         self, group: GroupMetadata, req: JoinRequest, fut: asyncio.Future[JoinGroupResult]
     ) -> None:
         instance_id = req.group_instance_id
-        new_member_id = (
-            f"{instance_id if instance_id is not None else req.client_id}-{uuid.uuid4()}"
-        )
+        new_member_id = new_member_id_for(instance_id if instance_id is not None else req.client_id)
         if instance_id is not None:
             old_member_id = group.static_member_id(instance_id)
             if old_member_id is not None:
@@ -984,3 +982,17 @@ def _sync_key(group_id: str) -> tuple[str, str]:
 
 def _member_key(group_id: str, member_id: str) -> tuple[str, str, str]:
     return ("member", group_id, member_id)
+
+
+#: a member id is sent back as a string, at most 32767 bytes in every version
+_MAX_MEMBER_ID_BYTES = 0x7FFF
+
+
+def new_member_id_for(prefix: str) -> str:
+    """Kafka's ``<group.instance.id or client.id>-<uuid>``, its prefix cut so the id fits
+    in a string field (a 32767-byte client id made every response naming it unwritable)."""
+    room = _MAX_MEMBER_ID_BYTES - 37  # "-" and a UUID
+    raw = prefix.encode()
+    if len(raw) > room:
+        prefix = raw[:room].decode("utf-8", "ignore")
+    return f"{prefix}-{uuid.uuid4()}"

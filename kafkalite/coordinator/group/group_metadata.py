@@ -143,7 +143,9 @@ class MemberMetadata:
 
     @property
     def protocols(self) -> list[str]:
-        return [name for name, _ in self.supported_protocols]
+        """Protocol names, each once: a request may repeat one (the group counts members
+        per protocol, and a name counted twice made "supported by every member" fail)."""
+        return list(dict.fromkeys(name for name, _ in self.supported_protocols))
 
     def metadata(self, protocol: str) -> bytes:
         for name, meta in self.supported_protocols:
