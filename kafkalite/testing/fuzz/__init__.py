@@ -3,8 +3,9 @@
 ``run_fuzz(FuzzTarget(host, port, {}))`` sends frames of every registered
 attack class (``ATTACKS``) and reports, per class, how many the broker
 answered, how many closed the connection, and any it did neither for. Frame
-classes live in :mod:`~kafkalite.testing.fuzz.frame_attacks`; connection
-patterns register :class:`SocketAttack` subclasses the same way. Used by
+classes live in :mod:`~kafkalite.testing.fuzz.frame_attacks`; the connection
+patterns of :mod:`kafkalite.testing.hostile_connections` are registered as
+:class:`SocketAttack` classes in :mod:`~kafkalite.testing.fuzz.socket_attacks`. Used by
 ``tests/fuzz`` (a short run in CI) and ``bench/fuzz_bench.py`` (a long one
 against a broker process with a canary producer and consumer).
 """
@@ -12,6 +13,7 @@ against a broker process with a canary producer and consumer).
 from __future__ import annotations
 
 from kafkalite.testing.fuzz import frame_attacks as frame_attacks
+from kafkalite.testing.fuzz import socket_attacks as socket_attacks
 from kafkalite.testing.fuzz.attack import (
     ATTACKS,
     AttackStats,
@@ -37,4 +39,5 @@ __all__ = [
     "read_api_versions",
     "register",
     "run_fuzz",
+    "socket_attacks",
 ]
