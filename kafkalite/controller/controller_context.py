@@ -11,9 +11,8 @@ import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, fields
 
+from kafkalite.common.types import TopicPartition
 from kafkalite.metadata.kafka_zk_client import BrokerInfo
-
-TopicPartition = tuple[str, int]
 
 NO_LEADER = -1
 LEADER_DURING_DELETE = -2

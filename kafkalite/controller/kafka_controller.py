@@ -37,6 +37,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from kafkalite.common.types import TopicPartition
 from kafkalite.controller.controller_context import (
     ControllerContext,
     LeaderAndIsr,
@@ -79,7 +80,6 @@ from kafkalite.protocol.kafka_uuid import ZERO_UUID
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
 
 UNCLEAN_LEADER_ELECTION_ENABLE = "unclean.leader.election.enable"
 

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from kafkalite.common.types import TopicPartition
 from kafkalite.controller.controller_context import (
     LEADER_DURING_DELETE,
     ControllerContext,
@@ -30,7 +31,6 @@ from kafkalite.controller.controller_context import (
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
 #: (broker id, StopReplicaResponse) -> None; called on the channel's sender task
 StopReplicaCallback = Callable[[int, Any], None]
 #: (broker id, LeaderAndIsrResponse) -> None; called on the channel's sender task

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from kafkalite.common.types import TopicPartition
 from kafkalite.controller.controller_context import PartitionAndReplica
 from kafkalite.controller.partition_state_machine import leader_and_isr_of
 from kafkalite.controller.replica_state_machine import ReplicaState
@@ -29,7 +30,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
 
 KAFKA_STORAGE_ERROR = int(ErrorCode.kafka_storage_error)
 

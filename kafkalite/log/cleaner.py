@@ -51,6 +51,7 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from kafkalite.common.types import TopicPartition
 from kafkalite.log.checkpoint import (
     CLEANER_CHECKPOINT_FILE,
     CorruptCheckpointError,
@@ -96,7 +97,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
 R = TypeVar("R")
 DOUBLE_MAX = 1.7976931348623157e308
 INT32_MAX = 2**31 - 1

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
+from kafkalite.common.types import TopicPartition
 from kafkalite.log.errors import (
     CorruptRecordBatch,
     InvalidRecord,
@@ -100,7 +101,7 @@ def topic_partition_dir_name(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"
 
 
-def parse_topic_partition_name(name: str) -> tuple[str, int]:
+def parse_topic_partition_name(name: str) -> TopicPartition:
     """``<topic>-<partition>``; topics may contain '-', so split on the last one."""
     topic, sep, part = name.rpartition("-")
     if not sep or not topic or not part.isdigit():
@@ -214,7 +215,7 @@ class Log:
         return topic_partition_dir_name(self.topic, self.partition)
 
     @property
-    def topic_partition(self) -> tuple[str, int]:
+    def topic_partition(self) -> TopicPartition:
         return self.topic, self.partition
 
     @property

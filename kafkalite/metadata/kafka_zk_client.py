@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kafkalite.common.types import TopicPartition
 from kafkalite.metadata import zk_data, zk_paths
 from kafkalite.metadata.store import (
     ANY_VERSION,
@@ -49,7 +50,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
 
 #: Znode operations per multi: well under ZooKeeper's 1 MB jute.maxbuffer.
 MULTI_CHUNK = 300
