@@ -27,11 +27,11 @@ import contextlib
 import itertools
 import logging
 import ssl
-import struct
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kafkalite.common.structs import I32
 from kafkalite.protocol import inter_broker as ib
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.kafka_uuid import ZERO_UUID
@@ -45,7 +45,6 @@ STOP_REPLICA_VERSION = 4
 #: (broker id, decoded response) -> None; runs on the sender task, must not block
 ResponseCallback = Callable[[int, Any], None]
 
-_I32 = struct.Struct(">i")
 CLUSTER_AUTHORIZATION_FAILED = int(ErrorCode.cluster_authorization_failed)
 
 
@@ -227,7 +226,7 @@ class RequestSendTask:
         self._writer.write(ib.frame_with_body(header, req.body))
         await self._writer.drain()
         try:
-            (size,) = _I32.unpack(await self._reader.readexactly(4))
+            (size,) = I32.unpack(await self._reader.readexactly(4))
             frame = await self._reader.readexactly(size)
         except asyncio.IncompleteReadError as e:
             raise EOFError("connection closed by the broker") from e

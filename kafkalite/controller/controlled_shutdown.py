@@ -15,8 +15,8 @@ import asyncio
 import itertools
 import logging
 import ssl
-import struct
 
+from kafkalite.common.structs import I32
 from kafkalite.controller.channel_manager import _inter_broker_listener, _security_protocol
 from kafkalite.metadata.kafka_zk_client import KafkaZkClient
 from kafkalite.metadata.store import MetadataStore, MetadataStoreError
@@ -25,7 +25,6 @@ from kafkalite.protocol import inter_broker as ib
 log = logging.getLogger(__name__)
 
 CONTROLLED_SHUTDOWN_VERSION = 3
-_I32 = struct.Struct(">i")
 _correlation = itertools.count(1)
 
 
@@ -76,7 +75,7 @@ async def send_controlled_shutdown(
                 )
             )
             await writer.drain()
-            (size,) = _I32.unpack(await reader.readexactly(4))
+            (size,) = I32.unpack(await reader.readexactly(4))
             got, response = ib.parse_response_frame(
                 ib.CONTROLLED_SHUTDOWN, CONTROLLED_SHUTDOWN_VERSION, await reader.readexactly(size)
             )

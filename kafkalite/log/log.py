@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import functools
 import logging
-import struct
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
+from kafkalite.common.structs import I32
 from kafkalite.common.types import TopicPartition
 from kafkalite.log.errors import (
     CorruptRecordBatch,
@@ -91,7 +91,6 @@ MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
 
-_I32 = struct.Struct(">i")
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -415,7 +414,7 @@ class Log:
         pos = 0
         prev_last = self._leo - 1
         while pos + LOG_OVERHEAD <= total:
-            size = _I32.unpack_from(mv, pos + 8)[0] + LOG_OVERHEAD
+            size = I32.unpack_from(mv, pos + 8)[0] + LOG_OVERHEAD
             if pos + size > total:
                 break
             if size < 61:

@@ -29,7 +29,6 @@ not decode; :class:`DecompressedSizeExceeded` (RECORD_TOO_LARGE) for a bound.
 
 from __future__ import annotations
 
-import struct
 import zlib
 from collections.abc import Callable
 from typing import Protocol
@@ -38,6 +37,7 @@ import cramjam
 import lz4.frame
 import zstandard
 
+from kafkalite.common.structs import I32
 from kafkalite.protocol.record_batch import CorruptRecordBatch, InvalidRecordBatch
 
 Buffer = bytes | bytearray | memoryview
@@ -58,7 +58,6 @@ XERIAL_HEADER_SIZE = 16
 
 GZIP, SNAPPY, LZ4, ZSTD = 1, 2, 3, 4
 
-_I32 = struct.Struct(">i")
 _GZIP_INPUT_SLICE = 64 * 1024  # zlib copies the unconsumed rest of its input every call
 _GZIP_ONE_SHOT_MIN = 1 << 20  # reads this large first try the whole stream in one call
 _ZSTD_MAGIC = 0xFD2FB528
@@ -345,7 +344,7 @@ class _Snappy:
                 continue
             if pos + 4 > end:
                 raise CorruptCompressedData("truncated xerial snappy block length")
-            length = _I32.unpack_from(mv, pos)[0]
+            length = I32.unpack_from(mv, pos)[0]
             if length < 0 or pos + 4 + length > end:
                 raise CorruptCompressedData("xerial snappy block overruns the data")
             self._pos = pos + 4 + length

@@ -15,11 +15,11 @@ as soon as it passes it.
 
 from __future__ import annotations
 
-import struct
 from typing import Any
 
 import cramjam
 
+from kafkalite.common.structs import I16, I32, U32
 from kafkalite.protocol.compression import (
     DEFAULT_LEVELS,
     XERIAL_BLOCK_SIZE,
@@ -42,9 +42,6 @@ from kafkalite.protocol.record_batch import (
 
 Buffer = bytes | bytearray | memoryview
 
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_U32 = struct.Struct(">I")
 
 #: Sections up to this size are re-encoded in one call (byte-identical to
 #: :func:`compress`); larger ones stream through the codec's compressor.
@@ -165,7 +162,7 @@ def _xerial_blocks(raw: memoryview) -> bytearray:
     out = bytearray()
     for i in range(0, len(raw), XERIAL_BLOCK_SIZE):
         block = cramjam.snappy.compress_raw(raw[i : i + XERIAL_BLOCK_SIZE])
-        out += _I32.pack(len(block))
+        out += I32.pack(len(block))
         out += block
     return out
 
@@ -175,10 +172,10 @@ def rebuild_batch(batch: Buffer, section: Buffer, target: int) -> bytearray:
     length, codec bits and CRC rewritten, every other field as it was."""
     out = bytearray(memoryview(batch)[:RECORDS_OFFSET])
     out += section
-    _I32.pack_into(out, LENGTH_OFFSET, len(out) - LOG_OVERHEAD)
-    attrs = _I16.unpack_from(out, ATTRIBUTES_OFFSET)[0]
-    _I16.pack_into(out, ATTRIBUTES_OFFSET, (attrs & ~COMPRESSION_CODEC_MASK) | target)
-    _U32.pack_into(out, CRC_OFFSET, compute_crc(out, 0, len(out)))
+    I32.pack_into(out, LENGTH_OFFSET, len(out) - LOG_OVERHEAD)
+    attrs = I16.unpack_from(out, ATTRIBUTES_OFFSET)[0]
+    I16.pack_into(out, ATTRIBUTES_OFFSET, (attrs & ~COMPRESSION_CODEC_MASK) | target)
+    U32.pack_into(out, CRC_OFFSET, compute_crc(out, 0, len(out)))
     return out
 
 
@@ -189,7 +186,7 @@ def needs_recompression(
     if target is None:
         return False
     return any(
-        _I16.unpack_from(buf, pos + ATTRIBUTES_OFFSET)[0] & COMPRESSION_CODEC_MASK != target
+        I16.unpack_from(buf, pos + ATTRIBUTES_OFFSET)[0] & COMPRESSION_CODEC_MASK != target
         for pos, _size in iter_batch_positions(buf)
     )
 
@@ -205,7 +202,7 @@ def recompress_batches(
     out = bytearray()
     mv = memoryview(buf)
     for pos, size in iter_batch_positions(buf):
-        attrs = _I16.unpack_from(buf, pos + ATTRIBUTES_OFFSET)[0]
+        attrs = I16.unpack_from(buf, pos + ATTRIBUTES_OFFSET)[0]
         source = attrs & COMPRESSION_CODEC_MASK
         if source == target:
             out += mv[pos : pos + size]
