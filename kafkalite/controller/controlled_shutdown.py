@@ -21,6 +21,7 @@ from kafkalite.controller.channel_manager import _inter_broker_listener, _securi
 from kafkalite.metadata.kafka_zk_client import KafkaZkClient
 from kafkalite.metadata.store import MetadataStore, MetadataStoreError
 from kafkalite.protocol import inter_broker as ib
+from kafkalite.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +113,7 @@ async def controlled_shutdown(
                 ssl_context=ssl_context,
                 secret=secret,
             )
-            if resp.error_code == 0 and not resp.remaining_partitions:
+            if resp.error_code == ErrorCode.none and not resp.remaining_partitions:
                 log.info("broker %d: controlled shutdown succeeded", broker_id)
                 return True
             if resp.error_code:

@@ -164,7 +164,7 @@ class ZkNotificationHandler:
         for tp, error in self._leader_and_isr_partition_errors(response):
             if error == KAFKA_STORAGE_ERROR:
                 offline.add(tp)
-            elif error == 0:
+            elif error == ErrorCode.none:
                 online.add(tp)
         current = (previous - online) | offline
         if current:

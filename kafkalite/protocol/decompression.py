@@ -38,6 +38,7 @@ import lz4.frame
 import zstandard
 
 from kafkalite.common.structs import I32
+from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.record_batch import CorruptRecordBatch, InvalidRecordBatch
 
 Buffer = bytes | bytearray | memoryview
@@ -76,7 +77,7 @@ class CorruptCompressedData(CorruptRecordBatch):
 class DecompressedSizeExceeded(InvalidRecordBatch):
     """Decompressed data would exceed a bound (a compression bomb, or a too large batch)."""
 
-    error_code = 10  # RECORD_TOO_LARGE
+    error_code = ErrorCode.message_too_large  # Kafka's RecordTooLargeException
 
 
 class DecompressStream(Protocol):

@@ -28,6 +28,7 @@ from kafkalite.protocol.compression import (
     compress,
     decompress,
 )
+from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.record_batch import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_CODEC_MASK,
@@ -51,7 +52,7 @@ ONE_SHOT_BYTES = 4 << 20
 class RecompressedTooLarge(InvalidRecordBatch):
     """The re-encoded batch exceeds ``max.message.bytes``."""
 
-    error_code = 10  # RECORD_TOO_LARGE (MESSAGE_TOO_LARGE)
+    error_code = ErrorCode.message_too_large  # Kafka's RecordTooLargeException
 
 
 class Recompressor:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import crc32c
 
 from kafkalite.common.structs import I16, I32, I64, U32
+from kafkalite.protocol.errors import ErrorCode
 
 BASE_OFFSET_OFFSET = 0
 LENGTH_OFFSET = 8
@@ -67,29 +68,29 @@ BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
 class InvalidRecordBatch(Exception):
     """Base class; ``error_code`` is the Kafka error code a produce should get."""
 
-    error_code = 2  # CORRUPT_MESSAGE
+    error_code = ErrorCode.corrupt_message
 
 
 class CorruptRecordBatch(InvalidRecordBatch):
     """Bad CRC, bad lengths, truncated data."""
 
-    error_code = 2  # CORRUPT_MESSAGE
+    error_code = ErrorCode.corrupt_message
 
 
 class UnsupportedMagic(InvalidRecordBatch):
     """Legacy message formats v0/v1 are not accepted (Kafka 4 dropped them too)."""
 
-    error_code = 35  # UNSUPPORTED_VERSION
+    error_code = ErrorCode.unsupported_version
 
 
 class InvalidRecord(InvalidRecordBatch):
     """Structurally valid but semantically wrong (e.g. record count mismatch)."""
 
-    error_code = 87  # INVALID_RECORD
+    error_code = ErrorCode.invalid_record
 
 
 class UnsupportedCompression(InvalidRecordBatch):
-    error_code = 76  # UNSUPPORTED_COMPRESSION_TYPE
+    error_code = ErrorCode.unsupported_compression_type
 
 
 @dataclass(slots=True)

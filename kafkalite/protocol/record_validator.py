@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from kafkalite.common.structs import I32, I64, U32
 from kafkalite.protocol import record_batch as rb
 from kafkalite.protocol.decompression import CHUNK, DecompressStream, open_stream
+from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.recompression import Recompressor, rebuild_batch
 from kafkalite.protocol.record_batch import (
     BatchHeader,
@@ -79,13 +80,13 @@ BIG_RECORD = CHUNK
 
 
 class MessageTooLarge(InvalidRecordBatch):
-    error_code = 10  # MESSAGE_TOO_LARGE
+    error_code = ErrorCode.message_too_large
 
 
 class InvalidTimestamp(InvalidRecordBatch):
     """One or more records' timestamps are out of range; ``record_errors`` says which."""
 
-    error_code = 32  # INVALID_TIMESTAMP
+    error_code = ErrorCode.invalid_timestamp
 
     def __init__(self, record_errors: list[tuple[int, str]]) -> None:
         super().__init__("One or more records have been rejected due to invalid timestamp")
