@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TextIO
 
-from kafkalite.common.structs import I32
+from kafkalite.common import structs
 from kafkalite.log.abstract_index import CorruptIndexError
 from kafkalite.log.offset_index import OFFSET_ENTRY, OffsetIndex
 from kafkalite.log.time_index import TIME_ENTRY, TimeIndex
@@ -149,7 +149,7 @@ def _iter_file_batches(
     pos = start
     while pos + LOG_OVERHEAD <= size:
         head = os.pread(fd, LOG_OVERHEAD, pos)
-        length = I32.unpack_from(head, 8)[0]
+        length = structs.I32.unpack_from(head, 8)[0]
         total = length + LOG_OVERHEAD
         if length < HEADER_SIZE - LOG_OVERHEAD or pos + total > size:
             yield pos, None, size - pos

@@ -50,7 +50,7 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from kafkalite.common.structs import I32
+from kafkalite.common import structs
 from kafkalite.common.types import TopicPartition
 from kafkalite.log.checkpoint import (
     CLEANER_CHECKPOINT_FILE,
@@ -602,7 +602,7 @@ class Cleaner:
             off = 0
             n = len(chunk)
             while off + LOG_OVERHEAD <= n:
-                length = I32.unpack_from(chunk, off + 8)[0]
+                length = structs.I32.unpack_from(chunk, off + 8)[0]
                 if length < HEADER_SIZE - LOG_OVERHEAD:
                     raise CorruptRecordBatch(
                         f"{src.segment.log_path}: invalid batch length {length} at {pos + off}"
@@ -613,7 +613,7 @@ class Cleaner:
                 off += length + LOG_OVERHEAD
             if off == 0:
                 # a batch larger than the io buffer: read it whole
-                length = I32.unpack_from(chunk, 8)[0] if n >= LOG_OVERHEAD else -1
+                length = structs.I32.unpack_from(chunk, 8)[0] if n >= LOG_OVERHEAD else -1
                 if length < 0 or pos + length + LOG_OVERHEAD > size:
                     raise CorruptRecordBatch(
                         f"{src.segment.log_path}: partial batch at position {pos}"

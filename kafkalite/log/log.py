@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
-from kafkalite.common.structs import I32
+from kafkalite.common import structs
 from kafkalite.common.types import TopicPartition
 from kafkalite.log.errors import (
     CorruptRecordBatch,
@@ -414,7 +414,7 @@ class Log:
         pos = 0
         prev_last = self._leo - 1
         while pos + LOG_OVERHEAD <= total:
-            size = I32.unpack_from(mv, pos + 8)[0] + LOG_OVERHEAD
+            size = structs.I32.unpack_from(mv, pos + 8)[0] + LOG_OVERHEAD
             if pos + size > total:
                 break
             if size < 61:

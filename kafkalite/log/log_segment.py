@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from kafkalite.common.structs import I32
+from kafkalite.common import structs
 from kafkalite.log.abstract_index import CorruptIndexError, IndexOffsetOverflowError
 from kafkalite.log.errors import InvalidReadSize
 from kafkalite.log.fetch_data import (
@@ -431,7 +431,7 @@ class LogSegment:
             size = length + LOG_OVERHEAD
             if length < HEADER_SIZE - LOG_OVERHEAD or pos + size > end:
                 return None
-            last = base + I32.unpack_from(buf, off + LAST_OFFSET_DELTA_OFFSET)[0]
+            last = base + structs.I32.unpack_from(buf, off + LAST_OFFSET_DELTA_OFFSET)[0]
             if last >= offset:
                 return LogOffsetPosition(last, pos, size)
             pos += size
@@ -597,7 +597,7 @@ class LogSegment:
             if off + HEADER_SIZE > len(buf):
                 buf = os.pread(fd, min(RECOVER_CHUNK, end - valid), valid)
                 buf_pos, off = valid, 0
-            length = I32.unpack_from(buf, off + 8)[0] if off + 12 <= len(buf) else -1
+            length = structs.I32.unpack_from(buf, off + 8)[0] if off + 12 <= len(buf) else -1
             size = length + LOG_OVERHEAD
             if length < HEADER_SIZE - LOG_OVERHEAD or valid + size > end:
                 reason = f"batch at position {valid} has invalid or partial length {length}"
@@ -841,7 +841,7 @@ def _write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
 def _positions(buf: memoryview) -> Iterator[tuple[int, int]]:
     pos, end = 0, len(buf)
     while pos + LOG_OVERHEAD <= end:
-        size = I32.unpack_from(buf, pos + 8)[0] + LOG_OVERHEAD
+        size = structs.I32.unpack_from(buf, pos + 8)[0] + LOG_OVERHEAD
         yield pos, size
         pos += size
 

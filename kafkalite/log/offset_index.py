@@ -17,7 +17,7 @@ from bisect import bisect_right
 from pathlib import Path
 from typing import NamedTuple
 
-from kafkalite.common.structs import I32
+from kafkalite.common import structs
 from kafkalite.log.abstract_index import AbstractIndex, CorruptIndexError
 
 __all__ = ["OffsetIndex", "OffsetPosition"]
@@ -32,7 +32,7 @@ class OffsetPosition(NamedTuple):
 
 
 def _key(mm: mmap.mmap, slot: int) -> int:
-    return I32.unpack_from(mm, slot * 8)[0]
+    return structs.I32.unpack_from(mm, slot * 8)[0]
 
 
 class OffsetIndex(AbstractIndex):

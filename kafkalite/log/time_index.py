@@ -13,7 +13,7 @@ import struct
 from pathlib import Path
 from typing import NamedTuple
 
-from kafkalite.common.structs import I32, I64
+from kafkalite.common import structs
 from kafkalite.log.abstract_index import AbstractIndex, CorruptIndexError
 
 __all__ = ["TimeIndex", "TimestampOffset"]
@@ -30,11 +30,11 @@ class TimestampOffset(NamedTuple):
 
 
 def _ts_key(mm: mmap.mmap, slot: int) -> int:
-    return I64.unpack_from(mm, slot * 12)[0]
+    return structs.I64.unpack_from(mm, slot * 12)[0]
 
 
 def _offset_key(mm: mmap.mmap, slot: int) -> int:
-    return I32.unpack_from(mm, slot * 12 + 8)[0]
+    return structs.I32.unpack_from(mm, slot * 12 + 8)[0]
 
 
 class TimeIndex(AbstractIndex):

@@ -22,7 +22,7 @@ from enum import IntEnum
 
 import cramjam
 
-from kafkalite.common.structs import I32
+from kafkalite.common import structs
 from kafkalite.protocol.decompression import (
     XERIAL_MAGIC,
     CorruptCompressedData,
@@ -136,7 +136,7 @@ def snappy_xerial_compress(data: Buffer, block_size: int = XERIAL_BLOCK_SIZE) ->
     out = bytearray(XERIAL_HEADER)
     for i in range(0, len(mv), block_size):
         block = cramjam.snappy.compress_raw(mv[i : i + block_size])
-        out += I32.pack(len(block))
+        out += structs.I32.pack(len(block))
         out += block
     return bytes(out)
 

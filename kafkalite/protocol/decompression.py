@@ -37,7 +37,7 @@ import cramjam
 import lz4.frame
 import zstandard
 
-from kafkalite.common.structs import I32
+from kafkalite.common import structs
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.record_batch import CorruptRecordBatch, InvalidRecordBatch
 
@@ -345,7 +345,7 @@ class _Snappy:
                 continue
             if pos + 4 > end:
                 raise CorruptCompressedData("truncated xerial snappy block length")
-            length = I32.unpack_from(mv, pos)[0]
+            length = structs.I32.unpack_from(mv, pos)[0]
             if length < 0 or pos + 4 + length > end:
                 raise CorruptCompressedData("xerial snappy block overruns the data")
             self._pos = pos + 4 + length

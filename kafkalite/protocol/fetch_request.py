@@ -27,7 +27,7 @@ import struct
 import uuid
 from typing import Any, NamedTuple
 
-from kafkalite.common.structs import I16, I32
+from kafkalite.common import structs
 from kafkalite.protocol.headers import MalformedRequest, skip_tagged_fields
 from kafkalite.protocol.varint import VarintError, decode_unsigned_varint
 
@@ -134,14 +134,14 @@ def _parse_legacy(buf: bytes, pos: int, version: int) -> FetchRequest:
     else:
         replica_id, max_wait, min_bytes, max_bytes, isolation = _HEAD_V4.unpack_from(buf, pos)
         pos += 17
-    n = I32.unpack_from(buf, pos)[0]
+    n = structs.I32.unpack_from(buf, pos)[0]
     pos += 4
     if not 0 <= n <= end - pos:
         raise MalformedRequest(f"topics of {n} elements in {end - pos} bytes")
     topics = []
     for _ in range(n):
         name, pos = _string16(buf, pos, end, "topic name")
-        n_parts = I32.unpack_from(buf, pos)[0]
+        n_parts = structs.I32.unpack_from(buf, pos)[0]
         pos += 4
         if not 0 <= n_parts <= end - pos:
             raise MalformedRequest(f"partitions of {n_parts} elements in {end - pos} bytes")
@@ -163,13 +163,13 @@ def _parse_legacy(buf: bytes, pos: int, version: int) -> FetchRequest:
     forgotten = []
     rack_id = ""
     if version >= 7:
-        n = I32.unpack_from(buf, pos)[0]
+        n = structs.I32.unpack_from(buf, pos)[0]
         pos += 4
         if not 0 <= n <= end - pos:
             raise MalformedRequest(f"forgotten_topics_data of {n} elements in {end - pos} bytes")
         for _ in range(n):
             name, pos = _string16(buf, pos, end, "topic name")
-            n_parts = I32.unpack_from(buf, pos)[0]
+            n_parts = structs.I32.unpack_from(buf, pos)[0]
             pos += 4
             e = pos + 4 * n_parts
             if n_parts < 0 or e > end:
@@ -328,7 +328,7 @@ def _compact_string(buf: bytes, pos: int, end: int, what: str) -> tuple[str, int
 
 def _string16(buf: bytes, pos: int, end: int, what: str) -> tuple[str, int]:
     """A non-null int16-length string (the non-flexible versions): (value, next position)."""
-    size = I16.unpack_from(buf, pos)[0]
+    size = structs.I16.unpack_from(buf, pos)[0]
     pos += 2
     e = pos + size
     if size < 0 or e > end:

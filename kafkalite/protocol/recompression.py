@@ -19,7 +19,7 @@ from typing import Any
 
 import cramjam
 
-from kafkalite.common.structs import I16, I32, U32
+from kafkalite.common import structs
 from kafkalite.protocol.compression import (
     DEFAULT_LEVELS,
     XERIAL_BLOCK_SIZE,
@@ -163,7 +163,7 @@ def _xerial_blocks(raw: memoryview) -> bytearray:
     out = bytearray()
     for i in range(0, len(raw), XERIAL_BLOCK_SIZE):
         block = cramjam.snappy.compress_raw(raw[i : i + XERIAL_BLOCK_SIZE])
-        out += I32.pack(len(block))
+        out += structs.I32.pack(len(block))
         out += block
     return out
 
@@ -173,10 +173,10 @@ def rebuild_batch(batch: Buffer, section: Buffer, target: int) -> bytearray:
     length, codec bits and CRC rewritten, every other field as it was."""
     out = bytearray(memoryview(batch)[:RECORDS_OFFSET])
     out += section
-    I32.pack_into(out, LENGTH_OFFSET, len(out) - LOG_OVERHEAD)
-    attrs = I16.unpack_from(out, ATTRIBUTES_OFFSET)[0]
-    I16.pack_into(out, ATTRIBUTES_OFFSET, (attrs & ~COMPRESSION_CODEC_MASK) | target)
-    U32.pack_into(out, CRC_OFFSET, compute_crc(out, 0, len(out)))
+    structs.I32.pack_into(out, LENGTH_OFFSET, len(out) - LOG_OVERHEAD)
+    attrs = structs.I16.unpack_from(out, ATTRIBUTES_OFFSET)[0]
+    structs.I16.pack_into(out, ATTRIBUTES_OFFSET, (attrs & ~COMPRESSION_CODEC_MASK) | target)
+    structs.U32.pack_into(out, CRC_OFFSET, compute_crc(out, 0, len(out)))
     return out
 
 
@@ -187,7 +187,7 @@ def needs_recompression(
     if target is None:
         return False
     return any(
-        I16.unpack_from(buf, pos + ATTRIBUTES_OFFSET)[0] & COMPRESSION_CODEC_MASK != target
+        structs.I16.unpack_from(buf, pos + ATTRIBUTES_OFFSET)[0] & COMPRESSION_CODEC_MASK != target
         for pos, _size in iter_batch_positions(buf)
     )
 
@@ -203,7 +203,7 @@ def recompress_batches(
     out = bytearray()
     mv = memoryview(buf)
     for pos, size in iter_batch_positions(buf):
-        attrs = I16.unpack_from(buf, pos + ATTRIBUTES_OFFSET)[0]
+        attrs = structs.I16.unpack_from(buf, pos + ATTRIBUTES_OFFSET)[0]
         source = attrs & COMPRESSION_CODEC_MASK
         if source == target:
             out += mv[pos : pos + size]

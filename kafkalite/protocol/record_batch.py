@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import crc32c
 
-from kafkalite.common.structs import I16, I32, I64, U32
+from kafkalite.common import structs
 from kafkalite.protocol.errors import ErrorCode
 
 BASE_OFFSET_OFFSET = 0
@@ -172,7 +172,7 @@ def iter_batch_positions(
         end = len(buf)
     pos = start
     while pos + LOG_OVERHEAD <= end:
-        length = I32.unpack_from(buf, pos + LENGTH_OFFSET)[0]
+        length = structs.I32.unpack_from(buf, pos + LENGTH_OFFSET)[0]
         size = length + LOG_OVERHEAD
         if length < HEADER_SIZE - LOG_OVERHEAD or pos + size > end:
             return
@@ -244,7 +244,7 @@ def validate_records(buf: bytes | bytearray | memoryview) -> ValidatedRecords:
             raise CorruptRecordBatch("trailing partial batch")
         if buf[pos + MAGIC_OFFSET] in (0, 1):
             raise UnsupportedMagic(f"message format v{buf[pos + MAGIC_OFFSET]} is not supported")
-        length = I32.unpack_from(buf, pos + LENGTH_OFFSET)[0]
+        length = structs.I32.unpack_from(buf, pos + LENGTH_OFFSET)[0]
         size = length + LOG_OVERHEAD
         if length < HEADER_SIZE - LOG_OVERHEAD or pos + size > total:
             raise CorruptRecordBatch("batch length exceeds the records data")
@@ -259,19 +259,19 @@ def validate_records(buf: bytes | bytearray | memoryview) -> ValidatedRecords:
 
 
 def set_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int) -> None:
-    I64.pack_into(buf, pos + BASE_OFFSET_OFFSET, base_offset)
+    structs.I64.pack_into(buf, pos + BASE_OFFSET_OFFSET, base_offset)
 
 
 def set_partition_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int) -> None:
-    I32.pack_into(buf, pos + PARTITION_LEADER_EPOCH_OFFSET, epoch)
+    structs.I32.pack_into(buf, pos + PARTITION_LEADER_EPOCH_OFFSET, epoch)
 
 
 def set_log_append_time(buf: bytearray | memoryview, pos: int, size: int, now_ms: int) -> None:
     """Mark the batch LogAppendTime with maxTimestamp=now and re-sign the CRC."""
-    attrs = I16.unpack_from(buf, pos + ATTRIBUTES_OFFSET)[0]
-    I16.pack_into(buf, pos + ATTRIBUTES_OFFSET, attrs | TIMESTAMP_TYPE_MASK)
-    I64.pack_into(buf, pos + MAX_TIMESTAMP_OFFSET, now_ms)
-    U32.pack_into(buf, pos + CRC_OFFSET, compute_crc(buf, pos, size))
+    attrs = structs.I16.unpack_from(buf, pos + ATTRIBUTES_OFFSET)[0]
+    structs.I16.pack_into(buf, pos + ATTRIBUTES_OFFSET, attrs | TIMESTAMP_TYPE_MASK)
+    structs.I64.pack_into(buf, pos + MAX_TIMESTAMP_OFFSET, now_ms)
+    structs.U32.pack_into(buf, pos + CRC_OFFSET, compute_crc(buf, pos, size))
 
 
 def assign_offsets(
@@ -288,10 +288,10 @@ def assign_offsets(
     """
     offset = first_offset
     for (pos, size), h in zip(validated.batches, validated.headers, strict=True):
-        I64.pack_into(buf, pos, offset)
+        structs.I64.pack_into(buf, pos, offset)
         h.base_offset = offset
         if leader_epoch is not None:
-            I32.pack_into(buf, pos + PARTITION_LEADER_EPOCH_OFFSET, leader_epoch)
+            structs.I32.pack_into(buf, pos + PARTITION_LEADER_EPOCH_OFFSET, leader_epoch)
             h.partition_leader_epoch = leader_epoch
         if log_append_time_ms is not None:
             set_log_append_time(buf, pos, size, log_append_time_ms)

@@ -36,7 +36,7 @@ from __future__ import annotations
 from collections.abc import Generator
 from dataclasses import dataclass
 
-from kafkalite.common.structs import I32, I64, U32
+from kafkalite.common import structs
 from kafkalite.protocol import record_batch as rb
 from kafkalite.protocol.decompression import CHUNK, DecompressStream, open_stream
 from kafkalite.protocol.errors import ErrorCode
@@ -191,7 +191,7 @@ def _next_batch_size(buf: bytes | bytearray | memoryview, pos: int) -> int | Non
     remaining = len(buf) - pos
     if remaining < rb.LOG_OVERHEAD:
         return None
-    length = I32.unpack_from(buf, pos + rb.LENGTH_OFFSET)[0]
+    length = structs.I32.unpack_from(buf, pos + rb.LENGTH_OFFSET)[0]
     if length < _MIN_RECORD_OVERHEAD:
         raise CorruptRecordBatch(
             f"Record size {length} is less than the minimum record overhead "
@@ -249,7 +249,7 @@ def check_client_batch(
 
 def _check_header(buf: bytearray, size: int, limits: TopicLimits) -> BatchHeader:
     """UnifiedLog.analyzeAndValidateRecords and LogValidator.validateBatch."""
-    base_offset = I64.unpack_from(buf, 0)[0]
+    base_offset = structs.I64.unpack_from(buf, 0)[0]
     if base_offset != 0:
         raise InvalidRecord(
             f"The baseOffset of the record batch in the append should be 0, but it is {base_offset}"
@@ -338,10 +338,10 @@ def _finish(
         # Kafka sets maxTimestamp from the records (a producer's header is not believed)
         max_ts = max(rb.NO_TIMESTAMP, h.base_timestamp + max_delta)
         if max_ts != h.max_timestamp:
-            I64.pack_into(out, rb.MAX_TIMESTAMP_OFFSET, max_ts)
+            structs.I64.pack_into(out, rb.MAX_TIMESTAMP_OFFSET, max_ts)
             h.max_timestamp = max_ts
             h.crc = rb.compute_crc(out, 0, len(out))
-            U32.pack_into(out, rb.CRC_OFFSET, h.crc)
+            structs.U32.pack_into(out, rb.CRC_OFFSET, h.crc)
     return CheckedBatch(h, out, len(out))
 
 

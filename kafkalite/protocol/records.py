@@ -27,7 +27,7 @@ from typing import Any
 
 import crc32c
 
-from kafkalite.common.structs import U32
+from kafkalite.common import structs
 from kafkalite.protocol import record_batch as rb
 from kafkalite.protocol.compression import DEFAULT_MAX_OUTPUT, compress, decompress
 from kafkalite.protocol.record_batch import BatchHeader, CorruptRecordBatch
@@ -450,7 +450,9 @@ def build_batch(
         base_sequence,
         len(recs),
     )
-    U32.pack_into(out, rb.CRC_OFFSET, crc32c.crc32c(memoryview(out)[rb.ATTRIBUTES_OFFSET :]))
+    structs.U32.pack_into(
+        out, rb.CRC_OFFSET, crc32c.crc32c(memoryview(out)[rb.ATTRIBUTES_OFFSET :])
+    )
     return bytes(out)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import struct
 
-from kafkalite.common.structs import I16, I32
+from kafkalite.common import structs
 
 PROTOCOL_TYPE = "consumer"
 
@@ -20,13 +20,13 @@ def subscribed_topics(metadata: bytes) -> set[str] | None:
     """Topics in a consumer Subscription, or None if it cannot be parsed."""
     try:
         pos = 2  # version
-        (n,) = I32.unpack_from(metadata, pos)
+        (n,) = structs.I32.unpack_from(metadata, pos)
         pos += 4
         if n < 0:
             return set()
         topics = set()
         for _ in range(n):
-            (ln,) = I16.unpack_from(metadata, pos)
+            (ln,) = structs.I16.unpack_from(metadata, pos)
             pos += 2
             if ln < 0 or pos + ln > len(metadata):
                 return None
