@@ -104,9 +104,6 @@ class ControllerContext:
         """Brokers that still get UpdateMetadata."""
         return set(self.live_brokers)
 
-    def broker_epochs(self) -> dict[int, int]:
-        return {b: info.epoch for b, info in self.live_brokers.items()}
-
     # ---- assignment -----------------------------------------------------------------
     def partition_replica_assignment(self, tp: TopicPartition) -> list[int]:
         """AR of ``tp``; empty if unknown."""

@@ -435,11 +435,7 @@ class KafkaController:
         return loaded
 
     def _update_channel(self) -> None:
-        ctx = self.ctx
-        self.channel_manager.update_brokers(
-            {b: dict(info.registration) for b, info in ctx.live_brokers.items()},
-            ctx.broker_epochs(),
-        )
+        self.channel_manager.update_brokers(self.ctx.live_brokers)
 
     async def _fetch_topic_deletions_in_progress(self) -> tuple[set[str], set[str]]:
         ctx = self.ctx
