@@ -16,9 +16,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TextIO
 
+from kafkalite.common import structs
 from kafkalite.log.abstract_index import CorruptIndexError
-from kafkalite.log.offset_index import OffsetIndex
-from kafkalite.log.time_index import TimeIndex
+from kafkalite.log.offset_index import OFFSET_ENTRY, OffsetIndex
+from kafkalite.log.time_index import TIME_ENTRY, TimeIndex
+from kafkalite.log.transaction_index import TXN_ENTRY
 from kafkalite.protocol.record_batch import (
     HEADER_SIZE,
     LOG_OVERHEAD,
@@ -34,10 +36,6 @@ __all__ = ["add_arguments", "main"]
 INT32_MAX = 2**31 - 1
 CODEC_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 CONTROL_TYPES = {0: "ABORT", 1: "COMMIT"}
-_I32 = struct.Struct(">i")
-_INDEX_ENTRY = struct.Struct(">ii")
-_TIME_ENTRY = struct.Struct(">qi")
-_TXN_ENTRY = struct.Struct(">hqqqq")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -151,7 +149,7 @@ def _iter_file_batches(
     pos = start
     while pos + LOG_OVERHEAD <= size:
         head = os.pread(fd, LOG_OVERHEAD, pos)
-        length = _I32.unpack_from(head, 8)[0]
+        length = structs.I32.unpack_from(head, 8)[0]
         total = length + LOG_OVERHEAD
         if length < HEADER_SIZE - LOG_OVERHEAD or pos + total > size:
             yield pos, None, size - pos
@@ -296,7 +294,7 @@ def dump_index(
     with open(log_path, "rb", buffering=0) as f:
         fd = f.fileno()
         size = os.fstat(fd).st_size
-        for i, (rel, position) in enumerate(_read_entries(path, _INDEX_ENTRY)):
+        for i, (rel, position) in enumerate(_read_entries(path, OFFSET_ENTRY)):
             offset = base + rel
             h = _batch_at(fd, size, position)
             if rel == 0 and (i > 0 or h is None or h.last_offset != offset):
@@ -324,7 +322,7 @@ def dump_time_index(
     index_path = log_path.with_name(log_path.name[: -len(".log")] + ".index")
     offsets: list[tuple[int, int]] = []
     if index_path.exists():
-        for i, (rel, pos) in enumerate(_read_entries(index_path, _INDEX_ENTRY)):
+        for i, (rel, pos) in enumerate(_read_entries(index_path, OFFSET_ENTRY)):
             if rel == 0 and i > 0:
                 break
             offsets.append((base + rel, pos))
@@ -335,7 +333,7 @@ def dump_time_index(
     with open(log_path, "rb", buffering=0) as f:
         fd = f.fileno()
         size = os.fstat(fd).st_size
-        for i, (ts, rel) in enumerate(_read_entries(path, _TIME_ENTRY)):
+        for i, (ts, rel) in enumerate(_read_entries(path, TIME_ENTRY)):
             offset = base + rel
             if rel == 0 and (i > 0 or ts <= 0):
                 break  # the zero-filled tail of a preallocated index
@@ -381,8 +379,8 @@ def dump_time_index(
 def dump_txn_index(path: Path, *, out: TextIO = sys.stdout) -> int:
     """One line per aborted transaction."""
     data = path.read_bytes()
-    for pos in range(0, len(data) - len(data) % _TXN_ENTRY.size, _TXN_ENTRY.size):
-        version, pid, first, last, lso = _TXN_ENTRY.unpack_from(data, pos)
+    for pos in range(0, len(data) - len(data) % TXN_ENTRY.size, TXN_ENTRY.size):
+        version, pid, first, last, lso = TXN_ENTRY.unpack_from(data, pos)
         print(
             f"version: {version} producerId: {pid} firstOffset: {first}"
             f" lastOffset: {last} lastStableOffset: {lso}",

@@ -10,10 +10,9 @@ import socket
 import struct
 from typing import Any
 
+from kafkalite.common import structs
 from kafkalite.protocol import messages
 from kafkalite.protocol.headers import skip_tagged_fields
-
-_I32 = struct.Struct(">i")
 
 
 class WireClient:
@@ -45,8 +44,8 @@ class WireClient:
             struct.pack(">hhi", api_key, version, self._cid) + cid + (b"\x00" if flexible else b"")
         )
         payload = header + messages.encode(messages.build(req_cls, body))
-        self.sock.sendall(_I32.pack(len(payload)) + payload)
-        size = _I32.unpack(self._read(4))[0]
+        self.sock.sendall(structs.I32.pack(len(payload)) + payload)
+        size = structs.I32.unpack(self._read(4))[0]
         frame = self._read(size)
         resp_flexible = flexible and api_key != 18
         pos = skip_tagged_fields(frame, 4) if resp_flexible else 4

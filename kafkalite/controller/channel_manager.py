@@ -9,10 +9,13 @@ broker is retried every ``retry_backoff_ms`` (100 ms, like Kafka) with the same
 request until it answers or is removed because it is no longer registered.
 
 The controller sees this class only through the ``BrokerChannel`` protocol
-(``leader_and_isr`` / ``update_metadata`` / ``stop_replica``), which turns the
-controller's partition-state dicts into LeaderAndIsr v7, UpdateMetadata v8 and
-StopReplica v4 requests. Those calls only enqueue: a controller event never
-waits for a broker, so a dead broker cannot stall the event queue.
+(``leader_and_isr`` / ``update_metadata`` / ``stop_replica``). The request
+batch hands it the inter-broker dataclasses of :mod:`kafkalite.protocol.inter_broker`
+(topic states) and the live brokers as ``BrokerInfo`` values; this class adds
+what only it knows (each target's broker epoch, the leaders' inter-broker
+endpoints) and sends LeaderAndIsr v7, UpdateMetadata v8 and StopReplica v4.
+Those calls only enqueue: a controller event never waits for a broker, so a
+dead broker cannot stall the event queue.
 
 Every request is signed for its target broker with the cluster's inter-broker
 secret (an HMAC over the body in a request-header tag, see
@@ -27,14 +30,15 @@ import contextlib
 import itertools
 import logging
 import ssl
-import struct
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kafkalite.common import structs
+from kafkalite.common.types import Endpoint, TopicPartition
+from kafkalite.metadata.kafka_zk_client import BrokerInfo
 from kafkalite.protocol import inter_broker as ib
 from kafkalite.protocol.errors import ErrorCode
-from kafkalite.protocol.kafka_uuid import ZERO_UUID
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +49,6 @@ STOP_REPLICA_VERSION = 4
 #: (broker id, decoded response) -> None; runs on the sender task, must not block
 ResponseCallback = Callable[[int, Any], None]
 
-_I32 = struct.Struct(">i")
 CLUSTER_AUTHORIZATION_FAILED = int(ErrorCode.cluster_authorization_failed)
 
 
@@ -61,56 +64,28 @@ class BrokerNode:
     tls: bool = False
 
 
-def parse_endpoints(info: Mapping[str, Any]) -> list[tuple[str, str, int]]:
-    """(listener, host, port) for each endpoint of a /brokers/ids/<id> registration."""
-    out = []
-    for e in info.get("endpoints") or []:
-        try:
-            name, rest = str(e).split("://", 1)
-            host, port = rest.rsplit(":", 1)
-            out.append((name, host.strip("[]"), int(port)))
-        except ValueError:
-            log.warning("ignoring malformed broker endpoint %r", e)
-    if not out and info.get("host") and info.get("port"):
-        out.append(("PLAINTEXT", str(info["host"]), int(info["port"])))
-    return out
-
-
-def inter_broker_endpoint(
-    info: Mapping[str, Any], listener_name: str | None
-) -> tuple[str, int] | None:
+def inter_broker_endpoint(broker: BrokerInfo, listener_name: str | None) -> Endpoint | None:
     """The endpoint of the inter-broker listener, else the first one registered."""
-    found = _inter_broker_listener(info, listener_name)
-    return (found[1], found[2]) if found is not None else None
-
-
-def _inter_broker_listener(
-    info: Mapping[str, Any], listener_name: str | None
-) -> tuple[str, str, int] | None:
-    endpoints = parse_endpoints(info)
-    for e in endpoints:
-        if e[0] == listener_name:
+    for e in broker.endpoints:
+        if e.listener == listener_name:
             return e
-    return endpoints[0] if endpoints else None
+    return broker.endpoints[0] if broker.endpoints else None
 
 
-def _controller_target_listener(
-    info: Mapping[str, Any], control_plane: str | None, inter_broker: str | None
-) -> tuple[str, str, int] | None:
+def controller_target_endpoint(
+    broker: BrokerInfo, control_plane: str | None, inter_broker: str | None
+) -> Endpoint | None:
     """The endpoint the controller sends its requests to: the control-plane listener
     (KIP-291) when the broker registered one, else the inter-broker one."""
     if control_plane is not None:
-        for e in parse_endpoints(info):
-            if e[0] == control_plane:
+        for e in broker.endpoints:
+            if e.listener == control_plane:
                 return e
-    return _inter_broker_listener(info, inter_broker)
+    return inter_broker_endpoint(broker, inter_broker)
 
 
-def _security_protocol(info: Mapping[str, Any], listener: str) -> str:
-    protocols = info.get("listener_security_protocol_map") or {}
-    return str(
-        protocols.get(listener, listener if listener in ib.SECURITY_PROTOCOLS else "PLAINTEXT")
-    )
+def is_tls(endpoint: Endpoint) -> bool:
+    return endpoint.security_protocol in ("SSL", "SASL_SSL")
 
 
 @dataclass(slots=True)
@@ -144,7 +119,7 @@ class RequestSendTask:
         self.sent = 0
         #: what this incarnation of the broker was last sent per partition by
         #: UpdateMetadata, and for which live broker set (see update_metadata)
-        self.metadata_sent: dict[tuple[str, int], tuple[Any, ...]] = {}
+        self.metadata_sent: dict[TopicPartition, tuple[Any, ...]] = {}
         self.metadata_live: frozenset[int] | None = None
         self._correlation = itertools.count(1)
         self._reader: asyncio.StreamReader | None = None
@@ -227,7 +202,7 @@ class RequestSendTask:
         self._writer.write(ib.frame_with_body(header, req.body))
         await self._writer.drain()
         try:
-            (size,) = _I32.unpack(await self._reader.readexactly(4))
+            (size,) = structs.I32.unpack(await self._reader.readexactly(4))
             frame = await self._reader.readexactly(size)
         except asyncio.IncompleteReadError as e:
             raise EOFError("connection closed by the broker") from e
@@ -272,25 +247,19 @@ class ControllerChannelManager:
         self._stopping: set[asyncio.Task[None]] = set()
 
     # ---- brokers ------------------------------------------------------------
-    def update_brokers(
-        self, live: Mapping[int, Mapping[str, Any]], epochs: Mapping[int, int] | None = None
-    ) -> None:
+    def update_brokers(self, live: Mapping[int, BrokerInfo]) -> None:
         """Follow the live broker set: add new brokers, drop dead ones, and
         reconnect to a broker that re-registered (new epoch or endpoint) with a
         fresh queue, since requests meant for its previous incarnation are moot."""
         nodes: dict[int, BrokerNode] = {}
         for broker_id, info in live.items():
-            found = _controller_target_listener(
+            ep = controller_target_endpoint(
                 info, self.control_plane_listener_name, self.listener_name
             )
-            if found is None:
+            if ep is None:
                 log.warning("controller: broker %d registered no endpoint", broker_id)
                 continue
-            name, host, port = found
-            tls = _security_protocol(info, name) in ("SSL", "SASL_SSL")
-            nodes[broker_id] = BrokerNode(
-                broker_id, host, port, (epochs or {}).get(broker_id, -1), tls
-            )
+            nodes[broker_id] = BrokerNode(broker_id, ep.host or "", ep.port, info.epoch, is_tls(ep))
         for broker_id in list(self._senders):
             if nodes.get(broker_id) != self._senders[broker_id].node:
                 self._remove(broker_id)
@@ -378,17 +347,16 @@ class ControllerChannelManager:
         broker_id: int,
         controller_id: int,
         controller_epoch: int,
-        states: list[dict[str, Any]],
-        live_brokers: list[dict[str, Any]],
+        topic_states: list[ib.LeaderAndIsrTopicState],
+        live_brokers: Sequence[BrokerInfo],
         callback: ResponseCallback | None = None,
     ) -> None:
-        req = leader_and_isr_request(
+        req = ib.LeaderAndIsrRequest(
             controller_id,
             controller_epoch,
+            topic_states,
+            live_leaders(topic_states, live_brokers, self.listener_name),
             self._broker_epoch(broker_id),
-            states,
-            live_brokers,
-            self.listener_name,
         )
         self.send_request(broker_id, ib.LEADER_AND_ISR, LEADER_AND_ISR_VERSION, req, callback)
 
@@ -397,20 +365,19 @@ class ControllerChannelManager:
         broker_id: int,
         controller_id: int,
         controller_epoch: int,
-        states: list[dict[str, Any]],
-        live_brokers: list[dict[str, Any]],
+        topic_states: list[ib.UpdateMetadataTopicState],
+        live_brokers: Sequence[BrokerInfo],
         deleted_topics: list[str],
     ) -> None:
         sender = self._senders.get(broker_id)
         if sender is not None:
-            states = _metadata_changes(sender, states, live_brokers, deleted_topics)
+            topic_states = _metadata_changes(sender, topic_states, live_brokers, deleted_topics)
         req = update_metadata_request(
             controller_id,
             controller_epoch,
             self._broker_epoch(broker_id),
-            states,
+            topic_states,
             live_brokers,
-            deleted_topics,
         )
         self.send_request(broker_id, ib.UPDATE_METADATA, UPDATE_METADATA_VERSION, req)
 
@@ -419,7 +386,7 @@ class ControllerChannelManager:
         broker_id: int,
         controller_id: int,
         controller_epoch: int,
-        partitions: list[tuple[str, int]],
+        partitions: list[TopicPartition],
         delete: bool,
         callback: ResponseCallback | None = None,
     ) -> None:
@@ -431,10 +398,10 @@ class ControllerChannelManager:
 
 def _metadata_changes(
     sender: RequestSendTask,
-    states: list[dict[str, Any]],
-    live_brokers: list[dict[str, Any]],
+    topic_states: list[ib.UpdateMetadataTopicState],
+    live_brokers: Sequence[BrokerInfo],
     deleted_topics: list[str],
-) -> list[dict[str, Any]]:
+) -> list[ib.UpdateMetadataTopicState]:
     """The partition states this broker incarnation has not been sent yet.
 
     The controller hands every partition to every UpdateMetadata; encoding them all
@@ -443,126 +410,94 @@ def _metadata_changes(
     when the live broker set changed (offline replicas depend on it), then deltas.
     Partitions of deleted topics always go (with leader -2) and are forgotten.
     """
-    live = frozenset(int(b["id"]) for b in live_brokers)
+    live = frozenset(b.id for b in live_brokers)
     seen = sender.metadata_sent
     if sender.metadata_live != live:
         seen.clear()
         sender.metadata_live = live
     deleted = set(deleted_topics)
     out = []
-    for s in states:
-        key = (s["topic"], s["partition"])
-        if s["topic"] in deleted:
-            seen.pop(key, None)
-            out.append(s)
+    for t in topic_states:
+        topic = t.topic_name
+        if topic in deleted:
+            for s in t.partition_states:
+                seen.pop((topic, s.partition_index), None)
+            out.append(t)
             continue
-        sig = (
-            s.get("topic_id"),
-            s["leader"],
-            s["leader_epoch"],
-            tuple(s["isr"]),
-            tuple(s["replicas"]),
-            tuple(s.get("offline_replicas", ())),
-            s["controller_epoch"],
-            s.get("partition_epoch", 0),
-        )
-        if seen.get(key) != sig:
-            seen[key] = sig
-            out.append(s)
+        changed = []
+        for s in t.partition_states:
+            key = (topic, s.partition_index)
+            sig = (
+                t.topic_id,
+                s.leader,
+                s.leader_epoch,
+                tuple(s.isr),
+                tuple(s.replicas),
+                tuple(s.offline_replicas),
+                s.controller_epoch,
+                s.zk_version,
+            )
+            if seen.get(key) != sig:
+                seen[key] = sig
+                changed.append(s)
+        if len(changed) == len(t.partition_states):
+            out.append(t)
+        elif changed:
+            out.append(ib.UpdateMetadataTopicState(topic, changed, t.topic_id))
     return out
 
 
-# ---- controller state dicts -> requests ------------------------------------------
+# ---- what the channel adds to the batch's states ------------------------------------
 
 
-def leader_and_isr_request(
-    controller_id: int,
-    controller_epoch: int,
-    broker_epoch: int,
-    states: Iterable[Mapping[str, Any]],
-    live_brokers: Iterable[Mapping[str, Any]],
+def live_leaders(
+    topic_states: Iterable[ib.LeaderAndIsrTopicState],
+    live_brokers: Iterable[BrokerInfo],
     listener_name: str | None,
-) -> ib.LeaderAndIsrRequest:
-    topics: dict[str, ib.LeaderAndIsrTopicState] = {}
-    leaders: set[int] = set()
-    for s in states:
-        t = topics.get(s["topic"])
-        if t is None:
-            t = topics[s["topic"]] = ib.LeaderAndIsrTopicState(
-                s["topic"], [], s.get("topic_id") or ZERO_UUID
-            )
-        t.partition_states.append(
-            ib.LeaderAndIsrPartitionState(
-                partition_index=s["partition"],
-                controller_epoch=s["controller_epoch"],
-                leader=s["leader"],
-                leader_epoch=s["leader_epoch"],
-                isr=list(s["isr"]),
-                partition_epoch=s.get("partition_epoch", 0),
-                replicas=list(s["replicas"]),
-                adding_replicas=list(s.get("adding_replicas", ())),
-                removing_replicas=list(s.get("removing_replicas", ())),
-                is_new=bool(s.get("is_new", False)),
-            )
-        )
-        leaders.add(s["leader"])
-    live_leaders = []
+) -> list[ib.LeaderAndIsrLiveLeader]:
+    """The live brokers that lead a partition of the request, at their inter-broker
+    endpoint (where followers fetch from)."""
+    leaders = {s.leader for t in topic_states for s in t.partition_states}
+    out = []
     for b in live_brokers:
         ep = inter_broker_endpoint(b, listener_name)
-        if int(b["id"]) in leaders and ep is not None:
-            live_leaders.append(ib.LeaderAndIsrLiveLeader(int(b["id"]), ep[0], ep[1]))
-    return ib.LeaderAndIsrRequest(
-        controller_id, controller_epoch, list(topics.values()), live_leaders, broker_epoch
-    )
+        if b.id in leaders and ep is not None:
+            out.append(ib.LeaderAndIsrLiveLeader(b.id, ep.host or "", ep.port))
+    return out
+
+
+def update_metadata_brokers(live_brokers: Iterable[BrokerInfo]) -> list[ib.UpdateMetadataBroker]:
+    return [
+        ib.UpdateMetadataBroker(
+            b.id,
+            [
+                ib.UpdateMetadataEndpoint(
+                    e.port,
+                    e.host or "",
+                    e.listener,
+                    ib.SECURITY_PROTOCOLS.get(e.security_protocol, 0),
+                )
+                for e in b.endpoints
+            ],
+            b.rack,
+        )
+        for b in live_brokers
+    ]
 
 
 def update_metadata_request(
     controller_id: int,
     controller_epoch: int,
     broker_epoch: int,
-    states: Iterable[Mapping[str, Any]],
-    live_brokers: Iterable[Mapping[str, Any]],
-    deleted_topics: Iterable[str] = (),
+    topic_states: list[ib.UpdateMetadataTopicState],
+    live_brokers: Iterable[BrokerInfo],
 ) -> ib.UpdateMetadataRequest:
-    """Partitions of ``deleted_topics`` go out with leader -2, Kafka's "being deleted"."""
-    deleted = set(deleted_topics)
-    brokers = []
-    for b in live_brokers:
-        endpoints = [
-            ib.UpdateMetadataEndpoint(
-                port, host, name, ib.SECURITY_PROTOCOLS.get(_security_protocol(b, name), 0)
-            )
-            for name, host, port in parse_endpoints(b)
-        ]
-        brokers.append(ib.UpdateMetadataBroker(int(b["id"]), endpoints, b.get("rack")))
-    live_ids = {b.id for b in brokers}
-    topics: dict[str, ib.UpdateMetadataTopicState] = {}
-    for s in states:
-        t = topics.get(s["topic"])
-        if t is None:
-            t = topics[s["topic"]] = ib.UpdateMetadataTopicState(
-                s["topic"], [], s.get("topic_id") or ZERO_UUID
-            )
-        replicas = list(s["replicas"])
-        t.partition_states.append(
-            ib.UpdateMetadataPartitionState(
-                partition_index=s["partition"],
-                controller_epoch=s["controller_epoch"],
-                leader=ib.LEADER_DURING_DELETE if s["topic"] in deleted else s["leader"],
-                leader_epoch=s["leader_epoch"],
-                isr=list(s["isr"]),
-                zk_version=s.get("partition_epoch", 0),
-                replicas=replicas,
-                offline_replicas=[
-                    r for r in replicas if r not in live_ids or r in s.get("offline_replicas", ())
-                ],
-            )
-        )
-    missing = deleted - set(topics)
-    if missing:
-        log.debug("controller: no partition states to mark deleted for %s", sorted(missing))
     return ib.UpdateMetadataRequest(
-        controller_id, controller_epoch, list(topics.values()), brokers, broker_epoch
+        controller_id,
+        controller_epoch,
+        topic_states,
+        update_metadata_brokers(live_brokers),
+        broker_epoch,
     )
 
 
@@ -570,7 +505,7 @@ def stop_replica_request(
     controller_id: int,
     controller_epoch: int,
     broker_epoch: int,
-    partitions: Iterable[tuple[str, int]],
+    partitions: Iterable[TopicPartition],
     delete: bool,
 ) -> ib.StopReplicaRequest:
     """Leader epoch -2 ("being deleted") for deletions, -1 ("no epoch") otherwise."""

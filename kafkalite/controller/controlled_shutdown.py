@@ -15,17 +15,17 @@ import asyncio
 import itertools
 import logging
 import ssl
-import struct
 
-from kafkalite.controller.channel_manager import _inter_broker_listener, _security_protocol
+from kafkalite.common import structs
+from kafkalite.controller.channel_manager import inter_broker_endpoint, is_tls
 from kafkalite.metadata.kafka_zk_client import KafkaZkClient
 from kafkalite.metadata.store import MetadataStore, MetadataStoreError
 from kafkalite.protocol import inter_broker as ib
+from kafkalite.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
 CONTROLLED_SHUTDOWN_VERSION = 3
-_I32 = struct.Struct(">i")
 _correlation = itertools.count(1)
 
 
@@ -51,12 +51,12 @@ async def send_controlled_shutdown(
     info = (await zk.get_brokers([controller_id])).get(controller_id)
     if info is None:
         raise ControlledShutdownError(f"controller {controller_id} is not registered")
-    found = _inter_broker_listener(info.registration, listener_name)
-    if found is None:
+    ep = inter_broker_endpoint(info, listener_name)
+    if ep is None:
         raise ControlledShutdownError(f"controller {controller_id} registered no endpoint")
-    name, host, port = found
+    host, port = ep.host or "", ep.port
     tls = None
-    if _security_protocol(info.registration, name) in ("SSL", "SASL_SSL"):
+    if is_tls(ep):
         # the broker's client context presents its keystore (ssl.client.auth=required)
         tls = ssl_context if ssl_context is not None else ssl.create_default_context()
     correlation_id = next(_correlation) & 0x7FFFFFFF
@@ -76,7 +76,7 @@ async def send_controlled_shutdown(
                 )
             )
             await writer.drain()
-            (size,) = _I32.unpack(await reader.readexactly(4))
+            (size,) = structs.I32.unpack(await reader.readexactly(4))
             got, response = ib.parse_response_frame(
                 ib.CONTROLLED_SHUTDOWN, CONTROLLED_SHUTDOWN_VERSION, await reader.readexactly(size)
             )
@@ -113,7 +113,7 @@ async def controlled_shutdown(
                 ssl_context=ssl_context,
                 secret=secret,
             )
-            if resp.error_code == 0 and not resp.remaining_partitions:
+            if resp.error_code == ErrorCode.none and not resp.remaining_partitions:
                 log.info("broker %d: controlled shutdown succeeded", broker_id)
                 return True
             if resp.error_code:

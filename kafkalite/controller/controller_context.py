@@ -11,9 +11,8 @@ import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, fields
 
+from kafkalite.common.types import TopicPartition
 from kafkalite.metadata.kafka_zk_client import BrokerInfo
-
-TopicPartition = tuple[str, int]
 
 NO_LEADER = -1
 LEADER_DURING_DELETE = -2
@@ -104,9 +103,6 @@ class ControllerContext:
     def live_or_shutting_down_broker_ids(self) -> set[int]:
         """Brokers that still get UpdateMetadata."""
         return set(self.live_brokers)
-
-    def broker_epochs(self) -> dict[int, int]:
-        return {b: info.epoch for b, info in self.live_brokers.items()}
 
     # ---- assignment -----------------------------------------------------------------
     def partition_replica_assignment(self, tp: TopicPartition) -> list[int]:

@@ -37,6 +37,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from kafkalite.common.types import TopicPartition
 from kafkalite.controller.controller_context import (
     ControllerContext,
     LeaderAndIsr,
@@ -79,7 +80,6 @@ from kafkalite.protocol.kafka_uuid import ZERO_UUID
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
 
 UNCLEAN_LEADER_ELECTION_ENABLE = "unclean.leader.election.enable"
 
@@ -435,11 +435,7 @@ class KafkaController:
         return loaded
 
     def _update_channel(self) -> None:
-        ctx = self.ctx
-        self.channel_manager.update_brokers(
-            {b: dict(info.registration) for b, info in ctx.live_brokers.items()},
-            ctx.broker_epochs(),
-        )
+        self.channel_manager.update_brokers(self.ctx.live_brokers)
 
     async def _fetch_topic_deletions_in_progress(self) -> tuple[set[str], set[str]]:
         ctx = self.ctx

@@ -16,11 +16,10 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Protocol
 
+from kafkalite.common.types import TopicPartition
 from kafkalite.controller.controller_context import ControllerContext, LeaderAndIsr
 
 log = logging.getLogger(__name__)
-
-TopicPartition = tuple[str, int]
 
 
 class StateChangeFailedException(Exception):

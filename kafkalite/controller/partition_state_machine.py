@@ -19,6 +19,7 @@ import enum
 import logging
 from collections.abc import Callable, Iterable, Sequence
 
+from kafkalite.common.types import TopicPartition
 from kafkalite.controller.controller_context import (
     INITIAL_LEADER_EPOCH,
     ControllerContext,
@@ -38,8 +39,6 @@ from kafkalite.metadata.store import BadVersionError
 
 log = logging.getLogger(__name__)
 state_change_log = logging.getLogger("kafkalite.state.change.logger")
-
-TopicPartition = tuple[str, int]
 
 
 class PartitionState(enum.Enum):

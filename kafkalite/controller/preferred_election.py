@@ -19,6 +19,7 @@ import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from kafkalite.common.types import TopicPartition
 from kafkalite.controller.leader_selectors import (
     LeaderElectionNotNeededException,
     OfflinePartitionLeaderSelector,
@@ -32,7 +33,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
 ElectionResults = dict[TopicPartition, tuple[int, str | None]]
 
 #: ElectLeaders election types (KIP-460)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from kafkalite.common.types import TopicPartition
 from kafkalite.controller.controller_context import (
     NO_LEADER,
     PartitionAndReplica,
@@ -39,7 +40,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
 #: per partition: (error code, message)
 ReassignmentResults = dict[TopicPartition, tuple[int, str | None]]
 

@@ -18,6 +18,7 @@ import logging
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 
+from kafkalite.common.types import TopicPartition
 from kafkalite.controller.controller_context import (
     NO_LEADER,
     ControllerContext,
@@ -34,8 +35,6 @@ from kafkalite.metadata.store import BadVersionError
 
 log = logging.getLogger(__name__)
 state_change_log = logging.getLogger("kafkalite.state.change.logger")
-
-TopicPartition = tuple[str, int]
 
 
 class ReplicaState(enum.Enum):

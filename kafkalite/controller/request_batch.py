@@ -11,36 +11,46 @@ step and deleted in the next receives StopReplica(delete=false) before
 StopReplica(delete=true).
 
 Partition states are captured when they are added, from the controller
-context; partitions of topics queued for deletion go out in UpdateMetadata with
-leader -2, which makes brokers drop the topic from their metadata.
+context, as the inter-broker dataclasses the channel encodes (Kafka's batch
+keeps the generated ``LeaderAndIsrPartitionState`` / ``UpdateMetadataPartitionState``
+the same way); the batch groups them by topic when it sends. Partitions of
+topics queued for deletion go out in UpdateMetadata with leader -2, which makes
+brokers drop the topic from their metadata; UpdateMetadata's offline replicas
+are those in failed log dirs plus those on brokers that are not live when the
+batch is sent.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
+from kafkalite.common.types import TopicPartition
 from kafkalite.controller.controller_context import (
     LEADER_DURING_DELETE,
     ControllerContext,
     LeaderIsrAndControllerEpoch,
 )
+from kafkalite.metadata.kafka_zk_client import BrokerInfo
+from kafkalite.protocol import inter_broker as ib
+from kafkalite.protocol.kafka_uuid import ZERO_UUID
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
 #: (broker id, StopReplicaResponse) -> None; called on the channel's sender task
 StopReplicaCallback = Callable[[int, Any], None]
 #: (broker id, LeaderAndIsrResponse) -> None; called on the channel's sender task
 LeaderAndIsrCallback = Callable[[int, Any], None]
 
+S = TypeVar("S")
+
 
 class BrokerChannel(Protocol):
     """How the controller talks to brokers; the TCP one is ControllerChannelManager."""
 
-    def update_brokers(self, live: dict[int, Any], epochs: dict[int, int]) -> None: ...
+    def update_brokers(self, live: Mapping[int, BrokerInfo]) -> None: ...
 
     async def shutdown(self) -> None: ...
 
@@ -49,8 +59,8 @@ class BrokerChannel(Protocol):
         broker_id: int,
         controller_id: int,
         controller_epoch: int,
-        states: list[dict[str, Any]],
-        live_brokers: list[dict[str, Any]],
+        topic_states: list[ib.LeaderAndIsrTopicState],
+        live_brokers: Sequence[BrokerInfo],
         callback: LeaderAndIsrCallback | None = None,
     ) -> None: ...
 
@@ -59,8 +69,8 @@ class BrokerChannel(Protocol):
         broker_id: int,
         controller_id: int,
         controller_epoch: int,
-        states: list[dict[str, Any]],
-        live_brokers: list[dict[str, Any]],
+        topic_states: list[ib.UpdateMetadataTopicState],
+        live_brokers: Sequence[BrokerInfo],
         deleted_topics: list[str],
     ) -> None: ...
 
@@ -86,33 +96,55 @@ class _StopReplicas:
     callback: StopReplicaCallback | None = None
 
 
-def partition_state_dict(
+def leader_and_isr_partition_state(
+    tp: TopicPartition, lic: LeaderIsrAndControllerEpoch, replicas: list[int], *, is_new: bool
+) -> ib.LeaderAndIsrPartitionState:
+    lai = lic.leader_and_isr
+    return ib.LeaderAndIsrPartitionState(
+        partition_index=tp[1],
+        controller_epoch=lic.controller_epoch,
+        leader=lai.leader,
+        leader_epoch=lai.leader_epoch,
+        isr=list(lai.isr),
+        partition_epoch=lai.zk_version,
+        replicas=list(replicas),
+        is_new=is_new,
+    )
+
+
+def update_metadata_partition_state(
     ctx: ControllerContext,
     tp: TopicPartition,
     lic: LeaderIsrAndControllerEpoch,
     replicas: list[int],
     *,
-    leader: int | None = None,
-    is_new: bool = False,
-) -> dict[str, Any]:
-    """A partition as the channel manager encodes it into LeaderAndIsr/UpdateMetadata.
-
-    ``offline_replicas`` names the replicas in failed log dirs; the channel adds the
-    replicas on brokers missing from the live list (UpdateMetadata's offline_replicas)."""
+    leader: int,
+) -> ib.UpdateMetadataPartitionState:
+    """``offline_replicas`` names the replicas in failed log dirs; the batch adds
+    the replicas on brokers that are not live when it sends."""
     lai = lic.leader_and_isr
-    return {
-        "topic": tp[0],
-        "partition": tp[1],
-        "topic_id": ctx.topic_ids.get(tp[0]),
-        "leader": lai.leader if leader is None else leader,
-        "leader_epoch": lai.leader_epoch,
-        "isr": list(lai.isr),
-        "replicas": list(replicas),
-        "offline_replicas": ctx.offline_replicas(tp, replicas),
-        "controller_epoch": lic.controller_epoch,
-        "partition_epoch": lai.zk_version,
-        "is_new": is_new,
-    }
+    return ib.UpdateMetadataPartitionState(
+        partition_index=tp[1],
+        controller_epoch=lic.controller_epoch,
+        leader=leader,
+        leader_epoch=lai.leader_epoch,
+        isr=list(lai.isr),
+        zk_version=lai.zk_version,
+        replicas=list(replicas),
+        offline_replicas=list(ctx.offline_replicas(tp, replicas)),
+    )
+
+
+def _by_topic(states: Mapping[TopicPartition, S]) -> dict[str, list[S]]:
+    """Partition states grouped by topic, topics in order of first appearance."""
+    topics: dict[str, list[S]] = {}
+    for (topic, _), state in states.items():
+        group = topics.get(topic)
+        if group is None:
+            topics[topic] = [state]
+        else:
+            group.append(state)
+    return topics
 
 
 class ControllerBrokerRequestBatch:
@@ -131,9 +163,9 @@ class ControllerBrokerRequestBatch:
         self.is_topic_queued_for_deletion = is_topic_queued_for_deletion
         #: every LeaderAndIsr response goes here (Kafka's LeaderAndIsrResponseReceived)
         self.leader_and_isr_callback = leader_and_isr_callback
-        self._leader_and_isr: dict[int, dict[TopicPartition, dict[str, Any]]] = {}
+        self._leader_and_isr: dict[int, dict[TopicPartition, ib.LeaderAndIsrPartitionState]] = {}
         self._update_metadata_brokers: set[int] = set()
-        self._update_metadata_partitions: dict[TopicPartition, dict[str, Any]] = {}
+        self._update_metadata_partitions: dict[TopicPartition, ib.UpdateMetadataPartitionState] = {}
         self._deleted_topics: set[str] = set()
         self._stop_replica: dict[int, _StopReplicas] = {}
 
@@ -172,7 +204,7 @@ class ControllerBrokerRequestBatch:
         """LeaderAndIsr for ``tp`` to ``broker_ids``, and UpdateMetadata for it to every
         live or shutting-down broker (as Kafka's batch does)."""
         ctx = self._ctx()
-        state = partition_state_dict(ctx, tp, lic, replicas, is_new=is_new)
+        state = leader_and_isr_partition_state(tp, lic, replicas, is_new=is_new)
         for b in broker_ids:
             if b >= 0:
                 self._leader_and_isr.setdefault(b, {})[tp] = state
@@ -213,12 +245,12 @@ class ControllerBrokerRequestBatch:
             deleting = self.is_topic_queued_for_deletion(tp[0])
             if deleting:
                 self._deleted_topics.add(tp[0])
-            self._update_metadata_partitions[tp] = partition_state_dict(
+            self._update_metadata_partitions[tp] = update_metadata_partition_state(
                 ctx,
                 tp,
                 lic,
                 ctx.partition_replica_assignment(tp),
-                leader=LEADER_DURING_DELETE if deleting else None,
+                leader=LEADER_DURING_DELETE if deleting else lic.leader_and_isr.leader,
             )
 
     # ---- sending ------------------------------------------------------------------
@@ -230,9 +262,7 @@ class ControllerBrokerRequestBatch:
         self.clear()
         ctx = self._ctx()
         live = ctx.live_or_shutting_down_broker_ids
-        live_list = [
-            {"id": b, **ctx.live_brokers[b].registration} for b in sorted(ctx.live_brokers)
-        ]
+        live_brokers = [ctx.live_brokers[b] for b in sorted(ctx.live_brokers)]
         cid, ch = self.controller_id, self.channel
         for b in sorted(lair):
             if b in live:
@@ -240,17 +270,20 @@ class ControllerBrokerRequestBatch:
                     b,
                     cid,
                     controller_epoch,
-                    list(lair[b].values()),
-                    live_list,
+                    [
+                        ib.LeaderAndIsrTopicState(t, states, ctx.topic_ids.get(t) or ZERO_UUID)
+                        for t, states in _by_topic(lair[b]).items()
+                    ],
+                    live_brokers,
                     callback=self.leader_and_isr_callback,
                 )
         if um_brokers:
-            states = list(um_states.values())
+            topic_states = _update_metadata_topics(ctx, um_states, deleted, live)
             deleted_list = sorted(deleted)
             for b in sorted(um_brokers):
                 if b in live:
                     await ch.update_metadata(
-                        b, cid, controller_epoch, states, live_list, deleted_list
+                        b, cid, controller_epoch, topic_states, live_brokers, deleted_list
                     )
         for b in sorted(stops):
             if b not in live:
@@ -261,3 +294,28 @@ class ControllerBrokerRequestBatch:
                 await ch.stop_replica(b, cid, controller_epoch, list(s.keep), False)
             if s.delete:
                 await ch.stop_replica(b, cid, controller_epoch, list(s.delete), True, s.callback)
+
+
+def _update_metadata_topics(
+    ctx: ControllerContext,
+    states: Mapping[TopicPartition, ib.UpdateMetadataPartitionState],
+    deleted: set[str],
+    live: set[int],
+) -> list[ib.UpdateMetadataTopicState]:
+    """The recorded states by topic, completed as they go out: leader -2 for topics
+    being deleted, and the replicas on brokers that are not live added to each
+    partition's offline replicas (the states are the batch's own, cleared by now)."""
+    out = []
+    by_topic = _by_topic(states)
+    for topic, parts in by_topic.items():
+        if topic in deleted:
+            for s in parts:
+                s.leader = LEADER_DURING_DELETE
+        for s in parts:
+            failed = s.offline_replicas
+            s.offline_replicas = [r for r in s.replicas if r not in live or r in failed]
+        out.append(ib.UpdateMetadataTopicState(topic, parts, ctx.topic_ids.get(topic) or ZERO_UUID))
+    missing = deleted.difference(by_topic)
+    if missing:
+        log.debug("controller: no partition states to mark deleted for %s", sorted(missing))
+    return out

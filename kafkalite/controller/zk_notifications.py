@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from kafkalite.common.types import TopicPartition
 from kafkalite.controller.controller_context import PartitionAndReplica
 from kafkalite.controller.partition_state_machine import leader_and_isr_of
 from kafkalite.controller.replica_state_machine import ReplicaState
@@ -29,7 +30,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
 
 KAFKA_STORAGE_ERROR = int(ErrorCode.kafka_storage_error)
 
@@ -164,7 +164,7 @@ class ZkNotificationHandler:
         for tp, error in self._leader_and_isr_partition_errors(response):
             if error == KAFKA_STORAGE_ERROR:
                 offline.add(tp)
-            elif error == 0:
+            elif error == ErrorCode.none:
                 online.add(tp)
         current = (previous - online) | offline
         if current:

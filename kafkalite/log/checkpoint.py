@@ -18,6 +18,8 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Generic, TypeVar
 
+from kafkalite.common.types import TopicPartition
+
 __all__ = [
     "LOG_START_OFFSET_CHECKPOINT_FILE",
     "RECOVERY_POINT_CHECKPOINT_FILE",
@@ -34,8 +36,6 @@ REPLICATION_CHECKPOINT_FILE = "replication-offset-checkpoint"
 CLEANER_CHECKPOINT_FILE = "cleaner-offset-checkpoint"
 
 T = TypeVar("T")
-
-TopicPartition = tuple[str, int]
 
 
 class CorruptCheckpointError(ValueError):

@@ -42,7 +42,6 @@ import asyncio
 import concurrent.futures
 import logging
 import os
-import struct
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -51,6 +50,8 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from kafkalite.common import structs
+from kafkalite.common.types import TopicPartition
 from kafkalite.log.checkpoint import (
     CLEANER_CHECKPOINT_FILE,
     CorruptCheckpointError,
@@ -96,11 +97,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
 R = TypeVar("R")
 DOUBLE_MAX = 1.7976931348623157e308
 INT32_MAX = 2**31 - 1
-_I32 = struct.Struct(">i")
 
 
 class LogCleaningAbortedError(Exception):
@@ -603,7 +602,7 @@ class Cleaner:
             off = 0
             n = len(chunk)
             while off + LOG_OVERHEAD <= n:
-                length = _I32.unpack_from(chunk, off + 8)[0]
+                length = structs.I32.unpack_from(chunk, off + 8)[0]
                 if length < HEADER_SIZE - LOG_OVERHEAD:
                     raise CorruptRecordBatch(
                         f"{src.segment.log_path}: invalid batch length {length} at {pos + off}"
@@ -614,7 +613,7 @@ class Cleaner:
                 off += length + LOG_OVERHEAD
             if off == 0:
                 # a batch larger than the io buffer: read it whole
-                length = _I32.unpack_from(chunk, 8)[0] if n >= LOG_OVERHEAD else -1
+                length = structs.I32.unpack_from(chunk, 8)[0] if n >= LOG_OVERHEAD else -1
                 if length < 0 or pos + length + LOG_OVERHEAD > size:
                     raise CorruptRecordBatch(
                         f"{src.segment.log_path}: partial batch at position {pos}"

@@ -9,6 +9,7 @@ catch everything the log raises from one module.
 
 from __future__ import annotations
 
+from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.record_batch import (
     CorruptRecordBatch,
     InvalidRecord,
@@ -43,7 +44,7 @@ __all__ = [
 class LogError(Exception):
     """Base class; ``error_code`` is the Kafka error code for the response."""
 
-    error_code: int = -1  # UNKNOWN_SERVER_ERROR
+    error_code: int = ErrorCode.unknown_server_error
 
 
 class InvalidReadSize(LogError, ValueError):
@@ -53,45 +54,45 @@ class InvalidReadSize(LogError, ValueError):
     answers that partition with UNKNOWN_SERVER_ERROR.
     """
 
-    error_code = -1  # UNKNOWN_SERVER_ERROR
+    error_code = ErrorCode.unknown_server_error
 
 
 class OffsetOutOfRange(LogError):
-    error_code = 1  # OFFSET_OUT_OF_RANGE
+    error_code = ErrorCode.offset_out_of_range
 
 
 class RecordTooLarge(LogError):
     """A batch is larger than max.message.bytes."""
 
-    error_code = 10  # MESSAGE_TOO_LARGE
+    error_code = ErrorCode.message_too_large
 
 
 class RecordBatchTooLarge(LogError):
     """The produce records are larger than segment.bytes."""
 
-    error_code = 18  # RECORD_LIST_TOO_LARGE
+    error_code = ErrorCode.record_list_too_large
 
 
 class InvalidTimestamp(LogError):
     """CreateTime outside message.timestamp.before/after.max.ms."""
 
-    error_code = 32  # INVALID_TIMESTAMP
+    error_code = ErrorCode.invalid_timestamp
 
 
 class PolicyViolation(LogError):
     """E.g. DeleteRecords on a topic whose cleanup.policy has no ``delete``."""
 
-    error_code = 44  # POLICY_VIOLATION
+    error_code = ErrorCode.policy_violation
 
 
 class KafkaStorageError(LogError):
     """The log directory holding this partition is offline."""
 
-    error_code = 56  # KAFKA_STORAGE_ERROR
+    error_code = ErrorCode.kafka_storage_error
 
 
 class LogDirNotFound(LogError):
-    error_code = 57  # LOG_DIR_NOT_FOUND
+    error_code = ErrorCode.log_dir_not_found
 
 
 class UnexpectedAppendOffset(LogError):
@@ -110,7 +111,7 @@ class OffsetsOutOfOrder(LogError):
 class ConfigError(LogError, ValueError):
     """A bad config value; names the key like Kafka's ConfigException."""
 
-    error_code = 40  # INVALID_CONFIG
+    error_code = ErrorCode.invalid_config
 
     def __init__(self, key: str, message: str) -> None:
         super().__init__(f"Invalid value for configuration {key}: {message}")

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import functools
 import logging
-import struct
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
+from kafkalite.common import structs
+from kafkalite.common.types import TopicPartition
 from kafkalite.log.errors import (
     CorruptRecordBatch,
     InvalidRecord,
@@ -90,7 +91,6 @@ MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
 
-_I32 = struct.Struct(">i")
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -100,7 +100,7 @@ def topic_partition_dir_name(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"
 
 
-def parse_topic_partition_name(name: str) -> tuple[str, int]:
+def parse_topic_partition_name(name: str) -> TopicPartition:
     """``<topic>-<partition>``; topics may contain '-', so split on the last one."""
     topic, sep, part = name.rpartition("-")
     if not sep or not topic or not part.isdigit():
@@ -214,7 +214,7 @@ class Log:
         return topic_partition_dir_name(self.topic, self.partition)
 
     @property
-    def topic_partition(self) -> tuple[str, int]:
+    def topic_partition(self) -> TopicPartition:
         return self.topic, self.partition
 
     @property
@@ -414,7 +414,7 @@ class Log:
         pos = 0
         prev_last = self._leo - 1
         while pos + LOG_OVERHEAD <= total:
-            size = _I32.unpack_from(mv, pos + 8)[0] + LOG_OVERHEAD
+            size = structs.I32.unpack_from(mv, pos + 8)[0] + LOG_OVERHEAD
             if pos + size > total:
                 break
             if size < 61:

@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 from pathlib import Path
 
+from kafkalite.common.types import TopicPartition
 from kafkalite.log.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT_FILE,
     RECOVERY_POINT_CHECKPOINT_FILE,
@@ -65,7 +66,6 @@ DELETE_DIR_SUFFIX = "-delete"
 FUTURE_DIR_SUFFIX = "-future"
 STRAY_DIR_SUFFIX = "-stray"
 
-TopicPartition = tuple[str, int]
 
 #: from this many logs to make durable at once, one syncfs(2) per dir replaces their fsyncs
 BULK_SYNC_MIN_LOGS = 64

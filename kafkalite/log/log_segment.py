@@ -15,6 +15,7 @@ from collections import deque
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from kafkalite.common import structs
 from kafkalite.log.abstract_index import CorruptIndexError, IndexOffsetOverflowError
 from kafkalite.log.errors import InvalidReadSize
 from kafkalite.log.fetch_data import (
@@ -75,7 +76,6 @@ TAIL_HINTS = 8
 SCAN_CHUNK = 8192  # bytes read per header-scan step: covers a few small batches
 RECOVER_CHUNK = 1 << 20
 _BASE_AND_LENGTH = struct.Struct(">qi")
-_I32 = struct.Struct(">i")
 _SCAN_FIELDS = LAST_OFFSET_DELTA_OFFSET + 4
 #: segments are read front to back; without this hint the small header pread that
 #: starts each fetch resets the kernel's readahead, and a cold-cache sendfile of the
@@ -431,7 +431,7 @@ class LogSegment:
             size = length + LOG_OVERHEAD
             if length < HEADER_SIZE - LOG_OVERHEAD or pos + size > end:
                 return None
-            last = base + _I32.unpack_from(buf, off + LAST_OFFSET_DELTA_OFFSET)[0]
+            last = base + structs.I32.unpack_from(buf, off + LAST_OFFSET_DELTA_OFFSET)[0]
             if last >= offset:
                 return LogOffsetPosition(last, pos, size)
             pos += size
@@ -597,7 +597,7 @@ class LogSegment:
             if off + HEADER_SIZE > len(buf):
                 buf = os.pread(fd, min(RECOVER_CHUNK, end - valid), valid)
                 buf_pos, off = valid, 0
-            length = struct.unpack_from(">i", buf, off + 8)[0] if off + 12 <= len(buf) else -1
+            length = structs.I32.unpack_from(buf, off + 8)[0] if off + 12 <= len(buf) else -1
             size = length + LOG_OVERHEAD
             if length < HEADER_SIZE - LOG_OVERHEAD or valid + size > end:
                 reason = f"batch at position {valid} has invalid or partial length {length}"
@@ -841,7 +841,7 @@ def _write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
 def _positions(buf: memoryview) -> Iterator[tuple[int, int]]:
     pos, end = 0, len(buf)
     while pos + LOG_OVERHEAD <= end:
-        size = struct.unpack_from(">i", buf, pos + 8)[0] + LOG_OVERHEAD
+        size = structs.I32.unpack_from(buf, pos + 8)[0] + LOG_OVERHEAD
         yield pos, size
         pos += size
 

@@ -17,12 +17,13 @@ from bisect import bisect_right
 from pathlib import Path
 from typing import NamedTuple
 
+from kafkalite.common import structs
 from kafkalite.log.abstract_index import AbstractIndex, CorruptIndexError
 
 __all__ = ["OffsetIndex", "OffsetPosition"]
 
-_ENTRY = struct.Struct(">ii")
-_I32 = struct.Struct(">i")
+#: relative offset, position: one 8-byte entry of a .index file
+OFFSET_ENTRY = struct.Struct(">ii")
 
 
 class OffsetPosition(NamedTuple):
@@ -31,7 +32,7 @@ class OffsetPosition(NamedTuple):
 
 
 def _key(mm: mmap.mmap, slot: int) -> int:
-    return _I32.unpack_from(mm, slot * 8)[0]
+    return structs.I32.unpack_from(mm, slot * 8)[0]
 
 
 class OffsetIndex(AbstractIndex):
@@ -81,7 +82,7 @@ class OffsetIndex(AbstractIndex):
             raise IndexError(
                 f"index entry {n} out of range in {self.path} ({self._entries} entries)"
             )
-        rel, pos = _ENTRY.unpack_from(*self._entry_buffer(n))
+        rel, pos = OFFSET_ENTRY.unpack_from(*self._entry_buffer(n))
         return OffsetPosition(self.base_offset + rel, pos)
 
     def lookup(self, target_offset: int) -> OffsetPosition:
@@ -92,7 +93,7 @@ class OffsetIndex(AbstractIndex):
         slot = bisect_right(self._key_array(), rel if rel < 2**31 else 2**31 - 1) - 1
         if slot < 0:
             return OffsetPosition(self.base_offset, 0)
-        rel, pos = _ENTRY.unpack_from(self._map(), slot * 8)
+        rel, pos = OFFSET_ENTRY.unpack_from(self._map(), slot * 8)
         return OffsetPosition(self.base_offset + rel, pos)
 
     def fetch_upper_bound_offset(
@@ -107,7 +108,7 @@ class OffsetIndex(AbstractIndex):
         lo, hi = 0, n
         while lo < hi:
             mid = (lo + hi) >> 1
-            if _ENTRY.unpack_from(mm, mid * 8)[1] < target:
+            if OFFSET_ENTRY.unpack_from(mm, mid * 8)[1] < target:
                 lo = mid + 1
             else:
                 hi = mid
@@ -125,7 +126,7 @@ class OffsetIndex(AbstractIndex):
                 f" the last offset appended ({self.last_offset}) to {self.path}"
             )
         rel = self.relative_offset(offset)
-        _ENTRY.pack_into(self._map(), self._entries * 8, rel, position)
+        OFFSET_ENTRY.pack_into(self._map(), self._entries * 8, rel, position)
         self._entries += 1
         self._last_offset = offset
         if self._keys is not None:
@@ -148,8 +149,8 @@ class OffsetIndex(AbstractIndex):
         if n == 0:
             return
         raw = self._read_raw([max(n - 2, 0), n - 1])
-        prev_rel, _ = _ENTRY.unpack(raw[0])
-        rel, pos = _ENTRY.unpack(raw[1])
+        prev_rel, _ = OFFSET_ENTRY.unpack(raw[0])
+        rel, pos = OFFSET_ENTRY.unpack(raw[1])
         if rel < 0:
             raise CorruptIndexError(
                 f"corrupt index {self.path}: last offset {self.base_offset + rel} < base offset"

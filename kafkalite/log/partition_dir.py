@@ -18,6 +18,7 @@ import re
 from pathlib import Path
 
 from kafkalite.log.errors import LogError
+from kafkalite.protocol.errors import ErrorCode
 
 #: Kafka's Topic.validate rules (kafkalite.server.topic_names gives clients the messages)
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
@@ -26,7 +27,7 @@ _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 class UnsafeLogDir(LogError):
     """A topic name or partition that cannot be a directory inside a log dir."""
 
-    error_code = 17  # INVALID_TOPIC_EXCEPTION
+    error_code = ErrorCode.invalid_topic_exception
 
 
 def is_legal_topic_name(topic: str) -> bool:

@@ -13,13 +13,13 @@ import struct
 from pathlib import Path
 from typing import NamedTuple
 
+from kafkalite.common import structs
 from kafkalite.log.abstract_index import AbstractIndex, CorruptIndexError
 
 __all__ = ["TimeIndex", "TimestampOffset"]
 
-_ENTRY = struct.Struct(">qi")
-_I64 = struct.Struct(">q")
-_I32 = struct.Struct(">i")
+#: timestamp, relative offset: one 12-byte entry of a .timeindex file
+TIME_ENTRY = struct.Struct(">qi")
 
 NO_TIMESTAMP = -1
 
@@ -30,11 +30,11 @@ class TimestampOffset(NamedTuple):
 
 
 def _ts_key(mm: mmap.mmap, slot: int) -> int:
-    return _I64.unpack_from(mm, slot * 12)[0]
+    return structs.I64.unpack_from(mm, slot * 12)[0]
 
 
 def _offset_key(mm: mmap.mmap, slot: int) -> int:
-    return _I32.unpack_from(mm, slot * 12 + 8)[0]
+    return structs.I32.unpack_from(mm, slot * 12 + 8)[0]
 
 
 class TimeIndex(AbstractIndex):
@@ -67,7 +67,7 @@ class TimeIndex(AbstractIndex):
     def entry(self, n: int) -> TimestampOffset:
         if n < 0 or n >= self._entries:
             raise IndexError(f"time index entry {n} out of range in {self.path}")
-        ts, rel = _ENTRY.unpack_from(*self._entry_buffer(n))
+        ts, rel = TIME_ENTRY.unpack_from(*self._entry_buffer(n))
         return TimestampOffset(ts, self.base_offset + rel)
 
     def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
@@ -87,7 +87,7 @@ class TimeIndex(AbstractIndex):
             if self._entries >= self.max_entries:
                 # Only reachable with skip_full_check on an exactly full file.
                 self.resize(self._length + self.ENTRY_SIZE)
-            _ENTRY.pack_into(
+            TIME_ENTRY.pack_into(
                 self._map(), self._entries * 12, timestamp, self.relative_offset(offset)
             )
             self._entries += 1
@@ -98,7 +98,7 @@ class TimeIndex(AbstractIndex):
         slot = self._lower_bound_slot(target_timestamp, _ts_key)
         if slot == -1:
             return TimestampOffset(NO_TIMESTAMP, self.base_offset)
-        ts, rel = _ENTRY.unpack_from(self._mm, slot * 12)  # type: ignore[arg-type]
+        ts, rel = TIME_ENTRY.unpack_from(self._mm, slot * 12)  # type: ignore[arg-type]
         return TimestampOffset(ts, self.base_offset + rel)
 
     def truncate_to(self, offset: int) -> None:
@@ -111,7 +111,7 @@ class TimeIndex(AbstractIndex):
         n = self._entries
         if n == 0:
             return
-        first, last = (_ENTRY.unpack(b) for b in self._read_raw([0, n - 1]))
+        first, last = (TIME_ENTRY.unpack(b) for b in self._read_raw([0, n - 1]))
         if last[1] < 0:
             raise CorruptIndexError(
                 f"corrupt time index {self.path}: last offset below the base offset"

@@ -18,8 +18,9 @@ from kafkalite.log.fetch_data import AbortedTxn
 
 __all__ = ["TransactionIndex", "TxnIndexSearchResult"]
 
-_ENTRY = struct.Struct(">hqqqq")
-ENTRY_SIZE = _ENTRY.size  # 34
+#: version, producer id, first offset, last offset, last stable offset: one .txnindex entry
+TXN_ENTRY = struct.Struct(">hqqqq")
+ENTRY_SIZE = TXN_ENTRY.size  # 34
 CURRENT_VERSION = 0
 
 
@@ -58,7 +59,7 @@ class TransactionIndex:
         self._last_offset = txn.last_offset
         os.write(
             self._open(),
-            _ENTRY.pack(
+            TXN_ENTRY.pack(
                 txn.version,
                 txn.producer_id,
                 txn.first_offset,
@@ -74,7 +75,7 @@ class TransactionIndex:
         data = os.pread(self._fd, size, 0)
         out = []
         for pos in range(0, len(data) - len(data) % ENTRY_SIZE, ENTRY_SIZE):
-            version, pid, first, last, lso = _ENTRY.unpack_from(data, pos)
+            version, pid, first, last, lso = TXN_ENTRY.unpack_from(data, pos)
             out.append(AbortedTxn(pid, first, last, lso, version))
         return out
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 
+from kafkalite.common.types import TopicPartition
 from kafkalite.metadata import zk_data, zk_paths
 from kafkalite.metadata.store import BadVersionError, MetadataStore, NoNodeError
 
@@ -32,8 +33,6 @@ ISR_CHANGE_PROPAGATION_BLACKOUT_MS = 5000
 ISR_CHANGE_PROPAGATION_INTERVAL_MS = 60000
 #: how often Kafka's leader checks whether to propagate
 ISR_CHANGE_CHECK_INTERVAL_MS = 2500
-
-TopicPartition = tuple[str, int]
 
 
 async def update_leader_and_isr(

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kafkalite.common.types import Endpoint, TopicPartition
 from kafkalite.metadata import zk_data, zk_paths
 from kafkalite.metadata.store import (
     ANY_VERSION,
@@ -44,12 +45,10 @@ __all__ = [
     "ControllerMovedException",
     "KafkaZkClient",
     "parse_controller_id",
-    "registration_dict",
 ]
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
 
 #: Znode operations per multi: well under ZooKeeper's 1 MB jute.maxbuffer.
 MULTI_CHUNK = 300
@@ -61,26 +60,21 @@ class ControllerMovedException(Exception):
 
 @dataclass(frozen=True, slots=True)
 class BrokerInfo:
-    """A live broker as the controller knows it: registration and broker epoch."""
+    """A live broker as the controller knows it: its listeners, rack and broker epoch
+    (Kafka's ``Broker`` plus the epoch its ``ControllerContext`` keeps)."""
 
     id: int
-    #: the registration as the channel manager and UpdateMetadata want it
-    registration: Mapping[str, Any]
+    #: the endpoints of its /brokers/ids/<id> registration, in registration order
+    endpoints: tuple[Endpoint, ...]
     #: Kafka's broker epoch: the czxid of /brokers/ids/<id>
     epoch: int
+    rack: str | None = None
 
-
-def registration_dict(reg: zk_data.BrokerRegistration) -> dict[str, Any]:
-    """A decoded /brokers/ids/<id> as the plain dict the channel manager reads."""
-    return {
-        "endpoints": [e.connection_string() for e in reg.endpoints],
-        "listener_security_protocol_map": {
-            e.listener_name: e.security_protocol for e in reg.endpoints
-        },
-        "host": reg.host,
-        "port": reg.port,
-        "rack": reg.rack,
-    }
+    @classmethod
+    def from_registration(
+        cls, broker_id: int, reg: zk_data.BrokerRegistration, epoch: int
+    ) -> BrokerInfo:
+        return cls(broker_id, reg.endpoints, epoch, reg.rack)
 
 
 class KafkaZkClient:
@@ -180,7 +174,7 @@ class KafkaZkClient:
             except zk_data.MetadataFormatError as e:
                 log.warning("ignoring malformed registration of broker %d: %s", broker_id, e)
                 continue
-            out[broker_id] = BrokerInfo(broker_id, registration_dict(reg), item[1].czxid)
+            out[broker_id] = BrokerInfo.from_registration(broker_id, reg, item[1].czxid)
         return out
 
     # ---- /brokers/topics ----------------------------------------------------------

@@ -19,12 +19,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Self
 
+from kafkalite.common.types import Endpoint
+
 __all__ = [
     "BrokerRegistration",
     "ClusterId",
     "ConfigChangeNotification",
     "ControllerInfo",
     "EndPoint",
+    "Endpoint",
     "EntityConfig",
     "IsrChangeNotification",
     "LogDirEventNotification",
@@ -38,6 +41,7 @@ __all__ = [
     "decode_controller_epoch",
     "encode_controller_epoch",
     "generate_cluster_id",
+    "parse_endpoint",
     "topic_id_from_str",
     "topic_id_to_str",
 ]
@@ -182,31 +186,19 @@ def decode_controller_epoch(data: bytes | str) -> int:
 _ENDPOINT_RE = re.compile(r"^(.*)://\[?([0-9a-zA-Z\-%._:]*)\]?:(-?[0-9]+)$")
 
 
-@dataclass(frozen=True, slots=True)
-class EndPoint:
-    """One advertised listener: ``LISTENER://host:port`` plus its security protocol."""
+#: the old name of :class:`kafkalite.common.types.Endpoint` (``server/broker.py`` uses it)
+EndPoint = Endpoint
 
-    listener_name: str
-    host: str | None
-    port: int
-    security_protocol: str = "PLAINTEXT"
 
-    def connection_string(self) -> str:
-        if self.host is None:
-            return f"{self.listener_name}://:{self.port}"
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{self.listener_name}://{host}:{self.port}"
-
-    @classmethod
-    def parse(cls, text: str, protocol_map: Mapping[str, str] | None = None) -> Self:
-        """Parse Kafka's endpoint string; the listener name doubles as the protocol
-        when no listener_security_protocol_map is given (registrations before v4)."""
-        m = _ENDPOINT_RE.match(text)
-        if m is None:
-            raise MetadataFormatError(f"invalid endpoint {text!r}")
-        name, host, port = m.group(1), m.group(2), int(m.group(3))
-        protocol = (protocol_map or {}).get(name, name)
-        return cls(name, host or None, port, protocol)
+def parse_endpoint(text: str, protocol_map: Mapping[str, str] | None = None) -> Endpoint:
+    """Parse Kafka's endpoint string; the listener name doubles as the protocol
+    when no listener_security_protocol_map is given (registrations before v4)."""
+    m = _ENDPOINT_RE.match(text)
+    if m is None:
+        raise MetadataFormatError(f"invalid endpoint {text!r}")
+    name, host, port = m.group(1), m.group(2), int(m.group(3))
+    protocol = (protocol_map or {}).get(name, name)
+    return Endpoint(name, host or None, port, protocol)
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,7 +209,7 @@ class BrokerRegistration:
     one), kept for old clients, exactly as Kafka computes them.
     """
 
-    endpoints: tuple[EndPoint, ...]
+    endpoints: tuple[Endpoint, ...]
     timestamp: int
     jmx_port: int = -1
     rack: str | None = None
@@ -234,17 +226,17 @@ class BrokerRegistration:
         ep = self._plaintext()
         return ep.port if ep else -1
 
-    def _plaintext(self) -> EndPoint | None:
+    def _plaintext(self) -> Endpoint | None:
         return next((e for e in self.endpoints if e.security_protocol == "PLAINTEXT"), None)
 
-    def endpoint(self, listener_name: str) -> EndPoint | None:
-        return next((e for e in self.endpoints if e.listener_name == listener_name), None)
+    def endpoint(self, listener_name: str) -> Endpoint | None:
+        return next((e for e in self.endpoints if e.listener == listener_name), None)
 
     def encode(self) -> bytes:
         obj: dict[str, Any] = {}
         if self.version >= 4:
             obj["listener_security_protocol_map"] = {
-                e.listener_name: e.security_protocol for e in self.endpoints
+                e.listener: e.security_protocol for e in self.endpoints
             }
         obj["endpoints"] = [e.connection_string() for e in self.endpoints]
         if self.rack is not None and self.version >= 3:
@@ -266,8 +258,8 @@ class BrokerRegistration:
         if version < 1:
             raise MetadataFormatError(f"unsupported broker registration version {version}")
         if version == 1:
-            endpoints: tuple[EndPoint, ...] = (
-                EndPoint(
+            endpoints: tuple[Endpoint, ...] = (
+                Endpoint(
                     "PLAINTEXT",
                     obj.get("host"),
                     _int(_req(obj, "port", what), what),
@@ -281,7 +273,7 @@ class BrokerRegistration:
             raw = _req(obj, "endpoints", what)
             if not isinstance(raw, list):
                 raise MetadataFormatError(f"{what}: endpoints is not a list")
-            endpoints = tuple(EndPoint.parse(str(e), protocol_map) for e in raw)
+            endpoints = tuple(parse_endpoint(str(e), protocol_map) for e in raw)
         features_raw = obj.get("features") or {}
         features = {
             str(name): {str(k): _int(v, what) for k, v in dict(rng).items()}

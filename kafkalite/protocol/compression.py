@@ -22,6 +22,7 @@ from enum import IntEnum
 
 import cramjam
 
+from kafkalite.common import structs
 from kafkalite.protocol.decompression import (
     XERIAL_MAGIC,
     CorruptCompressedData,
@@ -84,8 +85,6 @@ DEFAULT_LEVELS: dict[CompressionType, int] = {
 XERIAL_HEADER = XERIAL_MAGIC + struct.pack(">ii", 1, 1)
 XERIAL_BLOCK_SIZE = 32 * 1024  # xerial SnappyOutputStream default, as Kafka uses it
 
-_I32 = struct.Struct(">i")
-
 
 def parse_compression_type(name: str) -> CompressionType | None:
     """Parse a Kafka ``compression.type`` value; ``None`` means ``producer``."""
@@ -137,7 +136,7 @@ def snappy_xerial_compress(data: Buffer, block_size: int = XERIAL_BLOCK_SIZE) ->
     out = bytearray(XERIAL_HEADER)
     for i in range(0, len(mv), block_size):
         block = cramjam.snappy.compress_raw(mv[i : i + block_size])
-        out += _I32.pack(len(block))
+        out += structs.I32.pack(len(block))
         out += block
     return bytes(out)
 

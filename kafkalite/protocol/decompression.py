@@ -29,7 +29,6 @@ not decode; :class:`DecompressedSizeExceeded` (RECORD_TOO_LARGE) for a bound.
 
 from __future__ import annotations
 
-import struct
 import zlib
 from collections.abc import Callable
 from typing import Protocol
@@ -38,6 +37,8 @@ import cramjam
 import lz4.frame
 import zstandard
 
+from kafkalite.common import structs
+from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.record_batch import CorruptRecordBatch, InvalidRecordBatch
 
 Buffer = bytes | bytearray | memoryview
@@ -58,7 +59,6 @@ XERIAL_HEADER_SIZE = 16
 
 GZIP, SNAPPY, LZ4, ZSTD = 1, 2, 3, 4
 
-_I32 = struct.Struct(">i")
 _GZIP_INPUT_SLICE = 64 * 1024  # zlib copies the unconsumed rest of its input every call
 _GZIP_ONE_SHOT_MIN = 1 << 20  # reads this large first try the whole stream in one call
 _ZSTD_MAGIC = 0xFD2FB528
@@ -77,7 +77,7 @@ class CorruptCompressedData(CorruptRecordBatch):
 class DecompressedSizeExceeded(InvalidRecordBatch):
     """Decompressed data would exceed a bound (a compression bomb, or a too large batch)."""
 
-    error_code = 10  # RECORD_TOO_LARGE
+    error_code = ErrorCode.message_too_large  # Kafka's RecordTooLargeException
 
 
 class DecompressStream(Protocol):
@@ -345,7 +345,7 @@ class _Snappy:
                 continue
             if pos + 4 > end:
                 raise CorruptCompressedData("truncated xerial snappy block length")
-            length = _I32.unpack_from(mv, pos)[0]
+            length = structs.I32.unpack_from(mv, pos)[0]
             if length < 0 or pos + 4 + length > end:
                 raise CorruptCompressedData("xerial snappy block overruns the data")
             self._pos = pos + 4 + length

@@ -27,6 +27,7 @@ import struct
 import uuid
 from typing import Any, NamedTuple
 
+from kafkalite.common import structs
 from kafkalite.protocol.headers import MalformedRequest, skip_tagged_fields
 from kafkalite.protocol.varint import VarintError, decode_unsigned_varint
 
@@ -40,8 +41,6 @@ FIRST_REPLICA_STATE = 15
 #: Kafka's generated readers refuse longer strings
 MAX_STRING_BYTES = 0x7FFF
 
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
 # request prefix: [replica_id] max_wait_ms min_bytes max_bytes isolation_level [session_id epoch]
 _HEAD_V4 = struct.Struct(">iiiib")
 _HEAD_V7 = struct.Struct(">iiiibii")
@@ -135,14 +134,14 @@ def _parse_legacy(buf: bytes, pos: int, version: int) -> FetchRequest:
     else:
         replica_id, max_wait, min_bytes, max_bytes, isolation = _HEAD_V4.unpack_from(buf, pos)
         pos += 17
-    n = _I32.unpack_from(buf, pos)[0]
+    n = structs.I32.unpack_from(buf, pos)[0]
     pos += 4
     if not 0 <= n <= end - pos:
         raise MalformedRequest(f"topics of {n} elements in {end - pos} bytes")
     topics = []
     for _ in range(n):
         name, pos = _string16(buf, pos, end, "topic name")
-        n_parts = _I32.unpack_from(buf, pos)[0]
+        n_parts = structs.I32.unpack_from(buf, pos)[0]
         pos += 4
         if not 0 <= n_parts <= end - pos:
             raise MalformedRequest(f"partitions of {n_parts} elements in {end - pos} bytes")
@@ -164,13 +163,13 @@ def _parse_legacy(buf: bytes, pos: int, version: int) -> FetchRequest:
     forgotten = []
     rack_id = ""
     if version >= 7:
-        n = _I32.unpack_from(buf, pos)[0]
+        n = structs.I32.unpack_from(buf, pos)[0]
         pos += 4
         if not 0 <= n <= end - pos:
             raise MalformedRequest(f"forgotten_topics_data of {n} elements in {end - pos} bytes")
         for _ in range(n):
             name, pos = _string16(buf, pos, end, "topic name")
-            n_parts = _I32.unpack_from(buf, pos)[0]
+            n_parts = structs.I32.unpack_from(buf, pos)[0]
             pos += 4
             e = pos + 4 * n_parts
             if n_parts < 0 or e > end:
@@ -329,7 +328,7 @@ def _compact_string(buf: bytes, pos: int, end: int, what: str) -> tuple[str, int
 
 def _string16(buf: bytes, pos: int, end: int, what: str) -> tuple[str, int]:
     """A non-null int16-length string (the non-flexible versions): (value, next position)."""
-    size = _I16.unpack_from(buf, pos)[0]
+    size = structs.I16.unpack_from(buf, pos)[0]
     pos += 2
     e = pos + size
     if size < 0 or e > end:

@@ -16,13 +16,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kafkalite.common import structs
 from kafkalite.protocol.varint import encode_unsigned_varint
 
 MIN_VERSION = 4
 MAX_VERSION = 16
 
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
 _HEAD_V7 = struct.Struct(">ihi")  # throttle_time_ms, error_code, session_id
 _PART_V4 = struct.Struct(">ihqq")  # partition, error, hw, lso
 _PART_V5 = struct.Struct(">ihqqq")  # ... log_start_offset
@@ -31,7 +30,6 @@ _PART_V4_NULL_ABORTED = struct.Struct(">ihqqi")
 _PART_V5_NULL_ABORTED = struct.Struct(">ihqqqi")
 _PART_V11_NULL_ABORTED = struct.Struct(">ihqqqii")
 _PART_V12_NULL_ABORTED = struct.Struct(">ihqqqbi")
-_I64 = struct.Struct(">q")
 _ABORTED = struct.Struct(">qq")
 
 
@@ -64,7 +62,7 @@ _BYTES = (bytes, bytearray, memoryview)
 def _write_len(buf: bytearray, n: int, flexible: bool) -> None:
     """An array or records length: int32, or (flexible) unsigned varint of n + 1."""
     if not flexible:
-        buf += _I32.pack(n)
+        buf += structs.I32.pack(n)
     elif n < 0x7F:
         buf.append(n + 1)
     else:
@@ -105,7 +103,7 @@ def encode_fetch_response(
     buf = bytearray(
         _HEAD_V7.pack(throttle_time_ms, error_code, session_id)
         if version >= 7
-        else _I32.pack(throttle_time_ms)
+        else structs.I32.pack(throttle_time_ms)
     )
     _write_len(buf, len(responses), flexible)
     for t in responses:
@@ -116,7 +114,7 @@ def encode_fetch_response(
             if flexible:
                 _write_len(buf, len(name), True)
             else:
-                buf += _I16.pack(len(name))
+                buf += structs.I16.pack(len(name))
             buf += name
         _write_len(buf, len(t.partitions), flexible)
         for p in t.partitions:
@@ -168,7 +166,7 @@ def encode_fetch_response(
                     if flexible:
                         buf.append(0)
                 if version >= 11:
-                    buf += _I32.pack(p.preferred_read_replica)
+                    buf += structs.I32.pack(p.preferred_read_replica)
             records = p.records
             if records is None:
                 size = -1
@@ -188,10 +186,12 @@ def encode_fetch_response(
                     tags: list[bytes] = []
                     if p.diverging_epoch is not None:
                         e, off = p.diverging_epoch
-                        tags.append(_tag(0, _I32.pack(e) + _I64.pack(off) + b"\x00"))
+                        tags.append(_tag(0, structs.I32.pack(e) + structs.I64.pack(off) + b"\x00"))
                     if p.current_leader is not None:
                         lid, lep = p.current_leader
-                        tags.append(_tag(1, _I32.pack(lid) + _I32.pack(lep) + b"\x00"))
+                        tags.append(
+                            _tag(1, structs.I32.pack(lid) + structs.I32.pack(lep) + b"\x00")
+                        )
                     buf += encode_unsigned_varint(len(tags))
                     for tg in tags:
                         buf += tg
@@ -203,7 +203,10 @@ def encode_fetch_response(
             for node_id, host, port, rack in node_endpoints:
                 h = host.encode()
                 body += (
-                    _I32.pack(node_id) + encode_unsigned_varint(len(h) + 1) + h + _I32.pack(port)
+                    structs.I32.pack(node_id)
+                    + encode_unsigned_varint(len(h) + 1)
+                    + h
+                    + structs.I32.pack(port)
                 )
                 if rack is None:
                     body += b"\x00"

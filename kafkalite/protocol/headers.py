@@ -12,9 +12,9 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from kafkalite.common import structs
+
 _HDR = struct.Struct(">hhi")
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
 
 
 class MalformedRequest(Exception):
@@ -41,7 +41,7 @@ def parse_request_header(buf: bytes | memoryview, flexible: bool | None = None) 
     api_key, api_version, correlation_id = _HDR.unpack_from(buf, 0)
     if len(buf) < 10:
         raise MalformedRequest("request header without client_id")
-    n = _I16.unpack_from(buf, 8)[0]
+    n = structs.I16.unpack_from(buf, 8)[0]
     pos = 10
     client_id: str | None = None
     if n >= 0:
@@ -90,5 +90,5 @@ def skip_tagged_fields(buf: bytes | memoryview, pos: int) -> int:
 def response_header(correlation_id: int, flexible: bool) -> bytes:
     """Response header bytes; flexible (v1) adds an empty tagged-field section."""
     if flexible:
-        return _I32.pack(correlation_id) + b"\x00"
-    return _I32.pack(correlation_id)
+        return structs.I32.pack(correlation_id) + b"\x00"
+    return structs.I32.pack(correlation_id)

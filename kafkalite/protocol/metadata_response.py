@@ -15,6 +15,7 @@ import struct
 import uuid
 from collections.abc import Sequence
 
+from kafkalite.common import structs
 from kafkalite.protocol.varint import encode_unsigned_varint
 
 MIN_VERSION = 0
@@ -22,8 +23,6 @@ MAX_VERSION = 13
 FIRST_FLEXIBLE = 9
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
 _PART = struct.Struct(">hii")  # error, index, leader
 _PART_EPOCH = struct.Struct(">hiii")  # error, index, leader, leader epoch
 _ZERO_UUID = bytes(16)
@@ -38,12 +37,12 @@ def _string(s: str | None, flexible: bool) -> bytes:
     if s is None:
         return b"\x00" if flexible else b"\xff\xff"
     b = s.encode()
-    return (encode_unsigned_varint(len(b) + 1) if flexible else _I16.pack(len(b))) + b
+    return (encode_unsigned_varint(len(b) + 1) if flexible else structs.I16.pack(len(b))) + b
 
 
 def _int32_array(values: Sequence[int], flexible: bool) -> bytes:
     n = len(values)
-    head = encode_unsigned_varint(n + 1) if flexible else _I32.pack(n)
+    head = encode_unsigned_varint(n + 1) if flexible else structs.I32.pack(n)
     return head + struct.pack(f">{n}i", *values) if n else head
 
 
@@ -58,13 +57,17 @@ def encode_topic(
 ) -> bytes:
     """One entry of the response's topic array."""
     flexible = version >= FIRST_FLEXIBLE
-    out = bytearray(_I16.pack(error_code))
+    out = bytearray(structs.I16.pack(error_code))
     out += _string(name, flexible)
     if version >= 10:
         out += topic_id.bytes if topic_id is not None else _ZERO_UUID
     if version >= 1:
         out.append(1 if is_internal else 0)
-    out += encode_unsigned_varint(len(partitions) + 1) if flexible else _I32.pack(len(partitions))
+    out += (
+        encode_unsigned_varint(len(partitions) + 1)
+        if flexible
+        else structs.I32.pack(len(partitions))
+    )
     with_epoch = version >= 7
     with_offline = version >= 5
     for error, index, leader, epoch, replicas, isr, offline in partitions:
@@ -79,7 +82,7 @@ def encode_topic(
         if flexible:
             out.append(0)
     if version >= 8:
-        out += _I32.pack(topic_authorized_operations)
+        out += structs.I32.pack(topic_authorized_operations)
     if flexible:
         out.append(0)
     return bytes(out)
@@ -102,12 +105,12 @@ def encode_metadata_response(
     flexible = version >= FIRST_FLEXIBLE
     head = bytearray()
     if version >= 3:
-        head += _I32.pack(throttle_time_ms)
-    head += encode_unsigned_varint(len(brokers) + 1) if flexible else _I32.pack(len(brokers))
+        head += structs.I32.pack(throttle_time_ms)
+    head += encode_unsigned_varint(len(brokers) + 1) if flexible else structs.I32.pack(len(brokers))
     for node_id, host, port, rack in brokers:
-        head += _I32.pack(node_id)
+        head += structs.I32.pack(node_id)
         head += _string(host, flexible)
-        head += _I32.pack(port)
+        head += structs.I32.pack(port)
         if version >= 1:
             head += _string(rack, flexible)
         if flexible:
@@ -115,13 +118,13 @@ def encode_metadata_response(
     if version >= 2:
         head += _string(cluster_id, flexible)
     if version >= 1:
-        head += _I32.pack(controller_id)
-    head += encode_unsigned_varint(len(topics) + 1) if flexible else _I32.pack(len(topics))
+        head += structs.I32.pack(controller_id)
+    head += encode_unsigned_varint(len(topics) + 1) if flexible else structs.I32.pack(len(topics))
     tail = bytearray()
     if 8 <= version <= 10:
-        tail += _I32.pack(cluster_authorized_operations)
+        tail += structs.I32.pack(cluster_authorized_operations)
     if version >= 13:
-        tail += _I16.pack(error_code)
+        tail += structs.I16.pack(error_code)
     if flexible:
         tail.append(0)
     return [bytes(head), *topics, bytes(tail)]

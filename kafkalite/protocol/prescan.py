@@ -50,6 +50,7 @@ from kio.serial._introspect import (
     is_optional,
 )
 
+from kafkalite.common import structs
 from kafkalite.protocol.headers import MalformedRequest
 from kafkalite.protocol.varint import encode_unsigned_varint
 
@@ -236,8 +237,8 @@ class _Generator:
         self.tagged_count = 0
         self.namespace: dict[str, Any] = {
             "_uv": _uvarint,
-            "_i16": struct.Struct(">h").unpack_from,
-            "_i32": struct.Struct(">i").unpack_from,
+            "_i16": structs.I16.unpack_from,
+            "_i32": structs.I32.unpack_from,
             "_M": MalformedRequest,
             "_tags": _tag_section,
         }

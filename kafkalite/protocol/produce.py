@@ -17,6 +17,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 
+from kafkalite.common import structs
 from kafkalite.protocol.headers import MalformedRequest, skip_tagged_fields
 from kafkalite.protocol.varint import VarintError, decode_unsigned_varint, write_unsigned_varint
 
@@ -28,8 +29,6 @@ MAX_STRING_BYTES = 0x7FFF
 #: error messages in a response are cut to this many characters (at most 4000 bytes)
 _MAX_MESSAGE_CHARS = 1000
 
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
 _ACKS_TIMEOUT = struct.Struct(">hi")
 _PART_V3 = struct.Struct(">ihqq")  # index, error, base offset, log append time
 _PART_V5 = struct.Struct(">ihqqq")  # ... log start offset
@@ -87,7 +86,7 @@ def _parse(buf: bytes, pos: int, version: int, flexible: bool) -> ProduceRequest
         n, pos = decode_unsigned_varint(buf, pos)
         n -= 1
     else:
-        n = _I16.unpack_from(buf, pos)[0]
+        n = structs.I16.unpack_from(buf, pos)[0]
         pos += 2
     txn: str | None = None
     if n >= 0:
@@ -104,7 +103,7 @@ def _parse(buf: bytes, pos: int, version: int, flexible: bool) -> ProduceRequest
         n_topics, pos = decode_unsigned_varint(buf, pos)
         n_topics -= 1
     else:
-        n_topics = _I32.unpack_from(buf, pos)[0]
+        n_topics = structs.I32.unpack_from(buf, pos)[0]
         pos += 4
     if not 0 <= n_topics <= end - pos:  # null, negative, or more topics than bytes (as Kafka)
         raise MalformedRequest(f"topic_data of {n_topics} elements in {end - pos} bytes")
@@ -113,7 +112,7 @@ def _parse(buf: bytes, pos: int, version: int, flexible: bool) -> ProduceRequest
             n, pos = decode_unsigned_varint(buf, pos)
             n -= 1
         else:
-            n = _I16.unpack_from(buf, pos)[0]
+            n = structs.I16.unpack_from(buf, pos)[0]
             pos += 2
         if n < 0 or pos + n > end or n > MAX_STRING_BYTES:
             raise MalformedRequest(f"topic name of {n} bytes")
@@ -123,19 +122,19 @@ def _parse(buf: bytes, pos: int, version: int, flexible: bool) -> ProduceRequest
             n_parts, pos = decode_unsigned_varint(buf, pos)
             n_parts -= 1
         else:
-            n_parts = _I32.unpack_from(buf, pos)[0]
+            n_parts = structs.I32.unpack_from(buf, pos)[0]
             pos += 4
         if not 0 <= n_parts <= end - pos:
             raise MalformedRequest(f"partition_data of {n_parts} elements in {end - pos} bytes")
         parts: list[PartitionProduceData] = []
         for _ in range(n_parts):
-            index = _I32.unpack_from(buf, pos)[0]
+            index = structs.I32.unpack_from(buf, pos)[0]
             pos += 4
             if flexible:
                 size, pos = decode_unsigned_varint(buf, pos)
                 size -= 1
             else:
-                size = _I32.unpack_from(buf, pos)[0]
+                size = structs.I32.unpack_from(buf, pos)[0]
                 pos += 4
             if size < 0:
                 if size != -1:
@@ -174,7 +173,7 @@ def _write_string(out: bytearray, s: str | None, flexible: bool) -> None:
     if flexible:
         write_unsigned_varint(out, len(b) + 1)
     else:
-        out += _I16.pack(len(b))
+        out += structs.I16.pack(len(b))
     out += b
 
 
@@ -201,13 +200,13 @@ def encode_produce_response(
     if flexible:
         write_unsigned_varint(out, len(responses) + 1)
     else:
-        out += _I32.pack(len(responses))
+        out += structs.I32.pack(len(responses))
     for name, parts in responses:
         _write_string(out, name, flexible)
         if flexible:
             write_unsigned_varint(out, len(parts) + 1)
         else:
-            out += _I32.pack(len(parts))
+            out += structs.I32.pack(len(parts))
         for index, error, base, append_time, start, record_errors, message in parts:
             if v5:
                 out += _PART_V5.pack(index, error, base, append_time, start)
@@ -217,9 +216,9 @@ def encode_produce_response(
                 if flexible:
                     write_unsigned_varint(out, len(record_errors) + 1)
                 else:
-                    out += _I32.pack(len(record_errors))
+                    out += structs.I32.pack(len(record_errors))
                 for batch_index, batch_message in record_errors:
-                    out += _I32.pack(batch_index)
+                    out += structs.I32.pack(batch_index)
                     _write_message(out, batch_message, flexible)
                     if flexible:
                         out.append(0)
@@ -228,7 +227,7 @@ def encode_produce_response(
                 out.append(0)  # no tagged fields (current_leader stays at its default)
         if flexible:
             out.append(0)
-    out += _I32.pack(throttle_time_ms)
+    out += structs.I32.pack(throttle_time_ms)
     if flexible:
         out.append(0)  # no tagged fields (node_endpoints empty)
     return bytes(out)

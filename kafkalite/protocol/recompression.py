@@ -15,11 +15,11 @@ as soon as it passes it.
 
 from __future__ import annotations
 
-import struct
 from typing import Any
 
 import cramjam
 
+from kafkalite.common import structs
 from kafkalite.protocol.compression import (
     DEFAULT_LEVELS,
     XERIAL_BLOCK_SIZE,
@@ -28,6 +28,7 @@ from kafkalite.protocol.compression import (
     compress,
     decompress,
 )
+from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.record_batch import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_CODEC_MASK,
@@ -42,9 +43,6 @@ from kafkalite.protocol.record_batch import (
 
 Buffer = bytes | bytearray | memoryview
 
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_U32 = struct.Struct(">I")
 
 #: Sections up to this size are re-encoded in one call (byte-identical to
 #: :func:`compress`); larger ones stream through the codec's compressor.
@@ -54,7 +52,7 @@ ONE_SHOT_BYTES = 4 << 20
 class RecompressedTooLarge(InvalidRecordBatch):
     """The re-encoded batch exceeds ``max.message.bytes``."""
 
-    error_code = 10  # RECORD_TOO_LARGE (MESSAGE_TOO_LARGE)
+    error_code = ErrorCode.message_too_large  # Kafka's RecordTooLargeException
 
 
 class Recompressor:
@@ -165,7 +163,7 @@ def _xerial_blocks(raw: memoryview) -> bytearray:
     out = bytearray()
     for i in range(0, len(raw), XERIAL_BLOCK_SIZE):
         block = cramjam.snappy.compress_raw(raw[i : i + XERIAL_BLOCK_SIZE])
-        out += _I32.pack(len(block))
+        out += structs.I32.pack(len(block))
         out += block
     return out
 
@@ -175,10 +173,10 @@ def rebuild_batch(batch: Buffer, section: Buffer, target: int) -> bytearray:
     length, codec bits and CRC rewritten, every other field as it was."""
     out = bytearray(memoryview(batch)[:RECORDS_OFFSET])
     out += section
-    _I32.pack_into(out, LENGTH_OFFSET, len(out) - LOG_OVERHEAD)
-    attrs = _I16.unpack_from(out, ATTRIBUTES_OFFSET)[0]
-    _I16.pack_into(out, ATTRIBUTES_OFFSET, (attrs & ~COMPRESSION_CODEC_MASK) | target)
-    _U32.pack_into(out, CRC_OFFSET, compute_crc(out, 0, len(out)))
+    structs.I32.pack_into(out, LENGTH_OFFSET, len(out) - LOG_OVERHEAD)
+    attrs = structs.I16.unpack_from(out, ATTRIBUTES_OFFSET)[0]
+    structs.I16.pack_into(out, ATTRIBUTES_OFFSET, (attrs & ~COMPRESSION_CODEC_MASK) | target)
+    structs.U32.pack_into(out, CRC_OFFSET, compute_crc(out, 0, len(out)))
     return out
 
 
@@ -189,7 +187,7 @@ def needs_recompression(
     if target is None:
         return False
     return any(
-        _I16.unpack_from(buf, pos + ATTRIBUTES_OFFSET)[0] & COMPRESSION_CODEC_MASK != target
+        structs.I16.unpack_from(buf, pos + ATTRIBUTES_OFFSET)[0] & COMPRESSION_CODEC_MASK != target
         for pos, _size in iter_batch_positions(buf)
     )
 
@@ -205,7 +203,7 @@ def recompress_batches(
     out = bytearray()
     mv = memoryview(buf)
     for pos, size in iter_batch_positions(buf):
-        attrs = _I16.unpack_from(buf, pos + ATTRIBUTES_OFFSET)[0]
+        attrs = structs.I16.unpack_from(buf, pos + ATTRIBUTES_OFFSET)[0]
         source = attrs & COMPRESSION_CODEC_MASK
         if source == target:
             out += mv[pos : pos + size]

@@ -26,6 +26,9 @@ from dataclasses import dataclass
 
 import crc32c
 
+from kafkalite.common import structs
+from kafkalite.protocol.errors import ErrorCode
+
 BASE_OFFSET_OFFSET = 0
 LENGTH_OFFSET = 8
 PARTITION_LEADER_EPOCH_OFFSET = 12
@@ -58,39 +61,36 @@ NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
 NO_PARTITION_LEADER_EPOCH = -1
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")
-_I64 = struct.Struct(">q")
-_I32 = struct.Struct(">i")
-_U32 = struct.Struct(">I")
-_I16 = struct.Struct(">h")
+#: the v2 batch header up to the records count (HEADER_SIZE bytes), as on disk and wire
+BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
 
 
 class InvalidRecordBatch(Exception):
     """Base class; ``error_code`` is the Kafka error code a produce should get."""
 
-    error_code = 2  # CORRUPT_MESSAGE
+    error_code = ErrorCode.corrupt_message
 
 
 class CorruptRecordBatch(InvalidRecordBatch):
     """Bad CRC, bad lengths, truncated data."""
 
-    error_code = 2  # CORRUPT_MESSAGE
+    error_code = ErrorCode.corrupt_message
 
 
 class UnsupportedMagic(InvalidRecordBatch):
     """Legacy message formats v0/v1 are not accepted (Kafka 4 dropped them too)."""
 
-    error_code = 35  # UNSUPPORTED_VERSION
+    error_code = ErrorCode.unsupported_version
 
 
 class InvalidRecord(InvalidRecordBatch):
     """Structurally valid but semantically wrong (e.g. record count mismatch)."""
 
-    error_code = 87  # INVALID_RECORD
+    error_code = ErrorCode.invalid_record
 
 
 class UnsupportedCompression(InvalidRecordBatch):
-    error_code = 76  # UNSUPPORTED_COMPRESSION_TYPE
+    error_code = ErrorCode.unsupported_compression_type
 
 
 @dataclass(slots=True)
@@ -151,7 +151,7 @@ class BatchHeader:
 
 def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
     """Parse the batch header at ``pos``. The caller guarantees HEADER_SIZE bytes."""
-    return BatchHeader(*_HEADER.unpack_from(buf, pos))
+    return BatchHeader(*BATCH_HEADER.unpack_from(buf, pos))
 
 
 def peek_magic(buf: bytes | bytearray | memoryview, pos: int = 0) -> int:
@@ -172,7 +172,7 @@ def iter_batch_positions(
         end = len(buf)
     pos = start
     while pos + LOG_OVERHEAD <= end:
-        length = _I32.unpack_from(buf, pos + LENGTH_OFFSET)[0]
+        length = structs.I32.unpack_from(buf, pos + LENGTH_OFFSET)[0]
         size = length + LOG_OVERHEAD
         if length < HEADER_SIZE - LOG_OVERHEAD or pos + size > end:
             return
@@ -244,7 +244,7 @@ def validate_records(buf: bytes | bytearray | memoryview) -> ValidatedRecords:
             raise CorruptRecordBatch("trailing partial batch")
         if buf[pos + MAGIC_OFFSET] in (0, 1):
             raise UnsupportedMagic(f"message format v{buf[pos + MAGIC_OFFSET]} is not supported")
-        length = _I32.unpack_from(buf, pos + LENGTH_OFFSET)[0]
+        length = structs.I32.unpack_from(buf, pos + LENGTH_OFFSET)[0]
         size = length + LOG_OVERHEAD
         if length < HEADER_SIZE - LOG_OVERHEAD or pos + size > total:
             raise CorruptRecordBatch("batch length exceeds the records data")
@@ -259,19 +259,19 @@ def validate_records(buf: bytes | bytearray | memoryview) -> ValidatedRecords:
 
 
 def set_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int) -> None:
-    _I64.pack_into(buf, pos + BASE_OFFSET_OFFSET, base_offset)
+    structs.I64.pack_into(buf, pos + BASE_OFFSET_OFFSET, base_offset)
 
 
 def set_partition_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int) -> None:
-    _I32.pack_into(buf, pos + PARTITION_LEADER_EPOCH_OFFSET, epoch)
+    structs.I32.pack_into(buf, pos + PARTITION_LEADER_EPOCH_OFFSET, epoch)
 
 
 def set_log_append_time(buf: bytearray | memoryview, pos: int, size: int, now_ms: int) -> None:
     """Mark the batch LogAppendTime with maxTimestamp=now and re-sign the CRC."""
-    attrs = _I16.unpack_from(buf, pos + ATTRIBUTES_OFFSET)[0]
-    _I16.pack_into(buf, pos + ATTRIBUTES_OFFSET, attrs | TIMESTAMP_TYPE_MASK)
-    _I64.pack_into(buf, pos + MAX_TIMESTAMP_OFFSET, now_ms)
-    _U32.pack_into(buf, pos + CRC_OFFSET, compute_crc(buf, pos, size))
+    attrs = structs.I16.unpack_from(buf, pos + ATTRIBUTES_OFFSET)[0]
+    structs.I16.pack_into(buf, pos + ATTRIBUTES_OFFSET, attrs | TIMESTAMP_TYPE_MASK)
+    structs.I64.pack_into(buf, pos + MAX_TIMESTAMP_OFFSET, now_ms)
+    structs.U32.pack_into(buf, pos + CRC_OFFSET, compute_crc(buf, pos, size))
 
 
 def assign_offsets(
@@ -288,10 +288,10 @@ def assign_offsets(
     """
     offset = first_offset
     for (pos, size), h in zip(validated.batches, validated.headers, strict=True):
-        _I64.pack_into(buf, pos, offset)
+        structs.I64.pack_into(buf, pos, offset)
         h.base_offset = offset
         if leader_epoch is not None:
-            _I32.pack_into(buf, pos + PARTITION_LEADER_EPOCH_OFFSET, leader_epoch)
+            structs.I32.pack_into(buf, pos + PARTITION_LEADER_EPOCH_OFFSET, leader_epoch)
             h.partition_leader_epoch = leader_epoch
         if log_append_time_ms is not None:
             set_log_append_time(buf, pos, size, log_append_time_ms)

@@ -33,12 +33,13 @@ the response's ``record_errors``.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Generator
 from dataclasses import dataclass
 
+from kafkalite.common import structs
 from kafkalite.protocol import record_batch as rb
 from kafkalite.protocol.decompression import CHUNK, DecompressStream, open_stream
+from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.recompression import Recompressor, rebuild_batch
 from kafkalite.protocol.record_batch import (
     BatchHeader,
@@ -62,9 +63,6 @@ from kafkalite.protocol.record_scan import (
 
 Buffer = bytes | bytearray | memoryview
 
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
-_U32 = struct.Struct(">I")
 #: Kafka's LegacyRecord.RECORD_OVERHEAD_V0, the smallest size a batch may claim
 _MIN_RECORD_OVERHEAD = 14
 #: bytes up to and including the magic byte
@@ -82,13 +80,13 @@ BIG_RECORD = CHUNK
 
 
 class MessageTooLarge(InvalidRecordBatch):
-    error_code = 10  # MESSAGE_TOO_LARGE
+    error_code = ErrorCode.message_too_large
 
 
 class InvalidTimestamp(InvalidRecordBatch):
     """One or more records' timestamps are out of range; ``record_errors`` says which."""
 
-    error_code = 32  # INVALID_TIMESTAMP
+    error_code = ErrorCode.invalid_timestamp
 
     def __init__(self, record_errors: list[tuple[int, str]]) -> None:
         super().__init__("One or more records have been rejected due to invalid timestamp")
@@ -193,7 +191,7 @@ def _next_batch_size(buf: bytes | bytearray | memoryview, pos: int) -> int | Non
     remaining = len(buf) - pos
     if remaining < rb.LOG_OVERHEAD:
         return None
-    length = _I32.unpack_from(buf, pos + rb.LENGTH_OFFSET)[0]
+    length = structs.I32.unpack_from(buf, pos + rb.LENGTH_OFFSET)[0]
     if length < _MIN_RECORD_OVERHEAD:
         raise CorruptRecordBatch(
             f"Record size {length} is less than the minimum record overhead "
@@ -251,7 +249,7 @@ def check_client_batch(
 
 def _check_header(buf: bytearray, size: int, limits: TopicLimits) -> BatchHeader:
     """UnifiedLog.analyzeAndValidateRecords and LogValidator.validateBatch."""
-    base_offset = _I64.unpack_from(buf, 0)[0]
+    base_offset = structs.I64.unpack_from(buf, 0)[0]
     if base_offset != 0:
         raise InvalidRecord(
             f"The baseOffset of the record batch in the append should be 0, but it is {base_offset}"
@@ -340,10 +338,10 @@ def _finish(
         # Kafka sets maxTimestamp from the records (a producer's header is not believed)
         max_ts = max(rb.NO_TIMESTAMP, h.base_timestamp + max_delta)
         if max_ts != h.max_timestamp:
-            _I64.pack_into(out, rb.MAX_TIMESTAMP_OFFSET, max_ts)
+            structs.I64.pack_into(out, rb.MAX_TIMESTAMP_OFFSET, max_ts)
             h.max_timestamp = max_ts
             h.crc = rb.compute_crc(out, 0, len(out))
-            _U32.pack_into(out, rb.CRC_OFFSET, h.crc)
+            structs.U32.pack_into(out, rb.CRC_OFFSET, h.crc)
     return CheckedBatch(h, out, len(out))
 
 

@@ -27,6 +27,7 @@ from typing import Any
 
 import crc32c
 
+from kafkalite.common import structs
 from kafkalite.protocol import record_batch as rb
 from kafkalite.protocol.compression import DEFAULT_MAX_OUTPUT, compress, decompress
 from kafkalite.protocol.record_batch import BatchHeader, CorruptRecordBatch
@@ -35,8 +36,6 @@ from kafkalite.protocol.varint import INT32_MAX, write_varint, write_varlong
 Buffer = bytes | bytearray | memoryview
 Header = tuple[str, bytes | None]
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")  # same layout as record_batch's
-_U32 = struct.Struct(">I")
 _CONTROL_KEY = struct.Struct(">hh")
 _CONTROL_VALUE = struct.Struct(">hi")
 
@@ -434,7 +433,7 @@ def build_batch(
     payload = compress(compression, body, level=compression_level) if compression else body
     out = bytearray(rb.HEADER_SIZE)
     out += payload
-    _HEADER.pack_into(
+    rb.BATCH_HEADER.pack_into(
         out,
         0,
         base_offset,
@@ -451,7 +450,9 @@ def build_batch(
         base_sequence,
         len(recs),
     )
-    _U32.pack_into(out, rb.CRC_OFFSET, crc32c.crc32c(memoryview(out)[rb.ATTRIBUTES_OFFSET :]))
+    structs.U32.pack_into(
+        out, rb.CRC_OFFSET, crc32c.crc32c(memoryview(out)[rb.ATTRIBUTES_OFFSET :])
+    )
     return bytes(out)
 
 

@@ -14,6 +14,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from kafkalite.common.types import TopicPartition
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.timer.delayed_operation import DelayedOperation
 
@@ -33,7 +34,7 @@ class DelayedDeleteRecords(DelayedOperation):
     def __init__(
         self,
         delay_ms: int,
-        statuses: dict[tuple[str, int], DeleteRecordsStatus],
+        statuses: dict[TopicPartition, DeleteRecordsStatus],
         replica_manager: ReplicaManager,
         future: asyncio.Future[Any],
     ) -> None:

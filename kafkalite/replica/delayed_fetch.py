@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from kafkalite.common.types import TopicPartition
 from kafkalite.timer.delayed_operation import DelayedOperation
 
 if TYPE_CHECKING:
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
         ReplicaManager,
     )
 
-    FetchResults = list[tuple[tuple[str, int], FetchPartitionResult]]
+    FetchResults = list[tuple[TopicPartition, FetchPartitionResult]]
 
 
 @dataclass(slots=True)
@@ -44,7 +45,7 @@ class DelayedFetch(DelayedOperation):
         self,
         delay_ms: int,
         params: FetchParams,
-        statuses: list[tuple[tuple[str, int], FetchPartitionStatus]],
+        statuses: list[tuple[TopicPartition, FetchPartitionStatus]],
         replica_manager: ReplicaManager,
         future: asyncio.Future[Any],
         respond: Callable[[FetchResults], Any] | None = None,

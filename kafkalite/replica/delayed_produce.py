@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from kafkalite.common.types import TopicPartition
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.timer.delayed_operation import DelayedOperation
 
@@ -35,10 +36,10 @@ class DelayedProduce(DelayedOperation):
     def __init__(
         self,
         delay_ms: int,
-        statuses: dict[tuple[str, int], ProducePartitionStatus],
+        statuses: dict[TopicPartition, ProducePartitionStatus],
         replica_manager: ReplicaManager,
         future: asyncio.Future[Any],
-        respond: Callable[[dict[tuple[str, int], ProduceResult]], Any] | None = None,
+        respond: Callable[[dict[TopicPartition, ProduceResult]], Any] | None = None,
     ) -> None:
         super().__init__(delay_ms)
         self.statuses = statuses

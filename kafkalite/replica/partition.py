@@ -12,6 +12,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from kafkalite.common.types import TopicPartition
 from kafkalite.protocol.errors import ErrorCode, KafkaError
 from kafkalite.protocol.record_batch import (
     NO_PRODUCER_ID,
@@ -78,7 +79,7 @@ class Partition:
         self._producer_state: ProducerStateManager | None = None
 
     @property
-    def key(self) -> tuple[str, int]:
+    def key(self) -> TopicPartition:
         return (self.topic, self.partition)
 
     @property

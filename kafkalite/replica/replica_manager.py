@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kafkalite.common.types import TopicPartition
 from kafkalite.log.errors import LogError, OffsetOutOfRange
 from kafkalite.log.fetch_data import FileSlice
 from kafkalite.protocol.errors import ErrorCode, KafkaError
@@ -38,7 +39,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
 
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2

@@ -27,7 +27,7 @@ TP = ("t", 0)
 
 def _ctx(ar: list[int], leader: int, isr: list[int], live: list[int]) -> ControllerContext:
     ctx = ControllerContext(epoch=3)
-    ctx.live_brokers = {b: BrokerInfo(b, {}, 100 + b) for b in live}
+    ctx.live_brokers = {b: BrokerInfo(b, (), 100 + b) for b in live}
     ctx.all_topics.add("t")
     ctx.assignments["t"] = {0: list(ar)}
     ctx.partition_leadership_info[TP] = LeaderIsrAndControllerEpoch(

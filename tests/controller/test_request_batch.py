@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import pytest
 
+from kafkalite.common.types import Endpoint
 from kafkalite.controller.controller_context import (
     ControllerContext,
     LeaderAndIsr,
@@ -13,6 +15,7 @@ from kafkalite.controller.controller_context import (
 )
 from kafkalite.controller.request_batch import ControllerBrokerRequestBatch, IllegalBatchStateError
 from kafkalite.metadata.kafka_zk_client import BrokerInfo
+from kafkalite.protocol import inter_broker as ib
 
 
 class Sink:
@@ -38,7 +41,7 @@ class Sink:
 def _ctx() -> ControllerContext:
     ctx = ControllerContext(epoch=5, epoch_zk_version=4)
     ctx.live_brokers = {
-        b: BrokerInfo(b, {"endpoints": [f"PLAINTEXT://h:{9090 + b}"]}, 10 + b) for b in (1, 2, 3)
+        b: BrokerInfo(b, (Endpoint("PLAINTEXT", "h", 9090 + b),), 10 + b) for b in (1, 2, 3)
     }
     for topic in ("t", "doomed"):
         ctx.all_topics.add(topic)
@@ -58,6 +61,11 @@ def _batch(sink: Sink, ctx: ControllerContext) -> ControllerBrokerRequestBatch:
 
 def _lic(ctx: ControllerContext, tp: tuple[str, int]) -> LeaderIsrAndControllerEpoch:
     return ctx.partition_leadership_info[tp]
+
+
+def _flat(topic_states: list[Any]) -> list[tuple[str, Any]]:
+    """(topic, partition state) for each partition of a request's topic states."""
+    return [(t.topic_name, s) for t in topic_states for s in t.partition_states]
 
 
 async def test_leader_and_isr_then_update_metadata_then_stop_replica_per_broker():
@@ -81,15 +89,15 @@ async def test_leader_and_isr_then_update_metadata_then_stop_replica_per_broker(
         ("StopReplica", 2),
     ]
     assert all(c[2] == 5 for c in sink.calls)
-    lair2 = sink.calls[1][3]
-    assert [(s["topic"], s["partition"], s["leader"], s["isr"]) for s in lair2] == [
+    lair2 = _flat(sink.calls[1][3])
+    assert [(t, s.partition_index, s.leader, s.isr) for t, s in lair2] == [
         ("t", 0, 1, [1, 2]),
         ("t", 1, 2, [2, 3]),
     ]
-    assert lair2[0]["leader_epoch"] == 3 and lair2[0]["partition_epoch"] == 9
-    assert lair2[0]["controller_epoch"] == 4
-    assert [b["id"] for b in sink.calls[0][4]] == [1, 2, 3]
-    assert {(s["topic"], s["partition"]) for s in sink.calls[2][3]} == {("t", 0), ("t", 1)}
+    assert lair2[0][1].leader_epoch == 3 and lair2[0][1].partition_epoch == 9
+    assert lair2[0][1].controller_epoch == 4
+    assert [b.id for b in sink.calls[0][4]] == [1, 2, 3]
+    assert {(t, s.partition_index) for t, s in _flat(sink.calls[2][3])} == {("t", 0), ("t", 1)}
 
 
 async def test_stop_replica_without_then_with_deletion_are_both_sent_in_that_order():
@@ -114,7 +122,7 @@ async def test_partitions_of_topics_being_deleted_go_out_with_leader_minus_2():
     batch.add_update_metadata_request_for_brokers([1, 2, 3], None)
     await batch.send_requests_to_brokers(5)
     assert len(sink.calls) == 3
-    states = {(s["topic"], s["partition"]): s["leader"] for s in sink.calls[0][3]}
+    states = {(t, s.partition_index): s.leader for t, s in _flat(sink.calls[0][3])}
     assert states == {("t", 0): 1, ("t", 1): 2, ("doomed", 0): -2, ("doomed", 1): -2}
     assert sink.calls[0][5] == ["doomed"]
 
@@ -141,7 +149,54 @@ async def test_update_metadata_skips_partitions_without_a_leader_yet():
     batch = _batch(sink, ctx)
     batch.add_update_metadata_request_for_brokers([1], [("fresh", 0), ("t", 0)])
     await batch.send_requests_to_brokers(5)
-    assert [(s["topic"], s["partition"]) for s in sink.calls[0][3]] == [("t", 0)]
+    assert [(t, s.partition_index) for t, s in _flat(sink.calls[0][3])] == [("t", 0)]
+
+
+async def test_the_channel_gets_inter_broker_topic_states_and_live_broker_values():
+    """The batch hands the channel the dataclasses it encodes, grouped by topic with the
+    topic's id, and the live brokers as BrokerInfo values: no dicts to translate."""
+    sink, ctx = Sink(), _ctx()
+    tid = uuid.uuid4()
+    ctx.topic_ids["t"] = tid
+    batch = _batch(sink, ctx)
+    batch.add_leader_and_isr_request_for_brokers(
+        [1], ("t", 0), _lic(ctx, ("t", 0)), [1, 2], is_new=True
+    )
+    batch.add_leader_and_isr_request_for_brokers([1], ("t", 1), _lic(ctx, ("t", 1)), [2, 3])
+    await batch.send_requests_to_brokers(5)
+    lair, um = sink.calls[0], sink.calls[1]
+    assert lair[3] == [
+        ib.LeaderAndIsrTopicState(
+            "t",
+            [
+                ib.LeaderAndIsrPartitionState(0, 4, 1, 3, [1, 2], 9, [1, 2], is_new=True),
+                ib.LeaderAndIsrPartitionState(1, 4, 2, 3, [2, 3], 9, [2, 3]),
+            ],
+            tid,
+        )
+    ]
+    assert lair[4] == [ctx.live_brokers[b] for b in (1, 2, 3)]
+    assert um[3] == [
+        ib.UpdateMetadataTopicState(
+            "t",
+            [
+                ib.UpdateMetadataPartitionState(0, 4, 1, 3, [1, 2], 9, [1, 2], []),
+                ib.UpdateMetadataPartitionState(1, 4, 2, 3, [2, 3], 9, [2, 3], []),
+            ],
+            tid,
+        )
+    ]
+
+
+async def test_update_metadata_offline_replicas_are_failed_log_dirs_and_brokers_not_live():
+    sink, ctx = Sink(), _ctx()
+    ctx.assignments["t"][0] = [1, 2, 4]  # broker 4 is not live
+    ctx.replicas_on_offline_dirs[2] = {("t", 0)}
+    batch = _batch(sink, ctx)
+    batch.add_update_metadata_request_for_brokers([1], [("t", 0), ("t", 1)])
+    await batch.send_requests_to_brokers(5)
+    offline = {(t, s.partition_index): s.offline_replicas for t, s in _flat(sink.calls[0][3])}
+    assert offline == {("t", 0): [2, 4], ("t", 1): []}
 
 
 async def test_a_broker_receives_leader_and_isr_then_update_metadata_then_stop_replica(tmp_path):

@@ -12,13 +12,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kafkalite.common.types import Endpoint
 from kafkalite.metadata import zk_data, zk_paths
 from kafkalite.metadata.zk_data import (
     BrokerRegistration,
     ClusterId,
     ConfigChangeNotification,
     ControllerInfo,
-    EndPoint,
     EntityConfig,
     IsrChangeNotification,
     MetadataFormatError,
@@ -98,7 +98,7 @@ def test_controller_epoch() -> None:
 
 def test_broker_registration_encode_exact_v5() -> None:
     reg = BrokerRegistration(
-        endpoints=(EndPoint("PLAINTEXT", "192.168.1.21", 9092, "PLAINTEXT"),),
+        endpoints=(Endpoint("PLAINTEXT", "192.168.1.21", 9092, "PLAINTEXT"),),
         timestamp=1779856878276,
     )
     # Byte-for-byte what a Kafka 3.x broker registers.
@@ -112,7 +112,7 @@ def test_broker_registration_encode_exact_v5() -> None:
 
 def test_broker_registration_encode_v4_without_plaintext() -> None:
     reg = BrokerRegistration(
-        endpoints=(EndPoint("SECURE", "::1", 9093, "SSL"),),
+        endpoints=(Endpoint("SECURE", "::1", 9093, "SSL"),),
         timestamp=5,
         rack="r1",
         version=4,
@@ -135,7 +135,7 @@ def test_broker_registration_decode_multi_listener() -> None:
     )
     reg = BrokerRegistration.decode(raw)
     assert reg.version == 5 and reg.timestamp == 1666342423700 and reg.rack is None
-    assert reg.endpoint("ENCRYPTED") == EndPoint("ENCRYPTED", "localhost", 19092, "SSL")
+    assert reg.endpoint("ENCRYPTED") == Endpoint("ENCRYPTED", "localhost", 19092, "SSL")
     assert [e.security_protocol for e in reg.endpoints] == [
         "PLAINTEXT",
         "SSL",
@@ -174,7 +174,7 @@ def test_broker_registration_decode_confluent_key_order_and_features() -> None:
 )
 def test_broker_registration_decode_old_versions(raw: bytes) -> None:
     reg = BrokerRegistration.decode(raw)
-    assert reg.endpoints[0] == EndPoint("PLAINTEXT", "localhost", 9092, "PLAINTEXT")
+    assert reg.endpoints[0] == Endpoint("PLAINTEXT", "localhost", 9092, "PLAINTEXT")
     assert (reg.host, reg.port) == ("localhost", 9092)
 
 

@@ -11,23 +11,22 @@ from __future__ import annotations
 
 import struct
 
-PROTOCOL_TYPE = "consumer"
+from kafkalite.common import structs
 
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
+PROTOCOL_TYPE = "consumer"
 
 
 def subscribed_topics(metadata: bytes) -> set[str] | None:
     """Topics in a consumer Subscription, or None if it cannot be parsed."""
     try:
         pos = 2  # version
-        (n,) = _I32.unpack_from(metadata, pos)
+        (n,) = structs.I32.unpack_from(metadata, pos)
         pos += 4
         if n < 0:
             return set()
         topics = set()
         for _ in range(n):
-            (ln,) = _I16.unpack_from(metadata, pos)
+            (ln,) = structs.I16.unpack_from(metadata, pos)
             pos += 2
             if ln < 0 or pos + ln > len(metadata):
                 return None

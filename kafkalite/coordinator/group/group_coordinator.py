@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from kafkalite.common.types import TopicPartition
 from kafkalite.coordinator.group import consumer_protocol
 from kafkalite.coordinator.group.delayed_heartbeat import DelayedHeartbeat
 from kafkalite.coordinator.group.delayed_join import DelayedJoin, DelayedSync, InitialDelayedJoin
@@ -33,7 +34,6 @@ from kafkalite.coordinator.group.group_metadata import (
     MemberMetadata,
     OffsetAndMetadata,
     SyncGroupResult,
-    TopicPartition,
 )
 from kafkalite.coordinator.group.group_metadata_manager import (
     OFFSETS_TOPIC,

@@ -20,11 +20,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from enum import Enum
 
+from kafkalite.common.types import TopicPartition
 from kafkalite.coordinator.group import consumer_protocol
 from kafkalite.coordinator.group.offset_codec import GroupMetadataValue, MemberMetadataValue
 from kafkalite.protocol.errors import ErrorCode
-
-TopicPartition = tuple[str, int]
 
 NO_GENERATION = -1
 NO_LEADER = ""

@@ -21,12 +21,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from kafkalite.common.types import TopicPartition
 from kafkalite.coordinator.group import offset_codec as codec
 from kafkalite.coordinator.group.group_metadata import (
     GroupMetadata,
     GroupState,
     OffsetAndMetadata,
-    TopicPartition,
 )
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.records import build_batch, iter_batches

@@ -18,9 +18,9 @@ except in flexible versions where lengths are unsigned varints of length + 1.
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass, field
 
+from kafkalite.common import structs
 from kafkalite.protocol.varint import decode_unsigned_varint
 
 OFFSET_COMMIT_KEY_VERSION = 1
@@ -28,10 +28,6 @@ GROUP_METADATA_KEY_VERSION = 2
 OFFSET_COMMIT_VALUE_VERSION = 3
 OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY = 1
 GROUP_METADATA_VALUE_VERSION = 3
-
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
 
 
 class CodecError(ValueError):
@@ -118,31 +114,31 @@ class GroupMetadataValue:
 
 def _str(out: bytearray, s: str | None) -> None:
     if s is None:
-        out += _I16.pack(-1)
+        out += structs.I16.pack(-1)
         return
     b = s.encode("utf-8")
-    out += _I16.pack(len(b))
+    out += structs.I16.pack(len(b))
     out += b
 
 
 def _bytes(out: bytearray, b: bytes | None) -> None:
     if b is None:
-        out += _I32.pack(-1)
+        out += structs.I32.pack(-1)
         return
-    out += _I32.pack(len(b))
+    out += structs.I32.pack(len(b))
     out += b
 
 
 def encode_offset_commit_key(group: str, topic: str, partition: int) -> bytes:
-    out = bytearray(_I16.pack(OFFSET_COMMIT_KEY_VERSION))
+    out = bytearray(structs.I16.pack(OFFSET_COMMIT_KEY_VERSION))
     _str(out, group)
     _str(out, topic)
-    out += _I32.pack(partition)
+    out += structs.I32.pack(partition)
     return bytes(out)
 
 
 def encode_group_metadata_key(group: str) -> bytes:
-    out = bytearray(_I16.pack(GROUP_METADATA_KEY_VERSION))
+    out = bytearray(structs.I16.pack(GROUP_METADATA_KEY_VERSION))
     _str(out, group)
     return bytes(out)
 
@@ -150,35 +146,35 @@ def encode_group_metadata_key(group: str) -> bytes:
 def encode_offset_commit_value(v: OffsetCommitValue) -> bytes:
     """v1 when the commit has an explicit expire timestamp, v3 otherwise (as Kafka does)."""
     if v.expire_timestamp >= 0:
-        out = bytearray(_I16.pack(OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY))
-        out += _I64.pack(v.offset)
+        out = bytearray(structs.I16.pack(OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY))
+        out += structs.I64.pack(v.offset)
         _str(out, v.metadata)
-        out += _I64.pack(v.commit_timestamp)
-        out += _I64.pack(v.expire_timestamp)
+        out += structs.I64.pack(v.commit_timestamp)
+        out += structs.I64.pack(v.expire_timestamp)
         return bytes(out)
-    out = bytearray(_I16.pack(OFFSET_COMMIT_VALUE_VERSION))
-    out += _I64.pack(v.offset)
-    out += _I32.pack(v.leader_epoch)
+    out = bytearray(structs.I16.pack(OFFSET_COMMIT_VALUE_VERSION))
+    out += structs.I64.pack(v.offset)
+    out += structs.I32.pack(v.leader_epoch)
     _str(out, v.metadata)
-    out += _I64.pack(v.commit_timestamp)
+    out += structs.I64.pack(v.commit_timestamp)
     return bytes(out)
 
 
 def encode_group_metadata_value(v: GroupMetadataValue) -> bytes:
-    out = bytearray(_I16.pack(GROUP_METADATA_VALUE_VERSION))
+    out = bytearray(structs.I16.pack(GROUP_METADATA_VALUE_VERSION))
     _str(out, v.protocol_type)
-    out += _I32.pack(v.generation)
+    out += structs.I32.pack(v.generation)
     _str(out, v.protocol)
     _str(out, v.leader)
-    out += _I64.pack(v.current_state_timestamp)
-    out += _I32.pack(len(v.members))
+    out += structs.I64.pack(v.current_state_timestamp)
+    out += structs.I32.pack(len(v.members))
     for m in v.members:
         _str(out, m.member_id)
         _str(out, m.group_instance_id)
         _str(out, m.client_id)
         _str(out, m.client_host)
-        out += _I32.pack(m.rebalance_timeout)
-        out += _I32.pack(m.session_timeout)
+        out += structs.I32.pack(m.rebalance_timeout)
+        out += structs.I32.pack(m.session_timeout)
         _bytes(out, m.subscription)
         _bytes(out, m.assignment)
     return bytes(out)
@@ -203,13 +199,13 @@ class _Reader:
         return b
 
     def i16(self) -> int:
-        return int(_I16.unpack(self._take(2))[0])
+        return int(structs.I16.unpack(self._take(2))[0])
 
     def i32(self) -> int:
-        return int(_I32.unpack(self._take(4))[0])
+        return int(structs.I32.unpack(self._take(4))[0])
 
     def i64(self) -> int:
-        return int(_I64.unpack(self._take(8))[0])
+        return int(structs.I64.unpack(self._take(8))[0])
 
     def _uvarint(self) -> int:
         try:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from kafkalite.common import structs
 from kafkalite.protocol.inter_broker import (
     controlled_shutdown,
     leader_and_isr,
@@ -118,8 +119,6 @@ STOP_REPLICA = 5
 UPDATE_METADATA = 6
 CONTROLLED_SHUTDOWN = 7
 
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
 _HEADER = struct.Struct(">hhi")
 
 
@@ -226,10 +225,10 @@ def request_header(
         )
     if header_version >= 1:
         if client_id is None:
-            header += _I16.pack(-1)
+            header += structs.I16.pack(-1)
         else:
             raw = client_id.encode()
-            header += _I16.pack(len(raw)) + raw
+            header += structs.I16.pack(len(raw)) + raw
     if header_version == 2:
         header += header_tagged_fields(authenticator)
     return bytes(header)
@@ -255,14 +254,14 @@ def request_frame(
 
 
 def frame_with_body(header: bytes, body: bytes) -> bytes:
-    return _I32.pack(len(header) + len(body)) + header + body
+    return structs.I32.pack(len(header) + len(body)) + header + body
 
 
 def parse_response_frame(api_key: int, version: int, frame: bytes) -> tuple[int, Any]:
     """(correlation_id, response) from a response frame without its size prefix."""
     if len(frame) < 4:
         raise InterBrokerCodecError("response shorter than its header")
-    (correlation_id,) = _I32.unpack_from(frame, 0)
+    (correlation_id,) = structs.I32.unpack_from(frame, 0)
     pos = 4
     if is_flexible(api_key, version):
         r = Reader(frame, pos, True)

@@ -14,14 +14,10 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
+from kafkalite.common import structs
 from kafkalite.protocol.varint import VarintError, decode_unsigned_varint, write_unsigned_varint
 
 T = TypeVar("T")
-
-_I8 = struct.Struct(">b")
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
 
 
 class InterBrokerCodecError(ValueError):
@@ -36,19 +32,19 @@ class Writer:
         self.flexible = flexible
 
     def int8(self, v: int) -> None:
-        self.buf += _I8.pack(v)
+        self.buf += structs.I8.pack(v)
 
     def boolean(self, v: bool) -> None:
         self.buf.append(1 if v else 0)
 
     def int16(self, v: int) -> None:
-        self.buf += _I16.pack(v)
+        self.buf += structs.I16.pack(v)
 
     def int32(self, v: int) -> None:
-        self.buf += _I32.pack(v)
+        self.buf += structs.I32.pack(v)
 
     def int64(self, v: int) -> None:
-        self.buf += _I64.pack(v)
+        self.buf += structs.I64.pack(v)
 
     def uuid(self, v: uuid.UUID) -> None:
         self.buf += v.bytes
@@ -58,7 +54,7 @@ class Writer:
         if self.flexible:
             write_unsigned_varint(self.buf, len(b) + 1)
         else:
-            self.buf += _I16.pack(len(b))
+            self.buf += structs.I16.pack(len(b))
         self.buf += b
 
     def nullable_string(self, s: str | None) -> None:
@@ -67,13 +63,13 @@ class Writer:
         elif self.flexible:
             self.buf.append(0)
         else:
-            self.buf += _I16.pack(-1)
+            self.buf += structs.I16.pack(-1)
 
     def array_length(self, n: int) -> None:
         if self.flexible:
             write_unsigned_varint(self.buf, n + 1)
         else:
-            self.buf += _I32.pack(n)
+            self.buf += structs.I32.pack(n)
 
     def array(self, items: Sequence[T], write_item: Callable[[Writer, T], None]) -> None:
         self.array_length(len(items))
@@ -110,19 +106,19 @@ class Reader:
         return int(v)
 
     def int8(self) -> int:
-        return self._unpack(_I8)
+        return self._unpack(structs.I8)
 
     def boolean(self) -> bool:
-        return self._unpack(_I8) != 0
+        return self._unpack(structs.I8) != 0
 
     def int16(self) -> int:
-        return self._unpack(_I16)
+        return self._unpack(structs.I16)
 
     def int32(self) -> int:
-        return self._unpack(_I32)
+        return self._unpack(structs.I32)
 
     def int64(self) -> int:
-        return self._unpack(_I64)
+        return self._unpack(structs.I64)
 
     def uuid(self) -> uuid.UUID:
         raw = self._take(16)
