@@ -36,7 +36,12 @@ def _populate(lm: LogManager, n: int = 90, roll_every: int = 0) -> None:
 
 
 def _abandon(lm: LogManager) -> None:
-    """What kill -9 leaves: files as they are, descriptors released by the OS."""
+    """What kill -9 leaves: files as they are, descriptors released by the OS, and no
+    background deletion running on (a queued one never happens; a running one ends
+    before the next process starts, as the OS kills the thread with the process)."""
+    if lm._deleter is not None:
+        lm._deleter.shutdown(wait=True, cancel_futures=True)
+        lm._deleter = None
     for lg in lm.all_logs():
         lg.close_handlers()
         for _due, seg in lg.pending_deletes:
