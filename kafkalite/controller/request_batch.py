@@ -27,6 +27,7 @@ from kafkalite.controller.controller_context import (
     ControllerContext,
     LeaderIsrAndControllerEpoch,
 )
+from kafkalite.timer import loop_slices
 
 log = logging.getLogger(__name__)
 
@@ -236,6 +237,7 @@ class ControllerBrokerRequestBatch:
         cid, ch = self.controller_id, self.channel
         for b in sorted(lair):
             if b in live:
+                await loop_slices.pause()  # each request may hold 10,000 partitions
                 await ch.leader_and_isr(
                     b,
                     cid,
@@ -249,6 +251,7 @@ class ControllerBrokerRequestBatch:
             deleted_list = sorted(deleted)
             for b in sorted(um_brokers):
                 if b in live:
+                    await loop_slices.pause()
                     await ch.update_metadata(
                         b, cid, controller_epoch, states, live_list, deleted_list
                     )
@@ -257,6 +260,7 @@ class ControllerBrokerRequestBatch:
                 log.debug("controller: not sending StopReplica to broker %d, which is down", b)
                 continue
             s = stops[b]
+            await loop_slices.pause()
             if s.keep:
                 await ch.stop_replica(b, cid, controller_epoch, list(s.keep), False)
             if s.delete:
