@@ -89,6 +89,8 @@ class KafkaBroker:
         self.store: MetadataStore = None  # type: ignore[assignment]
         self.metadata_cache = MetadataCache(self.broker_id)
         self.admin = AdminManager(self)
+        #: a Fetch response's byte bound (read once: the fetch path asks on every request)
+        self.fetch_max_bytes = int(config["fetch.max.bytes"])
         self.fetch_sessions = FetchSessionCache(
             int(config["max.incremental.fetch.session.cache.slots"]),
             int(config["min.incremental.fetch.session.eviction.ms"]),
