@@ -1,6 +1,6 @@
 """Controller throughput: topic creation on one broker, leader election after a failure.
 
-    python bench/controller_bench.py [--quick] [--only create|failover]
+    python bench/controller_bench.py [--quick] [--only create|failover|stall]
 
 (a) ``create``: one embedded broker (its metadata store persisted and fsynced, as a
     real single broker runs) creates 1,000 topics x 10 partitions through CreateTopics
@@ -17,6 +17,15 @@ events that did the work (TopicChange / BrokerChange, including the metadata
 store writes and queuing the broker requests); the rest of the wall time is the
 brokers applying LeaderAndIsr (creating logs) and UpdateMetadata, and the
 request plumbing. ``--quick``: 100 topics x 10 partitions and 1,000 partitions.
+
+(c) ``stall``: one embedded broker (real defaults: checkpoints and the metadata
+    store fsynced) creates one topic of 4,000 partitions through CreateTopics,
+    deletes it through DeleteTopics, then the same with 10,000 partitions. A
+    client thread meanwhile sends ApiVersions requests one after another on its
+    own connection, and a task on the broker's loop measures how late its timer
+    fires: printed are the longest round trip the client saw and the longest the
+    loop was held, per phase. Nothing else runs, so a long round trip is the
+    broker's loop doing one big piece of work. ``--quick``: 1,000 and 4,000.
 """
 
 from __future__ import annotations
@@ -26,8 +35,11 @@ import asyncio
 import os
 import resource
 import shutil
+import socket
+import struct
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -148,16 +160,108 @@ async def bench_failover(partitions: int) -> None:
         )
 
 
+class _Canary(threading.Thread):
+    """ApiVersions v0 round trips on one connection, back to back: the longest one
+    since the last :meth:`take` is how long a client waited for the broker."""
+
+    def __init__(self, port: int) -> None:
+        super().__init__(daemon=True)
+        self.sock = socket.create_connection(("127.0.0.1", port))
+        self.longest = 0.0
+        self.stop = False
+
+    def _recv(self, n: int) -> bytes:
+        out = b""
+        while len(out) < n:
+            chunk = self.sock.recv(n - len(out))
+            if not chunk:
+                raise ConnectionError("broker closed the canary connection")
+            out += chunk
+        return out
+
+    def run(self) -> None:
+        corr = 0
+        while not self.stop:
+            corr += 1
+            t0 = time.monotonic()
+            self.sock.sendall(struct.pack(">ihhih", 10, 18, 0, corr, -1))
+            (size,) = struct.unpack(">i", self._recv(4))
+            self._recv(size)
+            self.longest = max(self.longest, time.monotonic() - t0)
+            time.sleep(0.002)
+
+    def take(self) -> float:
+        v, self.longest = self.longest, 0.0
+        return v
+
+
+async def _loop_lag(out: list[float]) -> None:
+    """How late a 5 ms timer fires: out[0] is the longest hold of the loop so far."""
+    while True:
+        t0 = time.monotonic()
+        await asyncio.sleep(0.005)
+        out[0] = max(out[0], time.monotonic() - t0 - 0.005)
+
+
+async def bench_stall(sizes: list[int]) -> None:
+    root = Path(tempfile.mkdtemp(prefix="controller-stall-"))
+    try:
+        async with AsyncBroker(
+            root, **{"auto.leader.rebalance.enable": False, "kafkalite.log.fsync": True}
+        ) as b:
+            k = b.broker
+            canary = _Canary(b.port)
+            canary.start()
+            lag = [0.0]
+            lag_task = asyncio.get_running_loop().create_task(_loop_lag(lag))
+            admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
+
+            def create(name: str, n: int) -> None:
+                fs = admin.create_topics([NewTopic(name, n, 1)], operation_timeout=600)
+                fs[name].result(900)
+
+            def delete(name: str) -> None:
+                admin.delete_topics([name], operation_timeout=600)[name].result(900)
+
+            async def phase(what: str, fn: object, *args: object) -> None:
+                await asyncio.sleep(0.2)
+                canary.take()
+                lag[0] = 0.0
+                t0 = time.monotonic()
+                await asyncio.to_thread(fn, *args)  # type: ignore[arg-type]
+                if what.startswith("delete"):
+                    while k.log_manager.all_logs() or args[0] in k.metadata_cache.topics:
+                        await asyncio.sleep(0.01)
+                wall = time.monotonic() - t0
+                await asyncio.sleep(0.1)
+                print(
+                    f"(c) {what}: {wall:.2f} s; longest client round trip "
+                    f"{canary.take() * 1000:.0f} ms, longest loop hold {lag[0] * 1000:.0f} ms",
+                    flush=True,
+                )
+
+            for n in sizes:
+                name = f"big-{n}"
+                await phase(f"create a topic of {n:,} partitions", create, name, n)
+                await phase(f"delete the topic of {n:,} partitions", delete, name)
+            canary.stop = True
+            lag_task.cancel()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="100 topics x 10 and 1,000 partitions")
-    ap.add_argument("--only", choices=["create", "failover"])
+    ap.add_argument("--only", choices=["create", "failover", "stall"])
     args = ap.parse_args()
     topics, failover_partitions = (100, 1000) if args.quick else (1000, 10000)
     if args.only in (None, "create"):
         asyncio.run(bench_create(topics, 10))
     if args.only in (None, "failover"):
         asyncio.run(bench_failover(failover_partitions))
+    if args.only in (None, "stall"):
+        asyncio.run(bench_stall([1000, 4000] if args.quick else [4000, 10000]))
     return 0
 
 

@@ -36,6 +36,7 @@ from kafkalite.controller.request_batch import ControllerBrokerRequestBatch
 from kafkalite.metadata import zk_data
 from kafkalite.metadata.kafka_zk_client import KafkaZkClient
 from kafkalite.metadata.store import BadVersionError
+from kafkalite.timer import loop_slices
 
 log = logging.getLogger(__name__)
 state_change_log = logging.getLogger("kafkalite.state.change.logger")
@@ -208,6 +209,7 @@ class PartitionStateMachine:
                 )
                 state_change_log.error("controller %d: %s", self.controller_id, e)
                 failures[tp] = e
+            await loop_slices.pause()
         if target is PartitionState.ONLINE:
             uninitialized = [tp for tp in valid if self.state(tp) is PartitionState.NEW]
             to_elect = [tp for tp in valid if self.state(tp) is not PartitionState.NEW]
@@ -221,9 +223,11 @@ class PartitionStateMachine:
             for tp in valid:
                 self._change_state(tp, target)
                 del self.partition_state[tp]
+                await loop_slices.pause()
         else:
             for tp in valid:
                 self._change_state(tp, target)
+                await loop_slices.pause()
         return failures
 
     def _change_state(self, tp: TopicPartition, target: PartitionState) -> None:
@@ -282,6 +286,7 @@ class PartitionStateMachine:
             planned[tp] = LeaderIsrAndControllerEpoch(
                 LeaderAndIsr(live_ar[0], INITIAL_LEADER_EPOCH, tuple(live_ar), 0), ctx.epoch
             )
+            await loop_slices.pause()
         results = await self.zk.create_partition_states(
             [
                 (tp, state_znode(lic.leader_and_isr, lic.controller_epoch))
@@ -303,6 +308,7 @@ class PartitionStateMachine:
                 is_new=True,
             )
             self._change_state(tp, PartitionState.ONLINE)
+            await loop_slices.pause()
         return failures
 
     async def _elect_leader_for_partitions(
@@ -355,6 +361,7 @@ class PartitionStateMachine:
                     continue
                 planned[tp] = (new, receivers)
                 updates.append((tp, state_znode(new, ctx.epoch), version))
+                await loop_slices.pause()
             written, errors = await self.zk.update_partition_states(updates, ctx.epoch_zk_version)
             retry = []
             for tp, error in errors.items():
@@ -372,6 +379,7 @@ class PartitionStateMachine:
                     receivers, tp, lic, ctx.partition_replica_assignment(tp)
                 )
                 self._change_state(tp, PartitionState.ONLINE)
+                await loop_slices.pause()
             if retry:
                 log.info(
                     "controller %d: state znodes of %d partitions changed while electing; retrying",

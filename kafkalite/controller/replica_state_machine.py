@@ -32,6 +32,7 @@ from kafkalite.controller.request_batch import ControllerBrokerRequestBatch, Sto
 from kafkalite.metadata import zk_data
 from kafkalite.metadata.kafka_zk_client import KafkaZkClient
 from kafkalite.metadata.store import BadVersionError
+from kafkalite.timer import loop_slices
 
 log = logging.getLogger(__name__)
 state_change_log = logging.getLogger("kafkalite.state.change.logger")
@@ -162,6 +163,7 @@ class ReplicaStateMachine:
                 )
                 state_change_log.error("controller %d: %s", self.controller_id, e)
                 failures[r] = e
+            await loop_slices.pause()
         if target is ReplicaState.NEW:
             for r in valid:
                 tp = r.topic_partition
@@ -179,6 +181,7 @@ class ReplicaStateMachine:
                         [replica_id], tp, lic, ctx.partition_replica_assignment(tp), is_new=True
                     )
                 self._change_state(r, target)
+                await loop_slices.pause()
         elif target is ReplicaState.ONLINE:
             for r in valid:
                 tp = r.topic_partition
@@ -193,11 +196,13 @@ class ReplicaStateMachine:
                             [replica_id], tp, lic, ctx.partition_replica_assignment(tp)
                         )
                 self._change_state(r, target)
+                await loop_slices.pause()
         elif target is ReplicaState.OFFLINE:
             for r in valid:
                 self.batch.add_stop_replica_request_for_brokers(
                     [replica_id], r.topic_partition, delete_partition=False
                 )
+                await loop_slices.pause()
             with_leader = [r for r in valid if r.topic_partition in ctx.partition_leadership_info]
             updated, errors = await self.remove_replicas_from_isr(
                 replica_id, [r.topic_partition for r in with_leader]
@@ -208,12 +213,14 @@ class ReplicaStateMachine:
                     self.batch.add_leader_and_isr_request_for_brokers(
                         receivers, tp, lic, ctx.partition_replica_assignment(tp)
                     )
+                await loop_slices.pause()
             for r in valid:
                 error = errors.get(r.topic_partition)
                 if error is not None:
                     failures[r] = error
                 else:
                     self._change_state(r, target)
+                await loop_slices.pause()
         elif target is ReplicaState.DELETION_STARTED:
             for r in valid:
                 self._change_state(r, target)
@@ -223,6 +230,7 @@ class ReplicaStateMachine:
                     delete_partition=True,
                     callback=self.deletion_callback,
                 )
+                await loop_slices.pause()
         elif target is ReplicaState.NON_EXISTENT:
             for r in valid:
                 tp = r.topic_partition
@@ -231,9 +239,11 @@ class ReplicaStateMachine:
                     ctx.update_partition_replica_assignment(tp, [x for x in ar if x != replica_id])
                 self._change_state(r, target)
                 self.replica_state.pop(r, None)
+                await loop_slices.pause()
         else:  # DELETION_SUCCESSFUL, DELETION_INELIGIBLE
             for r in valid:
                 self._change_state(r, target)
+                await loop_slices.pause()
         return failures
 
     def _change_state(self, r: PartitionAndReplica, target: ReplicaState) -> None:
@@ -304,6 +314,7 @@ class ReplicaStateMachine:
                 new = lai.new_leader_and_isr(new_leader, new_isr)
                 planned[tp] = new
                 updates.append((tp, state_znode(new, ctx.epoch), version))
+                await loop_slices.pause()
             written, errors = await self.zk.update_partition_states(updates, ctx.epoch_zk_version)
             retry = []
             for tp, error in errors.items():

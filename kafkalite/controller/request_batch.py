@@ -36,6 +36,7 @@ from kafkalite.controller.controller_context import (
 from kafkalite.metadata.kafka_zk_client import BrokerInfo
 from kafkalite.protocol import inter_broker as ib
 from kafkalite.protocol.kafka_uuid import ZERO_UUID
+from kafkalite.timer import loop_slices
 
 log = logging.getLogger(__name__)
 
@@ -266,6 +267,7 @@ class ControllerBrokerRequestBatch:
         cid, ch = self.controller_id, self.channel
         for b in sorted(lair):
             if b in live:
+                await loop_slices.pause()  # each request may hold 10,000 partitions
                 await ch.leader_and_isr(
                     b,
                     cid,
@@ -282,6 +284,7 @@ class ControllerBrokerRequestBatch:
             deleted_list = sorted(deleted)
             for b in sorted(um_brokers):
                 if b in live:
+                    await loop_slices.pause()
                     await ch.update_metadata(
                         b, cid, controller_epoch, topic_states, live_brokers, deleted_list
                     )
@@ -290,6 +293,7 @@ class ControllerBrokerRequestBatch:
                 log.debug("controller: not sending StopReplica to broker %d, which is down", b)
                 continue
             s = stops[b]
+            await loop_slices.pause()
             if s.keep:
                 await ch.stop_replica(b, cid, controller_epoch, list(s.keep), False)
             if s.delete:

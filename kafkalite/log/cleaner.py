@@ -44,7 +44,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -300,9 +300,9 @@ class LogCleanerManager:
         self,
         d: Path,
         update: tuple[TopicPartition, int] | None = None,
-        remove: TopicPartition | None = None,
+        remove: Collection[TopicPartition] = (),
     ) -> None:
-        """Rewrite ``d``'s checkpoint: entries of its current logs, plus/minus one."""
+        """Rewrite ``d``'s checkpoint: entries of its current logs, plus one, minus ``remove``."""
         if d in self._lm.offline_dirs:
             return
         ckpt = self._checkpoint(d)
@@ -312,7 +312,7 @@ class LogCleanerManager:
             current = {}
         live = {lg.topic_partition for lg in self._lm.all_logs()}
         live = {tp for tp in live if self._lm.log_dir_of(*tp) == d}
-        entries = {tp: off for tp, off in current.items() if tp in live and tp != remove}
+        entries = {tp: off for tp, off in current.items() if tp in live and tp not in remove}
         if update is not None:
             entries[update[0]] = update[1]
         ckpt.write(entries)
@@ -1037,14 +1037,17 @@ class LogCleaner:
         except OSError as e:
             log.warning("failed to update the cleaner checkpoint of %s: %s", d, e)
 
-    def remove_partition(self, d: Path, tp: TopicPartition) -> None:
-        """Forget a deleted log: abort its pass, drop its checkpoint and state."""
-        self.abort_cleaning(tp)
-        self.manager.tombstone_horizons.pop(tp, None)
+    def remove_partitions(self, d: Path, tps: Collection[TopicPartition]) -> None:
+        """Forget deleted logs of ``d``: abort their passes, drop their state, and drop
+        them from ``d``'s checkpoint in one rewrite (a topic's deletion removes
+        thousands at once)."""
+        for tp in tps:
+            self.abort_cleaning(tp)
+            self.manager.tombstone_horizons.pop(tp, None)
         for s in self.manager.uncleanable.values():
-            s.discard(tp)
+            s.difference_update(tps)
         try:
-            self.manager.update_checkpoints(d, remove=tp)
+            self.manager.update_checkpoints(d, remove=frozenset(tps))
         except OSError as e:
             log.warning("failed to update the cleaner checkpoint of %s: %s", d, e)
 

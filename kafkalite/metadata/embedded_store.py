@@ -59,6 +59,7 @@ from kafkalite.metadata.store import (
     split_path,
     validate_path,
 )
+from kafkalite.timer import loop_slices
 
 __all__ = ["EmbeddedEnsemble", "EmbeddedStore", "JOURNAL_FILE", "SNAPSHOT_FILE", "LOCK_FILE"]
 
@@ -700,6 +701,7 @@ class EmbeddedStore(MetadataStore):
         sequential: bool = False,
         makepath: bool = False,
     ) -> str:
+        await loop_slices.pause()
         session = self._live_session()
         data = data_bytes(data)
         ens = self._ensemble
@@ -729,6 +731,7 @@ class EmbeddedStore(MetadataStore):
         return node.data, node.stat()
 
     async def set(self, path: str, data: bytes, *, version: int = ANY_VERSION) -> Stat:
+        await loop_slices.pause()
         self._live_session()
         data = data_bytes(data)
         return self._ensemble._transact(lambda txn: self._ensemble._set(txn, path, data, version))
@@ -736,6 +739,7 @@ class EmbeddedStore(MetadataStore):
     async def delete(
         self, path: str, *, version: int = ANY_VERSION, recursive: bool = False
     ) -> None:
+        await loop_slices.pause()
         self._live_session()
         self._ensemble._transact(
             lambda txn: self._ensemble._delete(txn, path, version, recursive=recursive)
@@ -760,6 +764,7 @@ class EmbeddedStore(MetadataStore):
         return sorted(node.children)
 
     async def multi(self, ops: Sequence[Op]) -> list[MultiResult]:
+        await loop_slices.pause()
         session = self._live_session()
         ens = self._ensemble
         ops = list(ops)

@@ -30,6 +30,7 @@ from kafkalite.metadata.store import (
     BadVersionError,
     CheckOp,
     CreateOp,
+    DeleteOp,
     MetadataStore,
     MetadataStoreError,
     NodeExistsError,
@@ -39,6 +40,7 @@ from kafkalite.metadata.store import (
     Stat,
     WatchCallback,
 )
+from kafkalite.timer import loop_slices
 
 __all__ = [
     "BrokerInfo",
@@ -235,14 +237,39 @@ class KafkaZkClient:
             return {}
 
     async def delete_topic_znodes(self, topic: str, epoch_zk_version: int | None) -> None:
-        """Topic deletion's last step: the topic, its config, its deletion marker."""
+        """Topic deletion's last step: the topic, its config, its deletion marker.
+
+        The partitions' znodes go first, a batch per transaction (Kafka's
+        deleteRecursive deletes children before their parent, not atomically
+        either): one transaction of 20,000 znodes held the loop for 0.15 s.
+        """
         await self._check_epoch(epoch_zk_version)
+        await self._delete_partition_znodes(topic, epoch_zk_version)
         for path in (zk_paths.topic_path(topic), zk_paths.topic_config_path(topic)):
             try:
                 await self.store.delete(path, recursive=True)
             except NoNodeError:
                 pass
         await self.delete_topic_deletions([topic], epoch_zk_version)
+
+    async def _delete_partition_znodes(self, topic: str, epoch_zk_version: int | None) -> None:
+        try:
+            children = await self.store.get_children(zk_paths.topic_partitions_path(topic))
+        except NoNodeError:
+            return
+        for i in range(0, len(children), MULTI_CHUNK // 2):
+            ops: list[Op] = []
+            for name in children[i : i + MULTI_CHUNK // 2]:
+                try:
+                    partition = int(name)
+                except ValueError:
+                    continue  # not ours: the recursive delete takes it
+                ops.append(DeleteOp(zk_paths.partition_state_path(topic, partition)))
+                ops.append(DeleteOp(zk_paths.partition_path(topic, partition)))
+            try:
+                await self._multi_fenced(ops, epoch_zk_version)
+            except MetadataStoreError:
+                pass  # changed meanwhile: the recursive delete takes what is left
 
     # ---- partition state znodes -----------------------------------------------------
     async def get_partition_states(
@@ -258,6 +285,7 @@ class KafkaZkClient:
                 out[tp] = (zk_data.PartitionState.decode(item[0]), item[1].version)
             except zk_data.MetadataFormatError as e:
                 log.error("malformed state znode of %s-%d: %s", tp[0], tp[1], e)
+            await loop_slices.pause()
         return out
 
     async def create_partition_states(

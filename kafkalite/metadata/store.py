@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, TypeAlias
 
+from kafkalite.timer import loop_slices
+
 __all__ = [
     "ANY_VERSION",
     "BadVersionError",
@@ -422,6 +424,7 @@ class MetadataStore(abc.ABC):
                 out.append(await self.get(path))
             except NoNodeError:
                 out.append(None)
+            await loop_slices.pause()
         return out
 
     async def __aenter__(self) -> MetadataStore:

@@ -32,6 +32,7 @@ from kafkalite.replica.delayed_delete_records import DelayedDeleteRecords, Delet
 from kafkalite.replica.delayed_fetch import DelayedFetch, FetchPartitionStatus
 from kafkalite.replica.delayed_produce import DelayedProduce, ProducePartitionStatus
 from kafkalite.replica.partition import LeaderAndIsrState, Partition
+from kafkalite.timer import loop_slices
 from kafkalite.timer.purgatory import DelayedOperationPurgatory
 
 if TYPE_CHECKING:
@@ -158,46 +159,61 @@ class ReplicaManager:
         p.check_leader(current_leader_epoch)
         return p
 
-    def become_leader_or_follower(
+    async def become_leader_or_follower(
         self,
         states: dict[TopicPartition, tuple[uuid.UUID, LeaderAndIsrState]],
         log_config_for: Callable[[str], Any],
     ) -> dict[TopicPartition, int]:
-        """Apply LeaderAndIsr: create logs as needed, switch roles. Returns errors."""
+        """Apply LeaderAndIsr: create logs as needed, switch roles. Returns errors.
+
+        The loop runs between partitions once a slice is used up: a new topic of
+        10,000 partitions creates as many log dirs (seconds of file system work).
+        """
         errors: dict[TopicPartition, int] = {}
         for tp, (topic_id, state) in states.items():
-            if tp in self.offline_partitions:
-                errors[tp] = ErrorCode.kafka_storage_error  # the controller learns it is offline
-                continue
-            try:
-                p = self.partitions.get(tp)
-                if p is None or p.topic_id != topic_id:
-                    p = Partition(tp[0], tp[1], topic_id, self.broker_id)
-                    self.partitions[tp] = p
-                if state.leader_epoch < p.leader_epoch:
-                    errors[tp] = ErrorCode.stale_controller_epoch  # stale leader epoch
-                    continue
-                plog = self.log_manager.get_or_create_log(
-                    tp[0], tp[1], log_config_for(tp[0]), is_new=state.is_new
-                )
-                p.min_insync_replicas = self.config.topic_min_isr(tp[0])
-                if state.leader == self.broker_id:
-                    p.make_leader(state, plog)
-                else:
-                    p.make_follower(state, plog)
-                errors[tp] = 0
-                for cb in self.on_leadership_change:
-                    cb(tp, state.leader == self.broker_id)
-                # wake anything parked on this partition (leadership may have changed)
-                self._complete_delayed_requests(tp)
-            except LogError as e:
-                errors[tp] = e.error_code
+            errors[tp] = self._become_leader_or_follower(tp, topic_id, state, log_config_for)
+            await loop_slices.pause()
         return errors
 
-    def stop_replicas(
+    def _become_leader_or_follower(
+        self,
+        tp: TopicPartition,
+        topic_id: uuid.UUID,
+        state: LeaderAndIsrState,
+        log_config_for: Callable[[str], Any],
+    ) -> int:
+        if tp in self.offline_partitions:
+            return ErrorCode.kafka_storage_error  # the controller learns it is offline
+        try:
+            p = self.partitions.get(tp)
+            if p is None or p.topic_id != topic_id:
+                p = Partition(tp[0], tp[1], topic_id, self.broker_id)
+                self.partitions[tp] = p
+            if state.leader_epoch < p.leader_epoch:
+                return ErrorCode.stale_controller_epoch  # stale leader epoch
+            plog = self.log_manager.get_or_create_log(
+                tp[0], tp[1], log_config_for(tp[0]), is_new=state.is_new
+            )
+            p.min_insync_replicas = self.config.topic_min_isr(tp[0])
+            if state.leader == self.broker_id:
+                p.make_leader(state, plog)
+            else:
+                p.make_follower(state, plog)
+            for cb in self.on_leadership_change:
+                cb(tp, state.leader == self.broker_id)
+            # wake anything parked on this partition (leadership may have changed)
+            self._complete_delayed_requests(tp)
+            return 0
+        except LogError as e:
+            return e.error_code
+
+    async def stop_replicas(
         self, tps: Iterable[TopicPartition], *, delete: bool
     ) -> dict[TopicPartition, int]:
+        """Apply StopReplica: stop serving the partitions, and delete their logs with
+        ``delete`` (in one batch: see LogManager.delete_logs). Returns errors."""
         errors: dict[TopicPartition, int] = {}
+        to_delete: list[TopicPartition] = []
         for tp in tps:
             p = self.partitions.pop(tp, None)
             if p is not None:
@@ -207,14 +223,16 @@ class ReplicaManager:
             self._complete_delayed_requests(tp)
             if tp in self.offline_partitions:
                 errors[tp] = ErrorCode.kafka_storage_error  # as Kafka: offline until restart
-                continue
-            if delete:
-                try:
-                    self.log_manager.delete_log(tp[0], tp[1])
-                except LogError as e:
-                    errors[tp] = e.error_code
-                    continue
-            errors[tp] = 0
+            elif delete:
+                to_delete.append(tp)
+            else:
+                errors[tp] = 0
+            await loop_slices.pause()
+        if to_delete:
+            refused = await self.log_manager.delete_logs(to_delete)
+            for tp in to_delete:
+                e = refused.get(tp)
+                errors[tp] = 0 if e is None else e.error_code
         return errors
 
     def handle_log_dir_failure(self, log_dir: Path) -> list[TopicPartition]:

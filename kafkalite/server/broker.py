@@ -52,11 +52,17 @@ from kafkalite.server.append_sequencer import AppendSequencer
 from kafkalite.server.config import BrokerConfig, Endpoint
 from kafkalite.server.controller_identity import ControllerRequestGate
 from kafkalite.server.fetch_session import FetchSessionCache
-from kafkalite.server.metadata_cache import BrokerEndpointInfo, MetadataCache, PartitionMetadata
+from kafkalite.server.metadata_cache import (
+    BrokerEndpointInfo,
+    MetadataCache,
+    PartitionMetadata,
+    TopicMetadata,
+)
 from kafkalite.server.metrics import BrokerMetrics, MetricsHttpServer
 from kafkalite.server.socket_server import SocketServer
 from kafkalite.server.tls import build_client_ssl_context, build_ssl_context
 from kafkalite.server.topic_names import INTERNAL_TOPICS
+from kafkalite.timer import loop_slices
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +89,8 @@ class KafkaBroker:
         self.store: MetadataStore = None  # type: ignore[assignment]
         self.metadata_cache = MetadataCache(self.broker_id)
         self.admin = AdminManager(self)
+        #: a Fetch response's byte bound (read once: the fetch path asks on every request)
+        self.fetch_max_bytes = int(config["fetch.max.bytes"])
         self.fetch_sessions = FetchSessionCache(
             int(config["max.incremental.fetch.session.cache.slots"]),
             int(config["min.incremental.fetch.session.eviction.ms"]),
@@ -502,8 +510,9 @@ class KafkaBroker:
                     self.admin.topic_configs[s["topic"]] = dict(
                         zk_data.EntityConfig.decode(raw).config
                     )
-        parsed = {
-            (s["topic"], s["partition"]): (
+        parsed: dict[tuple[str, int], tuple[Any, LeaderAndIsrState]] = {}
+        for s in states:
+            parsed[(s["topic"], s["partition"])] = (
                 s["topic_id"],
                 LeaderAndIsrState(
                     leader=s["leader"],
@@ -515,11 +524,10 @@ class KafkaBroker:
                     is_new=bool(s.get("is_new", False)),
                 ),
             )
-            for s in states
-        }
-        return self.replica_manager.become_leader_or_follower(parsed, self.admin.log_config)
+            await loop_slices.pause()
+        return await self.replica_manager.become_leader_or_follower(parsed, self.admin.log_config)
 
-    def handle_update_metadata(
+    async def handle_update_metadata(
         self,
         controller_id: int,
         controller_epoch: int,
@@ -527,11 +535,12 @@ class KafkaBroker:
         live_brokers: list[dict[str, Any]],
         deleted_topics: list[str],
     ) -> None:
+        """Build the changed topics aside (the loop runs between slices of a big
+        request), then apply everything in one step, as Kafka swaps in a new metadata
+        snapshot: a client never sees half of a topic's partitions."""
         cache = self.metadata_cache
         if controller_epoch < cache.controller_epoch:
             return
-        cache.controller_epoch = controller_epoch
-        cache.controller_id = controller_id
         brokers = []
         for b in live_brokers:
             eps = {}
@@ -540,31 +549,42 @@ class KafkaBroker:
                 host, port = rest.rsplit(":", 1)
                 eps[name] = (host.strip("[]"), int(port))
             brokers.append(BrokerEndpointInfo(int(b["id"]), eps, b.get("rack")))
-        cache.update_brokers(brokers)
-        for t in deleted_topics:
-            cache.remove_topic(t)
+        deleted = set(deleted_topics)
+        staged: dict[str, TopicMetadata] = {}
         for s in states:
-            cache.update_partition(
-                s["topic"],
-                s["topic_id"],
-                PartitionMetadata(
-                    s["partition"],
-                    s["leader"],
-                    s["leader_epoch"],
-                    list(s["replicas"]),
-                    list(s["isr"]),
-                    list(s.get("offline_replicas") or ()),
-                ),
-                internal=s["topic"] in INTERNAL_TOPICS,
+            name = s["topic"]
+            t = staged.get(name)
+            if t is None:
+                t = cache.staged_topic(
+                    name, s["topic_id"], name in INTERNAL_TOPICS, fresh=name in deleted
+                )
+                staged[name] = t
+            t.partitions[s["partition"]] = PartitionMetadata(
+                s["partition"],
+                s["leader"],
+                s["leader_epoch"],
+                list(s["replicas"]),
+                list(s["isr"]),
+                list(s.get("offline_replicas") or ()),
             )
+            await loop_slices.pause()
+        if controller_epoch < cache.controller_epoch:
+            return  # a newer controller's update came in meanwhile
+        cache.controller_epoch = controller_epoch
+        cache.controller_id = controller_id
+        cache.update_brokers(brokers)
+        for name in deleted_topics:
+            cache.remove_topic(name)
+        for t in staged.values():
+            cache.put_topic(t)
         self._notify_metadata_waiters()
 
-    def handle_stop_replica(
+    async def handle_stop_replica(
         self, controller_epoch: int, partitions: list[tuple[str, int]], delete: bool
     ) -> dict[tuple[str, int], int]:
         if controller_epoch < self.metadata_cache.controller_epoch:
             return {tp: ErrorCode.stale_controller_epoch for tp in partitions}
-        errors = self.replica_manager.stop_replicas(partitions, delete=delete)
+        errors = await self.replica_manager.stop_replicas(partitions, delete=delete)
         if delete:
             # forget a topic's config only with its last replica here: a reassignment
             # deletes one partition's replica while the broker keeps the others

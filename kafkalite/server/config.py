@@ -270,6 +270,22 @@ _DEFS: list[ConfigDef] = [
     ConfigDef("replica.fetch.wait.max.ms", "int", 500),
     ConfigDef("replica.fetch.min.bytes", "int", 1),
     ConfigDef("replica.fetch.max.bytes", "int", 1048576),
+    ConfigDef(
+        "replica.fetch.response.max.bytes",
+        "int",
+        10485760,
+        "The max_bytes of this broker's own follower fetches (Kafka's replica fetcher asks "
+        "for this much; the leader still caps it with fetch.max.bytes).",
+        validator=at_least(0),
+    ),
+    ConfigDef(
+        "fetch.max.bytes",
+        "int",
+        57671680,
+        "Most bytes one Fetch response returns: a request's max_bytes (and min_bytes) above it "
+        "is lowered to it, for consumers and followers alike, as Kafka's KafkaApis does.",
+        validator=at_least(1024),
+    ),
     ConfigDef("fetch.purgatory.purge.interval.requests", "int", 1000),
     ConfigDef("producer.purgatory.purge.interval.requests", "int", 1000),
     ConfigDef("delete.records.purgatory.purge.interval.requests", "int", 1),

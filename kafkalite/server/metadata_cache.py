@@ -61,18 +61,24 @@ class MetadataCache:
             self._encoded.clear()  # leaders and offline replicas depend on who is alive
         self.brokers = new
 
-    def update_partition(
-        self, topic: str, topic_id: uuid.UUID, pm: PartitionMetadata, *, internal: bool = False
-    ) -> None:
-        t = self.topics.get(topic)
+    def staged_topic(
+        self, name: str, topic_id: uuid.UUID, internal: bool, *, fresh: bool = False
+    ) -> TopicMetadata:
+        """A copy of the topic to change aside and :meth:`put_topic` back; a new, empty
+        one for a new topic, a new topic id, or ``fresh`` (deleted and re-created)."""
+        t = None if fresh else self.topics.get(name)
         if t is None or t.topic_id != topic_id:
-            if t is not None:
-                self.topic_ids.pop(t.topic_id, None)
-            t = TopicMetadata(topic, topic_id, is_internal=internal)
-            self.topics[topic] = t
-            self.topic_ids[topic_id] = topic
-        t.partitions[pm.partition] = pm
-        self._encoded.pop(topic, None)
+            return TopicMetadata(name, topic_id, is_internal=internal)
+        return TopicMetadata(name, topic_id, dict(t.partitions), t.is_internal)
+
+    def put_topic(self, t: TopicMetadata) -> None:
+        """Replace a topic's metadata as a whole."""
+        old = self.topics.get(t.name)
+        if old is not None and old.topic_id != t.topic_id:
+            self.topic_ids.pop(old.topic_id, None)
+        self.topics[t.name] = t
+        self.topic_ids[t.topic_id] = t.name
+        self._encoded.pop(t.name, None)
 
     def remove_topic(self, topic: str) -> None:
         self._encoded.pop(topic, None)

@@ -85,7 +85,7 @@ def spy(broker: KafkaBroker, log: list[Received]) -> None:
         )
         return await lair(controller_id, epoch, states)
 
-    def handle_update_metadata(
+    async def handle_update_metadata(
         controller_id: int, epoch: int, states: list[Any], live: list[Any], deleted: list[str]
     ) -> Any:
         log.append(
@@ -97,13 +97,15 @@ def spy(broker: KafkaBroker, log: list[Received]) -> None:
                 sorted(int(b["id"]) for b in live),
             )
         )
-        return um(controller_id, epoch, states, live, deleted)
+        return await um(controller_id, epoch, states, live, deleted)
 
-    def handle_stop_replica(epoch: int, partitions: list[TopicPartition], delete: bool) -> Any:
+    async def handle_stop_replica(
+        epoch: int, partitions: list[TopicPartition], delete: bool
+    ) -> Any:
         log.append(
             Received("StopReplica", epoch, {tp: {} for tp in partitions}, delete=bool(delete))
         )
-        return stop(epoch, partitions, delete)
+        return await stop(epoch, partitions, delete)
 
     broker.handle_leader_and_isr = handle_leader_and_isr  # type: ignore[method-assign]
     broker.handle_update_metadata = handle_update_metadata  # type: ignore[method-assign]

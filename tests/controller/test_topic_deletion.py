@@ -139,11 +139,11 @@ async def test_a_replica_deletion_error_makes_the_topic_ineligible_until_resumed
         real = b2.handle_stop_replica
         failed: list[bool] = []
 
-        def failing(epoch, partitions, delete):
+        async def failing(epoch, partitions, delete):
             if delete and not failed:
                 failed.append(True)  # a disk error, once
                 return {tp: int(ErrorCode.kafka_storage_error) for tp in partitions}
-            return real(epoch, partitions, delete)
+            return await real(epoch, partitions, delete)
 
         b2.handle_stop_replica = failing  # type: ignore[method-assign]
         await cluster.delete_topic_znode("t")

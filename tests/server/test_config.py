@@ -40,6 +40,8 @@ def test_defaults_equal_kafkas():
         ({"log.message.timestamp.type": "Sometimes"}, "log.message.timestamp.type"),
         ({"message.max.bytes": 99999999999}, "message.max.bytes"),
         ({"kafkalite.metrics.port": 70000}, "kafkalite.metrics.port"),
+        ({"fetch.max.bytes": 1023}, "fetch.max.bytes"),
+        ({"replica.fetch.response.max.bytes": -1}, "replica.fetch.response.max.bytes"),
         ({"kafkalite.metrics.port": "http"}, "kafkalite.metrics.port"),
     ],
 )
@@ -48,6 +50,12 @@ def test_bad_config_names_the_key(values, key):
         BrokerConfig(values)
     assert e.value.key == key
     assert key in str(e.value)
+
+
+def test_fetch_size_keys_have_kafkas_defaults():
+    cfg = BrokerConfig({})
+    assert cfg["fetch.max.bytes"] == 57671680  # 55 MiB
+    assert cfg["replica.fetch.response.max.bytes"] == 10485760
 
 
 def test_retention_precedence_ms_over_minutes_over_hours():

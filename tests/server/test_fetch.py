@@ -284,3 +284,29 @@ def test_segment_truncated_before_a_copied_range_aborts_the_connection(broker, c
         assert struct.unpack_from(">i", received, 4)[0] == cid
         assert len(received) - 4 < frame_size
     assert_still_serving(broker)
+
+
+def test_request_max_bytes_above_fetch_max_bytes_is_capped_by_the_broker(kafka_broker_factory):
+    """Kafka's KafkaApis serves min(request max_bytes, fetch.max.bytes): a consumer asking
+    for 100 MiB of a broker with fetch.max.bytes=1024 gets about 1 KiB (whole first batch)."""
+    broker = kafka_broker_factory(**{"fetch.max.bytes": 1024})
+    broker.create_topic("capped", partitions=2)
+    c = RawClient.to(broker.bootstrap_servers)
+    try:
+        sizes = []
+        for p in range(2):
+            b = build_batch([(b"k", os.urandom(700))])
+            sizes.append(len(b))
+            resp = c.call(0, 9, produce("capped", b, partition=p))
+            assert resp.responses[0].partition_responses[0].error_code == 0
+        parts = [(0, 0), (1, 0)]
+        asked = 100 << 20
+        got = by_partition(
+            c.call(1, 12, fetch_many("capped", parts, max_bytes=asked, partition_max_bytes=asked))
+        )
+        # the first batch (about 800 bytes) fits; the second would pass 1024
+        assert len(got[0].records) == sizes[0]
+        assert not got[1].records
+        assert got[1].error_code == 0 and got[1].high_watermark == 1
+    finally:
+        c.close()

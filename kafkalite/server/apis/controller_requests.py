@@ -303,7 +303,9 @@ async def handle_update_metadata(
         {"id": b.id, "endpoints": [_endpoint_text(e) for e in b.endpoints], "rack": b.rack}
         for b in req.live_brokers
     ]
-    broker.handle_update_metadata(req.controller_id, req.controller_epoch, states, live, deleted)
+    await broker.handle_update_metadata(
+        req.controller_id, req.controller_epoch, states, live, deleted
+    )
     return ib.UpdateMetadataResponse(0)
 
 
@@ -341,7 +343,7 @@ async def handle_stop_replica(
             by_delete[p.delete_partition].append(tp)
     for delete, tps in by_delete.items():
         if tps:
-            errors.update(broker.handle_stop_replica(req.controller_epoch, tps, delete))
+            errors.update(await broker.handle_stop_replica(req.controller_epoch, tps, delete))
     return ib.StopReplicaResponse(
         0, [ib.StopReplicaPartitionError(t, p, int(errors.get((t, p), 0))) for t, p in all_tps]
     )

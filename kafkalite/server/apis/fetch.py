@@ -37,11 +37,13 @@ def handle_fetch(broker: KafkaBroker, ctx: RequestContext, req: FetchRequest) ->
     replica_id = req.replica_id
     epoch = req.session_epoch
     uses_topic_ids = version >= FIRST_TOPIC_ID
+    # Kafka's KafkaApis: the response is bounded by fetch.max.bytes whatever the request asks
+    max_bytes = min(req.max_bytes, broker.fetch_max_bytes)
     params = FetchParams(
         replica_id=replica_id,
         max_wait_ms=req.max_wait_ms,
-        min_bytes=req.min_bytes,
-        max_bytes=req.max_bytes,
+        min_bytes=min(req.min_bytes, max_bytes),
+        max_bytes=max_bytes,
         isolation_level=req.isolation_level if replica_id < 0 else 0,
     )
 
