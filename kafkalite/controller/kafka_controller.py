@@ -40,8 +40,6 @@ from typing import Any
 from kafkalite.common.types import TopicPartition
 from kafkalite.controller.controller_context import (
     ControllerContext,
-    LeaderAndIsr,
-    LeaderIsrAndControllerEpoch,
     PartitionAndReplica,
 )
 from kafkalite.controller.controller_event_manager import ControllerEvent, ControllerEventManager
@@ -54,7 +52,6 @@ from kafkalite.controller.partition_state_machine import (
     PartitionState,
     PartitionStateMachine,
     leader_and_isr_of,
-    state_znode,
 )
 from kafkalite.controller.preferred_election import ElectionResults, PreferredElectionManager
 from kafkalite.controller.reassignment import PartitionReassignmentManager, ReassignmentResults
@@ -69,7 +66,6 @@ from kafkalite.controller.zk_notifications import ZkNotificationHandler
 from kafkalite.metadata import zk_data, zk_paths
 from kafkalite.metadata.kafka_zk_client import BrokerInfo, ControllerMovedException, KafkaZkClient
 from kafkalite.metadata.store import (
-    BadVersionError,
     MetadataStore,
     SessionState,
     WatchCallback,
@@ -830,65 +826,6 @@ class KafkaController:
         if not self.is_active:
             return None
         return self.reassignment.list_partition_reassignments()
-
-    # ---- test and fault-injection support -------------------------------------------------
-    def partition_info(self, tp: TopicPartition) -> tuple[LeaderAndIsr, list[int]] | None:
-        """(current leader/ISR, AR) as this controller knows them; None if unknown."""
-        lic = self.ctx.partition_leadership_info.get(tp)
-        ar = self.ctx.partition_replica_assignment(tp)
-        if lic is None or not ar or self.is_topic_queued_for_deletion(tp[0]):
-            return None
-        return lic.leader_and_isr, ar
-
-    async def set_partition_leader(
-        self,
-        tp: TopicPartition,
-        leader: int,
-        *,
-        isr: list[int] | None = None,
-        replicas: list[int] | None = None,
-    ) -> int:
-        """Make ``leader`` lead ``tp`` (leader epoch + 1), optionally with a new ISR and AR.
-
-        For fault injection and tests (kafkalite.server.faults); call it from a
-        controller event. Writes the state znode conditionally and sends
-        LeaderAndIsr to the live replicas and UpdateMetadata to every broker.
-        Returns the new leader epoch.
-        """
-        ctx = self.ctx
-        if replicas is not None:
-            old = ctx.partition_replica_assignment(tp)
-            await self.reassignment.update_assigned_replicas(tp, list(replicas))
-            rs = self.replica_state_machine.replica_state
-            for r in old:
-                if r not in replicas:
-                    rs.pop(PartitionAndReplica(tp[0], tp[1], r), None)
-            for r in replicas:
-                rs.setdefault(PartitionAndReplica(tp[0], tp[1], r), ReplicaState.ONLINE)
-        states = await self.zk.get_partition_states([tp])
-        if tp not in states:
-            raise ValueError(f"{tp[0]}-{tp[1]} has no state znode")
-        st, version = states[tp]
-        current = leader_and_isr_of(st, version).leader_and_isr
-        new = current.new_leader_and_isr(leader, current.isr if isr is None else isr)
-        written, errors = await self.zk.update_partition_states(
-            [(tp, state_znode(new, ctx.epoch), version)], ctx.epoch_zk_version
-        )
-        if tp in errors:
-            if isinstance(errors[tp], BadVersionError):
-                raise RuntimeError(f"{tp[0]}-{tp[1]} changed concurrently; try again")
-            raise errors[tp]
-        lic = LeaderIsrAndControllerEpoch(
-            LeaderAndIsr(new.leader, new.leader_epoch, new.isr, written[tp]), ctx.epoch
-        )
-        ctx.partition_leadership_info[tp] = lic
-        ar = ctx.partition_replica_assignment(tp)
-        self.batch.new_batch()
-        self.batch.add_leader_and_isr_request_for_brokers(
-            [r for r in ar if r in ctx.live_or_shutting_down_broker_ids], tp, lic, ar
-        )
-        await self.batch.send_requests_to_brokers(ctx.epoch)
-        return new.leader_epoch
 
 
 __all__ = ["BrokerInfo", "ControllerConfig", "KafkaController"]

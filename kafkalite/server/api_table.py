@@ -12,6 +12,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+#: ``(request, version, error_code) -> response``: the response to ``request`` with
+#: ``error_code`` in every error field (per partition, topic, group or resource, or
+#: top level), echoing the request's names and ids, as Kafka's
+#: ``AbstractRequest.getErrorResponse``. None: this request gets no response at all
+#: (acks=0 Produce), so a failure can only be told by closing the connection.
+ErrorResponseBuilder = Callable[[Any, int, int], dict[str, Any] | None]
+
 
 @dataclass(frozen=True, slots=True)
 class ApiSpec:
@@ -31,6 +38,9 @@ class ApiSpec:
     inter_broker: bool = False
     #: ``(frame, body_offset, version) -> request`` replacing kio's decoder on a hot path
     decoder: Callable[[bytes, int, int], Any] | None = None
+    #: the error response to a request of this API (every client API has one); used
+    #: by request interceptors (fault injection) and for a handler's unexpected errors
+    error_response: ErrorResponseBuilder | None = None
 
 
 def compatibility_markdown(table: dict[int, ApiSpec]) -> str:

@@ -101,7 +101,6 @@ class Connection:
         "client_software_name",
         "client_software_version",
         "id",
-        "faults",
         "last_active",
         "control_plane",
         "_pending",
@@ -157,7 +156,6 @@ class Connection:
         self.loop = asyncio.get_running_loop()
         self.client_software_name: str | None = None
         self.client_software_version: str | None = None
-        self.faults: Any = None
         self.last_active = time.monotonic()
         #: carries controller requests (decided by its first request, revoked when one
         #: fails the controller-request authenticator): exempt from

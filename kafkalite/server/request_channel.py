@@ -5,6 +5,11 @@ A handler returns one of:
 - ``bytes`` or a list of byte chunks / :class:`FileRange` (a pre-encoded body);
 - ``None``: no response at all (acks=0 produce);
 - an awaitable of any of these, completed later (delayed operations).
+
+A :data:`RequestInterceptor` set on the channel sees each decoded client request
+before its handler (franz-go kfake's ``ControlKey``): the test harness's fault
+injection (:mod:`kafkalite.testing.faults`) is built on it; production brokers
+leave it unset.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import logging
 import struct
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kafkalite.protocol import messages
 from kafkalite.protocol.api_keys import ApiKey
@@ -29,9 +34,6 @@ from kafkalite.protocol.headers import (
 from kafkalite.server.api_table import ApiSpec
 from kafkalite.server.connection import CloseConnection, Connection, FileRange
 from kafkalite.server.unexpected_errors import describe_unexpected
-
-if TYPE_CHECKING:
-    from kafkalite.server.faults import FaultInjector
 
 log = logging.getLogger(__name__)
 _I32 = struct.Struct(">i")
@@ -52,6 +54,27 @@ class RequestContext:
         return self.connection.listener
 
 
+@dataclass(frozen=True, slots=True)
+class Intercepted:
+    """An interceptor's answer in place of the handler's.
+
+    ``result`` is anything a handler returns: a response dict, encoded bytes, None
+    for no response, or an awaitable of one, which may itself wait and then run
+    the request's handler (``spec.handler``), to delay a request. An awaitable
+    raising :class:`CloseConnection` closes the connection once the responses
+    before it are sent.
+    """
+
+    result: Any
+
+
+#: Sees each client request before its handler, given its context, decoded body and
+#: table row. Returns None to pass it on, or an :class:`Intercepted` to answer it now or
+#: later; raises :class:`CloseConnection` to fail it (the connection closes, as when a
+#: handler raises it; ``ctx.connection.close()`` first drops the responses queued ahead).
+RequestInterceptor = Callable[[RequestContext, Any, ApiSpec], Intercepted | None]
+
+
 async def _guarded(coro: Coroutine[Any, Any, Any], api: str, version: int) -> Any:
     """``coro``'s result; an unexpected exception becomes a concise CloseConnection."""
     try:
@@ -69,7 +92,8 @@ class RequestChannel:
         self.api_table = api_table
         self.max_request_size = max_request_size
         self.connections: set[Connection] = set()
-        self.faults: FaultInjector | None = None
+        #: the request hook (tests' fault injection); None in production
+        self.interceptor: RequestInterceptor | None = None
         self.requests_total: dict[int, int] = {}
 
     def connection_opened(self, conn: Connection) -> None:
@@ -111,11 +135,11 @@ class RequestChannel:
         # ApiVersions responses always use header v0 (KIP-511)
         resp_flexible = flexible and hdr.api_key != ApiKey.API_VERSIONS
         framer = self._framer(hdr.correlation_id, resp_flexible, hdr.api_key, version)
-        faults = self.faults
-        if faults is not None:
-            injected = faults.intercept(ctx, request, spec)
-            if injected is not None:
-                return injected, framer, spec.serial
+        interceptor = self.interceptor
+        if interceptor is not None:
+            intercepted = interceptor(ctx, request, spec)
+            if intercepted is not None:
+                return intercepted.result, framer, spec.serial
         try:
             result = spec.handler(ctx, request)
         except (CloseConnection, MalformedRequest):

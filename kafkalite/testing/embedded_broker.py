@@ -6,7 +6,7 @@ kafka-python, kcat) can talk to it. Either way clients connect over TCP to an
 ephemeral port: nothing is mocked. Test-friendly defaults (no fsync, small
 segments, no initial rebalance delay) apply unless overridden.
 
-Each broker has a :class:`~kafkalite.server.faults.FaultInjector` as ``b.faults``
+Each broker has a :class:`~kafkalite.testing.faults.FaultInjector` as ``b.faults``
 (rules survive restarts).
 """
 
@@ -25,7 +25,7 @@ from typing import Any
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.server.broker import KafkaBroker
 from kafkalite.server.config import BrokerConfig
-from kafkalite.server.faults import FaultInjector
+from kafkalite.testing.faults import FaultInjector
 
 TEST_DEFAULTS: dict[str, Any] = {
     "listeners": "PLAINTEXT://127.0.0.1:0",

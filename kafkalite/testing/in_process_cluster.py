@@ -39,8 +39,8 @@ from typing import Any
 
 from kafkalite.metadata.embedded_store import EmbeddedEnsemble, EmbeddedStore
 from kafkalite.server.broker import KafkaBroker
-from kafkalite.server.faults import Delay, FaultInjector, Rule
 from kafkalite.testing.embedded_broker import AsyncBroker, LoopThread, SyncFaults
+from kafkalite.testing.faults import Delay, FaultInjector, Rule
 
 __all__ = ["AsyncCluster", "ThreadedCluster", "cluster", "CLUSTER_DEFAULTS"]
 

@@ -13,6 +13,7 @@ from confluent_kafka.admin import AdminClient
 from kafkalite.metadata import zk_data, zk_paths
 from kafkalite.metadata.isr_change import update_leader_and_isr, write_isr_change_notification
 from kafkalite.protocol.errors import ErrorCode
+from kafkalite.testing.leadership import set_partition_leader
 from tests.controller.cluster import Cluster, client_partition, eventually
 
 
@@ -32,7 +33,7 @@ async def _write_isr(cluster: Cluster, topic: str, partition: int, isr: list[int
 async def _lead_elsewhere(cluster: Cluster, topic: str, partition: int, leader: int) -> None:
     """Move leadership off the preferred replica, as a controller-driven election would."""
     ctrl = cluster.controller().controller
-    await ctrl.put(lambda: ctrl.set_partition_leader((topic, partition), leader))
+    await ctrl.put(lambda: set_partition_leader(ctrl, (topic, partition), leader))
     await cluster.wait_state(topic, partition, lambda s: s.leader == leader)
 
 

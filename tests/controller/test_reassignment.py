@@ -17,6 +17,7 @@ from kafka.admin import KafkaAdminClient
 
 from kafkalite.metadata import zk_data, zk_paths
 from kafkalite.metadata.isr_change import update_leader_and_isr
+from kafkalite.testing.leadership import partition_info
 from tests.controller.cluster import Cluster, client_partition, eventually
 
 
@@ -269,7 +270,7 @@ async def test_cancelling_takes_caught_up_adding_replicas_out_of_the_isr(tmp_pat
         await cluster.wait_state("t", 0, lambda s: s.leader_epoch == 1)
         await _catch_up(cluster, "t", 0, [0, 1, 2])
         ctrl = cluster.controller().controller
-        await eventually(lambda: ctrl.partition_info(("t", 0))[0].isr == (0, 1, 2))
+        await eventually(lambda: partition_info(ctrl, ("t", 0))[0].isr == (0, 1, 2))
         got = await asyncio.to_thread(
             _admin_call,
             cluster.bootstrap(),

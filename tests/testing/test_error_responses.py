@@ -10,7 +10,7 @@ import pytest
 from kafkalite.protocol import messages
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.server.apis import build_api_table
-from kafkalite.server.faults import error_response
+from kafkalite.testing.faults import error_response
 
 _TID = uuid.uuid4()
 _PARTS = [{"partition_index": 0, "partition": 0, "index": 0, "fetch_offset": 0, "records": b""}]
@@ -93,4 +93,4 @@ def test_acks0_produce_and_unknown_apis_have_no_error_response():
         messages.request_type(ApiKey.PRODUCE, 9), {**REQUESTS[ApiKey.PRODUCE], "acks": 0}
     )
     assert error_response(ApiKey.PRODUCE, 9, req, 6) is None
-    assert error_response(ApiKey.DESCRIBE_CONFIGS, 4, object(), 6) is None
+    assert error_response(ApiKey.LEADER_AND_ISR, 7, object(), 6) is None

@@ -18,7 +18,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from kafkalite.protocol import messages
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.errors import ErrorCode
-from kafkalite.server.faults import Delay, Error, api_key_of, error_code_of
+from kafkalite.testing.faults import Delay, Error, api_key_of, error_code_of
 from tests.server.raw_client import RawClient
 
 N = 200

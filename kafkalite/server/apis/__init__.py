@@ -12,15 +12,24 @@ from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.fetch_request import parse_fetch_request
 from kafkalite.protocol.fetch_response import MAX_VERSION as FETCH_MAX
 from kafkalite.protocol.produce import parse_produce_request
-from kafkalite.server.api_table import ApiSpec
-from kafkalite.server.apis.api_versions import handle_api_versions
-from kafkalite.server.apis.cluster import handle_describe_cluster, handle_describe_log_dirs
+from kafkalite.server.api_table import ApiSpec, ErrorResponseBuilder
+from kafkalite.server.apis.api_versions import api_versions_error_response, handle_api_versions
+from kafkalite.server.apis.cluster import (
+    describe_cluster_error_response,
+    describe_log_dirs_error_response,
+    handle_describe_cluster,
+    handle_describe_log_dirs,
+)
 from kafkalite.server.apis.configs import (
+    alter_configs_error_response,
+    describe_configs_error_response,
     handle_alter_configs,
     handle_describe_configs,
     handle_incremental_alter_configs,
 )
 from kafkalite.server.apis.controller_requests import (
+    alter_partition_reassignments_error_response,
+    elect_leaders_error_response,
     handle_alter_partition_reassignments,
     handle_controlled_shutdown,
     handle_elect_leaders,
@@ -28,11 +37,18 @@ from kafkalite.server.apis.controller_requests import (
     handle_list_partition_reassignments,
     handle_stop_replica,
     handle_update_metadata,
+    list_partition_reassignments_error_response,
 )
-from kafkalite.server.apis.delete_records import handle_delete_records
-from kafkalite.server.apis.fetch import handle_fetch
+from kafkalite.server.apis.delete_records import (
+    delete_records_error_response,
+    handle_delete_records,
+)
+from kafkalite.server.apis.fetch import fetch_error_response, handle_fetch
 from kafkalite.server.apis.groups import (
     OFFSET_DELETE,
+    delete_groups_error_response,
+    describe_groups_error_response,
+    find_coordinator_error_response,
     handle_delete_groups,
     handle_describe_groups,
     handle_find_coordinator,
@@ -44,12 +60,26 @@ from kafkalite.server.apis.groups import (
     handle_offset_delete,
     handle_offset_fetch,
     handle_sync_group,
+    heartbeat_error_response,
+    join_group_error_response,
+    leave_group_error_response,
+    list_groups_error_response,
+    offset_commit_error_response,
+    offset_delete_error_response,
+    offset_fetch_error_response,
+    sync_group_error_response,
 )
-from kafkalite.server.apis.init_producer_id import handle_init_producer_id
-from kafkalite.server.apis.list_offsets import handle_list_offsets
-from kafkalite.server.apis.metadata import handle_metadata
-from kafkalite.server.apis.produce import handle_produce
+from kafkalite.server.apis.init_producer_id import (
+    handle_init_producer_id,
+    init_producer_id_error_response,
+)
+from kafkalite.server.apis.list_offsets import handle_list_offsets, list_offsets_error_response
+from kafkalite.server.apis.metadata import handle_metadata, metadata_error_response
+from kafkalite.server.apis.produce import handle_produce, produce_error_response
 from kafkalite.server.apis.topics import (
+    create_partitions_error_response,
+    create_topics_error_response,
+    delete_topics_error_response,
     handle_create_partitions,
     handle_create_topics,
     handle_delete_topics,
@@ -151,6 +181,40 @@ _TABLE: list[tuple[Any, int, int, Any, bool, str]] = [
 # straight-line decoders for the hot path (kio for every other API)
 _DECODERS = {ApiKey.PRODUCE: parse_produce_request, ApiKey.FETCH: parse_fetch_request}
 
+# each client API's error response (Kafka's AbstractRequest.getErrorResponse), next to
+# its handler: a new API adds a row above, a handler and one of these
+_ERROR_RESPONSES: dict[int, ErrorResponseBuilder] = {
+    ApiKey.PRODUCE: produce_error_response,
+    ApiKey.FETCH: fetch_error_response,
+    ApiKey.LIST_OFFSETS: list_offsets_error_response,
+    ApiKey.METADATA: metadata_error_response,
+    ApiKey.API_VERSIONS: api_versions_error_response,
+    ApiKey.CREATE_TOPICS: create_topics_error_response,
+    ApiKey.DELETE_TOPICS: delete_topics_error_response,
+    ApiKey.DELETE_RECORDS: delete_records_error_response,
+    ApiKey.INIT_PRODUCER_ID: init_producer_id_error_response,
+    ApiKey.DESCRIBE_CONFIGS: describe_configs_error_response,
+    ApiKey.ALTER_CONFIGS: alter_configs_error_response,
+    ApiKey.DESCRIBE_LOG_DIRS: describe_log_dirs_error_response,
+    ApiKey.CREATE_PARTITIONS: create_partitions_error_response,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: alter_configs_error_response,
+    ApiKey.DESCRIBE_CLUSTER: describe_cluster_error_response,
+    ApiKey.OFFSET_COMMIT: offset_commit_error_response,
+    ApiKey.OFFSET_FETCH: offset_fetch_error_response,
+    ApiKey.FIND_COORDINATOR: find_coordinator_error_response,
+    ApiKey.JOIN_GROUP: join_group_error_response,
+    ApiKey.HEARTBEAT: heartbeat_error_response,
+    ApiKey.LEAVE_GROUP: leave_group_error_response,
+    ApiKey.SYNC_GROUP: sync_group_error_response,
+    ApiKey.DESCRIBE_GROUPS: describe_groups_error_response,
+    ApiKey.LIST_GROUPS: list_groups_error_response,
+    ApiKey.DELETE_GROUPS: delete_groups_error_response,
+    OFFSET_DELETE: offset_delete_error_response,
+    ApiKey.ELECT_LEADERS: elect_leaders_error_response,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: alter_partition_reassignments_error_response,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: list_partition_reassignments_error_response,
+}
+
 
 def build_api_table(broker: KafkaBroker | None) -> dict[int, ApiSpec]:
     table = {}
@@ -165,6 +229,7 @@ def build_api_table(broker: KafkaBroker | None) -> dict[int, ApiSpec]:
             notes,
             advertised_min_version=0 if key == ApiKey.PRODUCE else None,
             decoder=_DECODERS.get(key),
+            error_response=_ERROR_RESPONSES[key],
         )
     return table
 

@@ -35,3 +35,8 @@ def _valid_software_field(s: str) -> bool:
     return (
         bool(s) and all(c.isalnum() or c in ".-" for c in s) and s[0].isalnum() and s[-1].isalnum()
     )
+
+
+def api_versions_error_response(req: Any, version: int, code: int) -> dict[str, Any]:
+    """The top-level error, with no API list (Kafka's ``ApiVersionsRequest.getErrorResponse``)."""
+    return {"error_code": code, "api_keys": [], "throttle_time": 0}

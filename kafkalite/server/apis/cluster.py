@@ -114,3 +114,23 @@ def _log_dir_error(d: Path, code: int) -> dict[str, Any]:
         "usable_bytes": -1,
         "topics": [],
     }
+
+
+def describe_cluster_error_response(req: Any, version: int, code: int) -> dict[str, Any]:
+    """The top-level error, with no cluster, controller or brokers."""
+    return {
+        "throttle_time": 0,
+        "error_code": code,
+        "error_message": None,
+        "endpoint_type": BROKER_ENDPOINT_TYPE,
+        "cluster_id": "",
+        "controller_id": -1,
+        "brokers": [],
+        "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+    }
+
+
+def describe_log_dirs_error_response(req: Any, version: int, code: int) -> dict[str, Any]:
+    """The top-level error (v3+), with no log dirs: before v3 the response has no field
+    for it, as in Kafka's ``DescribeLogDirsRequest.getErrorResponse``."""
+    return {"throttle_time": 0, "error_code": code, "results": []}

@@ -385,3 +385,37 @@ def _validate_broker_configs(broker: KafkaBroker, new: dict[str, Any], per_broke
         raise KafkaError(ErrorCode.invalid_config, str(e)) from None
     except LogConfigError as e:
         raise KafkaError(ErrorCode.invalid_config, str(e)) from None
+
+
+# ---- error responses ----------------------------------------------------------------
+def describe_configs_error_response(req: Any, version: int, code: int) -> dict[str, Any]:
+    """Every requested resource in error, with no configs."""
+    return {
+        "throttle_time": 0,
+        "results": [
+            {
+                "error_code": code,
+                "error_message": None,
+                "resource_type": int(r.resource_type),
+                "resource_name": r.resource_name,
+                "configs": [],
+            }
+            for r in req.resources
+        ],
+    }
+
+
+def alter_configs_error_response(req: Any, version: int, code: int) -> dict[str, Any]:
+    """Every resource of an AlterConfigs or IncrementalAlterConfigs request in error."""
+    return {
+        "throttle_time": 0,
+        "responses": [
+            {
+                "error_code": code,
+                "error_message": None,
+                "resource_type": int(r.resource_type),
+                "resource_name": r.resource_name,
+            }
+            for r in req.resources
+        ],
+    }

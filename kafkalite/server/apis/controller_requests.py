@@ -484,3 +484,50 @@ async def handle_list_partition_reassignments(
         "error_code": 0,
         "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
     }
+
+
+# ---- error responses of the client APIs above -------------------------------------------
+def elect_leaders_error_response(req: Any, version: int, code: int) -> dict[str, Any]:
+    """The top-level error (v1+) and every requested partition's."""
+    return {
+        "throttle_time": 0,
+        "error_code": code,
+        "replica_election_results": [
+            {
+                "topic": t.topic,
+                "partition_result": [
+                    {"partition_id": int(p), "error_code": code, "error_message": None}
+                    for p in t.partitions
+                ],
+            }
+            for t in req.topic_partitions or ()
+        ],
+    }
+
+
+def alter_partition_reassignments_error_response(
+    req: Any, version: int, code: int
+) -> dict[str, Any]:
+    """The top-level error and every requested partition's."""
+    return {
+        "throttle_time": 0,
+        "error_code": code,
+        "error_message": None,
+        "responses": [
+            {
+                "name": t.name,
+                "partitions": [
+                    {"partition_index": int(p.partition_index), "error_code": code}
+                    for p in t.partitions
+                ],
+            }
+            for t in req.topics
+        ],
+    }
+
+
+def list_partition_reassignments_error_response(
+    req: Any, version: int, code: int
+) -> dict[str, Any]:
+    """The top-level error, with no reassignments."""
+    return {"throttle_time": 0, "error_code": code, "error_message": None, "topics": []}

@@ -44,3 +44,24 @@ def handle_delete_records(broker: KafkaBroker, ctx: RequestContext, req: Any) ->
 
 async def _then(fut: Any, fn: Any) -> Any:
     return fn(await fut)
+
+
+def delete_records_error_response(req: Any, version: int, code: int) -> dict[str, Any]:
+    """Every requested partition in error, with no low watermark."""
+    return {
+        "throttle_time": 0,
+        "topics": [
+            {
+                "name": t.name,
+                "partitions": [
+                    {
+                        "partition_index": int(p.partition_index),
+                        "error_code": code,
+                        "low_watermark": -1,
+                    }
+                    for p in t.partitions
+                ],
+            }
+            for t in req.topics
+        ],
+    }

@@ -207,3 +207,42 @@ def _wire(records: Any) -> Any:
         return records
     # the slice's file object keeps the descriptor open while the range is queued
     return FileRange(records.fileno(), records.position, records.size, records.file)
+
+
+#: errors about the request's fetch session: top level, with no partitions
+_SESSION_ERRORS = frozenset(
+    {int(ErrorCode.fetch_session_id_not_found), int(ErrorCode.invalid_fetch_session_epoch)}
+)
+
+
+def fetch_error_response(req: FetchRequest, version: int, code: int) -> dict[str, Any]:
+    """Every requested partition in error, the top-level code 0 (clients act on partition
+    errors); a session error is top level only. Encoded by kio: not the hot path."""
+    if code in _SESSION_ERRORS:
+        return {"throttle_time": 0, "error_code": code, "session_id": 0, "responses": []}
+    return {
+        "throttle_time": 0,
+        "error_code": 0,
+        "session_id": 0,
+        "responses": [
+            {
+                # a kio request (tests) has only the one its version uses
+                "topic": getattr(t, "topic", None),
+                "topic_id": getattr(t, "topic_id", None),
+                "partitions": [
+                    {
+                        "partition_index": int(p.partition),
+                        "error_code": code,
+                        "high_watermark": -1,
+                        "last_stable_offset": -1,
+                        "log_start_offset": -1,
+                        "aborted_transactions": None,
+                        "preferred_read_replica": -1,
+                        "records": b"",
+                    }
+                    for p in t.partitions
+                ],
+            }
+            for t in req.topics
+        ],
+    }

@@ -441,8 +441,174 @@ async def handle_delete_groups(
     return {"throttle_time": 0, "results": results}
 
 
+# ---- error responses -------------------------------------------------------------------
+
+
+def find_coordinator_error_response(req: Any, version: int, code: int) -> dict[str, Any]:
+    """No coordinator for the key (v0-3) or for each key (v4+)."""
+    none = {"node_id": -1, "host": "", "port": -1, "error_code": code, "error_message": None}
+    if version < 4:
+        return {"throttle_time": 0, **none}
+    return {"throttle_time": 0, "coordinators": [{"key": k, **none} for k in req.coordinator_keys]}
+
+
+def join_group_error_response(req: Any, version: int, code: int) -> dict[str, Any]:
+    """The top-level error, no generation; the member id is the request's."""
+    return {
+        "throttle_time": 0,
+        "error_code": code,
+        "generation_id": -1,
+        "protocol_type": None,
+        "protocol_name": None if version >= 7 else "",
+        "leader": "",
+        "skip_assignment": False,
+        "member_id": req.member_id,
+        "members": [],
+    }
+
+
+def sync_group_error_response(req: Any, version: int, code: int) -> dict[str, Any]:
+    """The top-level error, no assignment."""
+    return {
+        "throttle_time": 0,
+        "error_code": code,
+        "protocol_type": None,
+        "protocol_name": None,
+        "assignment": b"",
+    }
+
+
+def heartbeat_error_response(req: Any, version: int, code: int) -> dict[str, Any]:
+    return {"throttle_time": 0, "error_code": code}
+
+
+def leave_group_error_response(req: Any, version: int, code: int) -> dict[str, Any]:
+    """The top-level error and, from v3, each leaving member's."""
+    members = req.members if version >= 3 else ()
+    return {
+        "throttle_time": 0,
+        "error_code": code,
+        "members": [
+            {"member_id": m.member_id, "group_instance_id": m.group_instance_id, "error_code": code}
+            for m in members
+        ],
+    }
+
+
+def offset_commit_error_response(req: Any, version: int, code: int) -> dict[str, Any]:
+    """Every partition in error (topics by name, or by id from v10)."""
+    return {
+        "throttle_time": 0,
+        "topics": [
+            {
+                "name": getattr(t, "name", None),
+                "topic_id": getattr(t, "topic_id", None),
+                "partitions": [
+                    {"partition_index": int(p.partition_index), "error_code": code}
+                    for p in t.partitions
+                ],
+            }
+            for t in req.topics
+        ],
+    }
+
+
+def _offset_fetch_error_topics(topics: Any, code: int) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": getattr(t, "name", None),
+            "topic_id": getattr(t, "topic_id", None),
+            "partitions": [
+                {
+                    "partition_index": int(i),
+                    "committed_offset": -1,
+                    "committed_leader_epoch": -1,
+                    "metadata": None,
+                    "error_code": code,
+                }
+                for i in t.partition_indexes
+            ],
+        }
+        for t in topics or ()
+    ]
+
+
+def offset_fetch_error_response(req: Any, version: int, code: int) -> dict[str, Any]:
+    """The group's error (per group from v8) and every requested partition's."""
+    if version < 8:
+        return {
+            "throttle_time": 0,
+            "error_code": code,
+            "topics": _offset_fetch_error_topics(req.topics, code),
+        }
+    return {
+        "throttle_time": 0,
+        "groups": [
+            {
+                "group_id": g.group_id,
+                "error_code": code,
+                "topics": _offset_fetch_error_topics(g.topics, code),
+            }
+            for g in req.groups
+        ],
+    }
+
+
+def offset_delete_error_response(req: Any, version: int, code: int) -> dict[str, Any]:
+    """The group's error and every requested partition's."""
+    return {
+        "throttle_time": 0,
+        "error_code": code,
+        "topics": [
+            {
+                "name": t.name,
+                "partitions": [
+                    {"partition_index": int(p.partition_index), "error_code": code}
+                    for p in t.partitions
+                ],
+            }
+            for t in req.topics
+        ],
+    }
+
+
+def describe_groups_error_response(req: Any, version: int, code: int) -> dict[str, Any]:
+    """Every requested group in error, with no state or members."""
+    return {
+        "throttle_time": 0,
+        "groups": [
+            {
+                "error_code": code,
+                "error_message": None,
+                "group_id": g,
+                "group_state": "",
+                "protocol_type": "",
+                "protocol_data": "",
+                "members": [],
+                "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+            }
+            for g in req.groups
+        ],
+    }
+
+
+def list_groups_error_response(req: Any, version: int, code: int) -> dict[str, Any]:
+    return {"throttle_time": 0, "error_code": code, "groups": []}
+
+
+def delete_groups_error_response(req: Any, version: int, code: int) -> dict[str, Any]:
+    """Every requested group in error, none deleted."""
+    return {
+        "throttle_time": 0,
+        "results": [{"group_id": g, "error_code": code} for g in req.groups_names],
+    }
+
+
 __all__ = [
     "OFFSET_DELETE",
+    "delete_groups_error_response",
+    "describe_groups_error_response",
+    "find_coordinator_error_response",
     "handle_delete_groups",
     "handle_describe_groups",
     "handle_find_coordinator",
@@ -454,4 +620,12 @@ __all__ = [
     "handle_offset_delete",
     "handle_offset_fetch",
     "handle_sync_group",
+    "heartbeat_error_response",
+    "join_group_error_response",
+    "leave_group_error_response",
+    "list_groups_error_response",
+    "offset_commit_error_response",
+    "offset_delete_error_response",
+    "offset_fetch_error_response",
+    "sync_group_error_response",
 ]

@@ -44,3 +44,8 @@ async def handle_init_producer_id(
     new_pid = await broker.producer_ids.generate_producer_id()
     # respond
     return {"throttle_time": 0, "error_code": 0, "producer_id": new_pid, "producer_epoch": 0}
+
+
+def init_producer_id_error_response(req: Any, version: int, code: int) -> dict[str, Any]:
+    """The top-level error, with no producer id."""
+    return {"throttle_time": 0, "error_code": code, "producer_id": -1, "producer_epoch": -1}

@@ -36,3 +36,27 @@ def handle_list_offsets(broker: KafkaBroker, ctx: RequestContext, req: Any) -> d
             parts.append(entry)
         topics.append({"name": t.name, "partitions": parts})
     return {"throttle_time": 0, "topics": topics}
+
+
+def list_offsets_error_response(req: Any, version: int, code: int) -> dict[str, Any]:
+    """Every requested partition in error, with no offset."""
+    return {
+        "throttle_time": 0,
+        "topics": [
+            {
+                "name": t.name,
+                "partitions": [
+                    {
+                        "partition_index": int(p.partition_index),
+                        "error_code": code,
+                        "timestamp": -1,
+                        "offset": -1,
+                        "leader_epoch": -1,
+                        "old_style_offsets": [],
+                    }
+                    for p in t.partitions
+                ],
+            }
+            for t in req.topics
+        ],
+    }

@@ -112,3 +112,25 @@ def _topic_entry(
 
 def _error_entry(version: int, error: int, name: str | None) -> bytes:
     return encode_topic(version, error, name, _ZERO_UUID, False, [])
+
+
+def metadata_error_response(req: Any, version: int, code: int) -> dict[str, Any]:
+    """Every requested topic in error, without brokers (Kafka's
+    ``MetadataRequest.getErrorResponse``); a request for all topics names none."""
+    return {
+        "throttle_time": 0,
+        "brokers": [],
+        "cluster_id": None,
+        "controller_id": -1,
+        "topics": [
+            {
+                "name": getattr(t, "name", None),
+                "topic_id": getattr(t, "topic_id", None) or _ZERO_UUID,
+                "error_code": code,
+                "is_internal": False,
+                "partitions": [],
+            }
+            for t in req.topics or ()
+        ],
+        "cluster_authorized_operations": -(2**31),
+    }

@@ -189,3 +189,34 @@ def _partition(
         record_errors.get(tp, ()),
         r.error_message,
     )
+
+
+def produce_error_response(req: ProduceRequest, version: int, code: int) -> dict[str, Any] | None:
+    """Every partition of ``req`` in error (encoded by kio: errors are not the hot path).
+
+    acks=0 gets no response, so None: the connection is closed instead (Kafka's
+    ``ProduceRequest.getErrorResponse``).
+    """
+    if int(req.acks) == 0:
+        return None
+    return {
+        "throttle_time": 0,
+        "responses": [
+            {
+                "name": t.name,
+                "partition_responses": [
+                    {
+                        "index": int(p.index),
+                        "error_code": code,
+                        "base_offset": -1,
+                        "log_append_time": -1,
+                        "log_start_offset": -1,
+                        "record_errors": [],
+                        "error_message": None,
+                    }
+                    for p in t.partition_data
+                ],
+            }
+            for t in req.topic_data
+        ],
+    }

@@ -140,3 +140,47 @@ async def handle_create_partitions(
         except KafkaError as e:
             results.append({"name": t.name, "error_code": e.code, "error_message": e.message})
     return {"throttle_time": 0, "results": results}
+
+
+def create_topics_error_response(req: Any, version: int, code: int) -> dict[str, Any]:
+    """Every requested topic in error, nothing created."""
+    return {
+        "throttle_time": 0,
+        "topics": [
+            {
+                "name": t.name,
+                "topic_id": None,
+                "error_code": code,
+                "error_message": None,
+                "num_partitions": -1,
+                "replication_factor": -1,
+                "configs": None,
+            }
+            for t in req.topics
+        ],
+    }
+
+
+def delete_topics_error_response(req: Any, version: int, code: int) -> dict[str, Any]:
+    """Every requested topic (by name, or by id from v6) in error."""
+    if version >= 6:
+        entries = [(t.name, t.topic_id) for t in req.topics]
+    else:
+        entries = [(n, None) for n in req.topic_names]
+    return {
+        "throttle_time": 0,
+        "responses": [
+            {"name": name, "topic_id": tid, "error_code": code, "error_message": None}
+            for name, tid in entries
+        ],
+    }
+
+
+def create_partitions_error_response(req: Any, version: int, code: int) -> dict[str, Any]:
+    """Every requested topic in error, no partition added."""
+    return {
+        "throttle_time": 0,
+        "results": [
+            {"name": t.name, "error_code": code, "error_message": None} for t in req.topics
+        ],
+    }

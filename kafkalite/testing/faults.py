@@ -1,7 +1,8 @@
 """Fault injection for embedded brokers, in the spirit of franz-go kfake's ``ControlKey``.
 
-A :class:`FaultInjector` sits in front of a broker's request handlers
-(``RequestChannel.faults``). Requests matching a :class:`Rule` (API key, version
+A :class:`FaultInjector` sits in front of a broker's request handlers as the
+request channel's interceptor (``RequestChannel.interceptor``, the one hook the
+production server has for this). Requests matching a :class:`Rule` (API key, version
 range, client id, predicate; a number of times or forever) are dropped, delayed,
 answered with an error code, or have their connection severed. It can also sever
 live connections and move partition leadership. This is how a test drives a
@@ -20,10 +21,12 @@ Semantics (they follow Kafka's one-request-at-a-time connections):
   broker's in-order writer; set ``close_after_ms`` above the client's request
   timeout to exercise its timeout path, below it for its disconnect path.
 - ``error(code)`` answers at once with ``code`` in every error field of the
-  response (per partition, per topic, per coordinator key, or top level), without
-  running the handler: nothing is appended or committed. APIs without a response
-  builder here, and acks=0 produce (which has no response), close the connection
-  instead, which is how Kafka itself tells such a client something went wrong.
+  response (per partition, per topic, per group or resource, or top level), without
+  running the handler: nothing is appended or committed. The response is the API
+  table's error response (``ApiSpec.error_response``, one per client API, next to
+  its handler); Metadata keeps the real brokers and controller so clients stay
+  connected. acks=0 produce (which has no response) closes the connection instead,
+  which is how Kafka itself tells such a client something went wrong.
   With ``after_handling=True`` the handler runs first and only its response is
   replaced (a Kafka REQUEST_TIMED_OUT after the append); ``drop`` takes the same
   flag (the response is lost). These are the cases that make a retry duplicate
@@ -40,6 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import inspect
 import logging
 import re
@@ -50,15 +54,26 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from kafkalite.common.types import TopicPartition
 from kafkalite.controller.preferred_election import PREFERRED_ELECTION
-from kafkalite.metadata.isr_change import update_leader_and_isr, write_isr_change_notification
-from kafkalite.metadata.kafka_zk_client import KafkaZkClient
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.server.connection import CloseConnection
+from kafkalite.server.request_channel import Intercepted
+from kafkalite.testing.leadership import (
+    active_controller,
+    catch_up_follower,
+    is_follower_of,
+    leads_with,
+    partition_of,
+    peer,
+    produces_to,
+    reassign,
+    set_partition_leader,
+    until,
+)
 
 if TYPE_CHECKING:
-    from kafkalite.controller.kafka_controller import KafkaController
     from kafkalite.server.api_table import ApiSpec
     from kafkalite.server.broker import KafkaBroker
     from kafkalite.server.connection import Connection
@@ -78,7 +93,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
 #: an API key (``ApiKey.PRODUCE``, ``0``), its name (``"Produce"``, ``"LIST_OFFSETS"``), or None for any
 ApiSelector = int | str | None
 
@@ -192,7 +206,7 @@ def _resolve(fut: asyncio.Future[None]) -> None:
 
 
 class _ConnState:
-    """Per-connection bookkeeping, kept in ``Connection.faults``."""
+    """Per-connection bookkeeping (the injector's, keyed by connection)."""
 
     __slots__ = ("client_id", "tail")
 
@@ -206,18 +220,26 @@ class _ConnState:
 
 
 class FaultInjector:
-    """Rules in front of one broker's handlers (``b.faults`` on embedded brokers)."""
+    """Rules in front of one broker's handlers (``b.faults`` on embedded brokers).
+
+    It is the broker's request interceptor (a :data:`RequestInterceptor`, called
+    with each request): :meth:`attach` sets it as ``broker.channel.interceptor``.
+    """
 
     def __init__(self) -> None:
         self._rules: tuple[Rule, ...] = ()
         self._held: set[Rule] = set()
         self._lock = threading.Lock()
         self.broker: KafkaBroker | None = None
+        #: connections seen (on the broker's loop only); closed ones are forgotten
+        #: whenever a new one arrives
+        self._conns: dict[Connection, _ConnState] = {}
 
     def attach(self, broker: KafkaBroker) -> None:
         """Sit in front of ``broker``'s handlers (again after each restart)."""
         self.broker = broker
-        broker.channel.faults = self
+        self._conns = {}
+        broker.channel.interceptor = self
 
     # ---- rules ------------------------------------------------------------------
     @property
@@ -282,18 +304,25 @@ class FaultInjector:
             r._release()
 
     # ---- the request hook ---------------------------------------------------------
-    def intercept(self, ctx: RequestContext, request: Any, spec: ApiSpec) -> Any:
-        """Called by the request channel before each handler; non-None replaces its result."""
+    def __call__(self, ctx: RequestContext, request: Any, spec: ApiSpec) -> Intercepted | None:
+        """The request channel's interceptor: None passes the request to its handler."""
         conn = ctx.connection
-        st = conn.faults
+        st = self._conns.get(conn)
         if st is None:
-            st = conn.faults = _ConnState()
+            self._conns = {c: s for c, s in self._conns.items() if not c.closed}
+            st = self._conns[conn] = _ConnState()
         st.client_id = ctx.client_id
         rule = self._match(ctx, request) if self._rules else None
         if rule is None:
             if st.tail is None:
                 return None
-            return self._chain(st, None, spec, ctx, request)
+            return Intercepted(self._chain(st, None, spec, ctx, request))
+        return Intercepted(self._apply(rule, st, ctx, request, spec))
+
+    def _apply(
+        self, rule: Rule, st: _ConnState, ctx: RequestContext, request: Any, spec: ApiSpec
+    ) -> Any:
+        """What the request gets instead of its handler's result (a handler result)."""
         action = rule.action
         log.debug(
             "fault injection: %s for api %d v%d from %s",
@@ -308,9 +337,7 @@ class FaultInjector:
             secs = action.ms / 1000
             return self._chain(st, lambda: asyncio.sleep(secs), spec, ctx, request)
         if isinstance(action, Error):
-            body = error_response(
-                ctx.api_key, ctx.api_version, request, action.code, self.broker, ctx
-            )
+            body = self._error_response(spec, ctx, request, action.code)
 
             def answer(_result: Any = None) -> Any:
                 if body is None:
@@ -333,8 +360,19 @@ class FaultInjector:
             # later requests on this connection are never handled: they wait behind it
             st.tail = asyncio.get_running_loop().create_future()
             return handled
-        conn.close()
+        ctx.connection.close()  # at once: responses still queued are lost
         raise CloseConnection("fault injection: connection severed")
+
+    def _error_response(
+        self, spec: ApiSpec, ctx: RequestContext, request: Any, code: int
+    ) -> dict[str, Any] | None:
+        builder = spec.error_response
+        if builder is None:
+            return None
+        body = builder(request, ctx.api_version, code)
+        if body is not None and ctx.api_key == ApiKey.METADATA and self.broker is not None:
+            _keep_cluster(body, request, ctx.api_version, code, self.broker, ctx.listener)
+        return body
 
     def _match(self, ctx: RequestContext, request: Any) -> Rule | None:
         for rule in self._rules:
@@ -410,7 +448,8 @@ class FaultInjector:
         broker = self._require_broker()
         n = 0
         for conn in list(broker.channel.connections):
-            if client_id is not None and _client_id(conn) != client_id:
+            st = self._conns.get(conn)
+            if client_id is not None and (st is None or st.client_id != client_id):
                 continue
             conn.close()
             n += 1
@@ -427,12 +466,12 @@ class FaultInjector:
         FENCED_LEADER_EPOCH on Fetch/ListOffsets/OffsetForLeaderEpoch and refresh
         metadata; producers notice nothing. Works on a single broker too.
         """
-        ctrl = _active_controller(self._require_broker())
+        ctrl = active_controller(self._require_broker())
         tp = (topic, partition)
 
         async def event() -> tuple[int, int]:
-            st, _replicas = _partition_of(ctrl, tp)
-            return st.leader, await ctrl.set_partition_leader(tp, st.leader)
+            st, _replicas = partition_of(ctrl, tp)
+            return st.leader, await set_partition_leader(ctrl, tp, st.leader)
 
         leader, epoch = await ctrl.put(event)
         await self._await_leader(tp, leader, epoch, timeout_s)
@@ -456,7 +495,7 @@ class FaultInjector:
           the new replica is in the ISR, phase B: ``to_broker`` is elected, the old
           leader's replica is stopped and deleted. Follower fetching is not built
           yet, so the catch-up is done here the way the replica fetcher and the
-          leader would do it (:func:`_catch_up_follower`): the leader's batches are
+          leader would do it (:func:`~kafkalite.testing.leadership.catch_up_follower`): the leader's batches are
           appended as follower, the leader records the follower's position and
           writes the ISR expansion to the state znode, which the controller
           watches. Produce requests for the partition are held on the old leader
@@ -468,9 +507,9 @@ class FaultInjector:
         headers) survive the move.
         """
         broker = self._require_broker()
-        ctrl = _active_controller(broker)
+        ctrl = active_controller(broker)
         tp = (topic, partition)
-        st, replicas = _partition_of(ctrl, tp)
+        st, replicas = partition_of(ctrl, tp)
         if to_broker not in ctrl.ctx.live_broker_ids:
             raise ValueError(f"broker {to_broker} is not alive")
         if to_broker in replicas:
@@ -481,8 +520,8 @@ class FaultInjector:
             if st.leader == to_broker:
                 return int(st.leader_epoch)
             if replicas[0] != to_broker:
-                await _reassign(ctrl, tp, [to_broker, *(r for r in replicas if r != to_broker)])
-                await _until(lambda: tp not in ctrl.ctx.partitions_being_reassigned, timeout_s)
+                await reassign(ctrl, tp, [to_broker, *(r for r in replicas if r != to_broker)])
+                await until(lambda: tp not in ctrl.ctx.partitions_being_reassigned, timeout_s)
             result = await ctrl.elect_leaders([tp], PREFERRED_ELECTION)
             if result is None:
                 raise RuntimeError("the controller moved during the election; try again")
@@ -492,26 +531,26 @@ class FaultInjector:
                     f"preferred election of {topic}-{partition} failed: {ErrorCode(code).name} {message or ''}"
                 )
         else:
-            src = _peer(broker, st.leader)
-            dst = _peer(broker, to_broker)
+            src = peer(broker, st.leader)
+            dst = peer(broker, to_broker)
             if src is None or dst is None or not src.started:
                 raise ValueError(
                     f"brokers {st.leader} and {to_broker} must both run in this process"
                 )
-            src_faults = src.channel.faults
+            src_faults = src.channel.interceptor
             hold = (
-                src_faults.add(ApiKey.PRODUCE, Delay(None), when=_produces_to(tp), times=None)
+                src_faults.add(ApiKey.PRODUCE, Delay(None), when=produces_to(tp), times=None)
                 if isinstance(src_faults, FaultInjector)
                 else None
             )
             try:
                 target = [to_broker, *(r for r in replicas if r != st.leader)]
-                await _reassign(ctrl, tp, target)
+                await reassign(ctrl, tp, target)
                 # phase A reached both brokers: the follower exists and the leader knows it
-                await _until(lambda: _is_follower_of(dst, tp, st.leader), timeout_s)
-                await _until(lambda: _leads_with(src, tp, to_broker), timeout_s)
-                await _catch_up_follower(src, dst, tp)
-                await _until(lambda: tp not in ctrl.ctx.partitions_being_reassigned, timeout_s)
+                await until(lambda: is_follower_of(dst, tp, st.leader), timeout_s)
+                await until(lambda: leads_with(src, tp, to_broker), timeout_s)
+                await catch_up_follower(src, dst, tp)
+                await until(lambda: tp not in ctrl.ctx.partitions_being_reassigned, timeout_s)
             finally:
                 if hold is not None and isinstance(src_faults, FaultInjector):
                     src_faults.remove(hold)
@@ -557,125 +596,36 @@ async def _close_after(ms: float) -> Any:
     raise CloseConnection("fault injection: dropped request, closing the connection")
 
 
-def _client_id(conn: Connection) -> str | None:
-    st = conn.faults
-    return st.client_id if isinstance(st, _ConnState) else None
+def _keep_cluster(
+    body: dict[str, Any], request: Any, version: int, code: int, broker: KafkaBroker, listener: str
+) -> None:
+    """A Metadata error response with the real brokers and controller, so clients stay
+    connected; a request for all topics gets every topic in error."""
+    cache = broker.metadata_cache
+    brokers = []
+    for b in cache.brokers.values():
+        ep = b.endpoints.get(listener)
+        if ep is not None:
+            brokers.append({"node_id": b.broker_id, "host": ep[0], "port": ep[1], "rack": b.rack})
+    body.update(brokers=brokers, cluster_id=broker.cluster_id, controller_id=cache.controller_id)
+    if request.topics is None or (version == 0 and not request.topics):
+        body["topics"] = [
+            {
+                "name": n,
+                "topic_id": uuid.UUID(int=0),
+                "error_code": code,
+                "is_internal": False,
+                "partitions": [],
+            }
+            for n in sorted(cache.topics)
+        ]
 
 
-# --------------------------------------------------------------------------- controller side
+@functools.cache
+def _client_api_table() -> dict[int, ApiSpec]:
+    from kafkalite.server.apis import build_api_table
 
-
-def _active_controller(broker: KafkaBroker) -> KafkaController:
-    for b in list(broker.peers.values()) or [broker]:
-        if b.started and b.controller is not None and b.controller.is_active:
-            return b.controller
-    raise RuntimeError("no active controller among the brokers of this process")
-
-
-def _partition_of(ctrl: KafkaController, tp: TopicPartition) -> tuple[Any, list[int]]:
-    info = ctrl.partition_info(tp)
-    if info is None:
-        raise ValueError(f"unknown partition {tp[0]}-{tp[1]}")
-    st, replicas = info
-    if st.leader < 0:
-        raise ValueError(f"{tp[0]}-{tp[1]} is offline")
-    return st, list(replicas)
-
-
-def _peer(broker: KafkaBroker, broker_id: int) -> KafkaBroker | None:
-    if broker.broker_id == broker_id:
-        return broker
-    return broker.peers.get(broker_id)
-
-
-async def _until(pred: Callable[[], bool], timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not pred():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"leader move: condition not met within {timeout_s}s")
-        await asyncio.sleep(0.002)
-
-
-async def _reassign(ctrl: KafkaController, tp: TopicPartition, replicas: list[int]) -> None:
-    """AlterPartitionReassignments, as the admin API hands it to the controller."""
-    result = await ctrl.alter_partition_reassignments({tp: replicas})
-    if result is None:
-        raise RuntimeError("the controller moved during the reassignment; try again")
-    code, message = result[tp]
-    if code != 0:
-        raise RuntimeError(
-            f"reassignment of {tp[0]}-{tp[1]} to {replicas} failed: {ErrorCode(code).name} {message or ''}"
-        )
-
-
-def _produces_to(tp: TopicPartition) -> Callable[[RequestContext, Any], bool]:
-    """A rule predicate: a Produce request carrying records for ``tp``."""
-
-    def match(_ctx: RequestContext, req: Any) -> bool:
-        for t in getattr(req, "topic_data", None) or ():
-            if t.name == tp[0] and any(int(p.index) == tp[1] for p in t.partition_data):
-                return True
-        return False
-
-    return match
-
-
-def _is_follower_of(b: KafkaBroker, tp: TopicPartition, leader: int) -> bool:
-    p = b.replica_manager.get_partition(tp)
-    return p is not None and p.log is not None and p.leader_id == leader
-
-
-def _leads_with(b: KafkaBroker, tp: TopicPartition, replica: int) -> bool:
-    p = b.replica_manager.get_partition(tp)
-    return p is not None and p.is_leader and replica in p.remote_replicas
-
-
-async def _catch_up_follower(src: KafkaBroker, dst: KafkaBroker, tp: TopicPartition) -> None:
-    """What the replica fetcher and the leader do until ``dst`` joins the ISR of ``tp``.
-
-    A stand-in for follower fetching (not built yet): ``dst`` appends the leader's
-    batches as a follower and takes the leader's high watermark; the leader records
-    the follower's log end offset (its next fetch offset) and, the follower being
-    caught up, writes the expanded ISR to the partition's state znode conditionally
-    on its version (Kafka's Partition.maybeExpandIsr in ZooKeeper mode) and an ISR
-    change notification. The caller holds produce requests for ``tp`` on ``src``.
-    """
-    leader = src.replica_manager.get_partition(tp)
-    follower = dst.replica_manager.get_partition(tp)
-    assert leader is not None and leader.log is not None
-    assert follower is not None and follower.log is not None
-    llog, flog = leader.log, follower.log
-    if flog.log_end_offset < llog.log_start_offset or flog.log_end_offset > llog.log_end_offset:
-        flog.truncate_fully_and_start_at(llog.log_start_offset)
-    while flog.log_end_offset < llog.log_end_offset:
-        data = llog.read(flog.log_end_offset, 1 << 20, max_offset=None, min_one_message=True)
-        raw = data.records
-        raw = raw if isinstance(raw, bytes | bytearray) else raw.read_bytes()
-        if not raw or not flog.append_as_follower(raw).num_messages:
-            break
-    flog.update_high_watermark(min(llog.high_watermark, flog.log_end_offset))
-    leader.update_follower_fetch_state(dst.broker_id, flog.log_end_offset, flog.log_start_offset)
-    states = await KafkaZkClient(src.store).get_partition_states([tp])
-    state, version = states[tp]
-    if state.leader != src.broker_id or state.leader_epoch != leader.leader_epoch:
-        raise RuntimeError(f"{tp[0]}-{tp[1]} changed leadership during the move; try again")
-    isr = [*state.isr, dst.broker_id] if dst.broker_id not in state.isr else list(state.isr)
-    written = await update_leader_and_isr(
-        src.store,
-        tp,
-        leader=state.leader,
-        leader_epoch=state.leader_epoch,
-        isr=isr,
-        controller_epoch=state.controller_epoch,
-        zk_version=version,
-    )
-    if written is None:
-        raise RuntimeError(f"{tp[0]}-{tp[1]}: the state znode changed during the move; try again")
-    leader.isr = isr
-    await write_isr_change_notification(src.store, [tp])
-
-
-# --------------------------------------------------------------------------- error responses
+    return build_api_table(None)
 
 
 def error_response(
@@ -684,267 +634,15 @@ def error_response(
     request: Any,
     code: int,
     broker: KafkaBroker | None = None,
-    ctx: RequestContext | None = None,
+    listener: str | None = None,
 ) -> dict[str, Any] | None:
-    """A response to ``request`` carrying ``code`` in every error field, or None if unsupported.
-
-    Mirrors the request's topics/partitions (names or topic ids, as the version uses).
-    """
-    builder = _BUILDERS.get(api_key)
-    if builder is None:
+    """What ``error(api, code)`` answers ``request`` with; None: no response (the
+    connection is closed), as for acks=0 Produce and APIs without an error response."""
+    table = broker.channel.api_table if broker is not None else _client_api_table()
+    spec = table.get(api_key)
+    if spec is None or spec.error_response is None:
         return None
-    return builder(request, code, version, broker, ctx.listener if ctx is not None else None)
-
-
-def _topic_key(t: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for src, dst in (("name", "name"), ("topic", "topic"), ("topic_id", "topic_id")):
-        v = getattr(t, src, None)
-        if v is not None:
-            out[dst] = v
-    if "topic" in out:
-        out.setdefault("name", out["topic"])
-    elif "name" in out:
-        out["topic"] = out["name"]
-    return out
-
-
-def _produce(req: Any, code: int, version: int, _b: Any, _l: Any) -> dict[str, Any] | None:
-    if int(req.acks) == 0:
-        return None  # acks=0 gets no response: closing is the only signal
-    return {
-        "throttle_time": 0,
-        "responses": [
-            {
-                **_topic_key(t),
-                "partition_responses": [
-                    {
-                        "index": int(p.index),
-                        "error_code": code,
-                        "base_offset": -1,
-                        "log_append_time": -1,
-                        "log_start_offset": -1,
-                        "record_errors": [],
-                        "error_message": "injected fault",
-                    }
-                    for p in t.partition_data
-                ],
-            }
-            for t in req.topic_data
-        ],
-    }
-
-
-_FETCH_SESSION_ERRORS = {
-    int(ErrorCode.fetch_session_id_not_found),
-    int(ErrorCode.invalid_fetch_session_epoch),
-}
-
-
-def _fetch(req: Any, code: int, version: int, _b: Any, _l: Any) -> dict[str, Any]:
-    if code in _FETCH_SESSION_ERRORS:  # session errors are top level, with no partitions
-        return {"throttle_time": 0, "error_code": code, "session_id": 0, "responses": []}
-    return {
-        "throttle_time": 0,
-        "error_code": 0,
-        "session_id": 0,
-        "responses": [
-            {
-                **_topic_key(t),
-                "partitions": [
-                    {
-                        "partition_index": int(p.partition),
-                        "error_code": code,
-                        "high_watermark": -1,
-                        "last_stable_offset": -1,
-                        "log_start_offset": -1,
-                        "aborted_transactions": None,
-                        "preferred_read_replica": -1,
-                        "records": b"",
-                    }
-                    for p in t.partitions
-                ],
-            }
-            for t in req.topics
-        ],
-    }
-
-
-def _list_offsets(req: Any, code: int, version: int, _b: Any, _l: Any) -> dict[str, Any]:
-    return {
-        "throttle_time": 0,
-        "topics": [
-            {
-                **_topic_key(t),
-                "partitions": [
-                    {
-                        "partition_index": int(p.partition_index),
-                        "error_code": code,
-                        "timestamp": -1,
-                        "offset": -1,
-                        "leader_epoch": -1,
-                        "old_style_offsets": [],
-                    }
-                    for p in t.partitions
-                ],
-            }
-            for t in req.topics
-        ],
-    }
-
-
-def _metadata(
-    req: Any, code: int, version: int, broker: KafkaBroker | None, listener: str | None
-) -> dict[str, Any]:
-    """Real brokers and controller (clients keep working), every topic in error."""
-    brokers: list[dict[str, Any]] = []
-    topics: list[dict[str, Any]] = []
-    cluster_id, controller_id = None, -1
-    if broker is not None:
-        cache = broker.metadata_cache
-        cluster_id, controller_id = broker.cluster_id, cache.controller_id
-        for b in cache.brokers.values():
-            ep = b.endpoints.get(listener) if listener is not None else None
-            if ep is not None:
-                brokers.append(
-                    {"node_id": b.broker_id, "host": ep[0], "port": ep[1], "rack": b.rack}
-                )
-        if req.topics is None or (version == 0 and not req.topics):
-            topics = [{"name": n} for n in sorted(cache.topics)]
-    if req.topics:
-        topics = [_topic_key(t) for t in req.topics]
-    for t in topics:
-        t.update(error_code=code, partitions=[], is_internal=False)
-        t.setdefault("name", None)
-        t.setdefault("topic_id", uuid.UUID(int=0))
-    return {
-        "throttle_time": 0,
-        "brokers": brokers,
-        "cluster_id": cluster_id,
-        "controller_id": controller_id,
-        "topics": topics,
-        "cluster_authorized_operations": -(2**31),
-    }
-
-
-def _find_coordinator(req: Any, code: int, version: int, _b: Any, _l: Any) -> dict[str, Any]:
-    keys = getattr(req, "coordinator_keys", None)
-    none = {
-        "node_id": -1,
-        "host": "",
-        "port": -1,
-        "error_code": code,
-        "error_message": "injected fault",
-    }
-    if keys is None:
-        return {"throttle_time": 0, **none}
-    return {"throttle_time": 0, "coordinators": [{"key": k, **none} for k in keys]}
-
-
-def _join_group(req: Any, code: int, version: int, _b: Any, _l: Any) -> dict[str, Any]:
-    return {
-        "throttle_time": 0,
-        "error_code": code,
-        "generation_id": -1,
-        "protocol_type": None,
-        "protocol_name": None if version >= 7 else "",
-        "leader": "",
-        "skip_assignment": False,
-        "member_id": req.member_id,
-        "members": [],
-    }
-
-
-def _top_level(req: Any, code: int, version: int, _b: Any, _l: Any) -> dict[str, Any]:
-    """Heartbeat, SyncGroup, InitProducerId: one top-level error field."""
-    return {
-        "throttle_time": 0,
-        "error_code": code,
-        "assignment": b"",
-        "producer_id": -1,
-        "producer_epoch": -1,
-    }
-
-
-def _leave_group(req: Any, code: int, version: int, _b: Any, _l: Any) -> dict[str, Any]:
-    members = getattr(req, "members", None) or ()
-    return {
-        "throttle_time": 0,
-        "error_code": code,
-        "members": [
-            {"member_id": m.member_id, "group_instance_id": m.group_instance_id, "error_code": code}
-            for m in members
-        ],
-    }
-
-
-def _offset_commit(req: Any, code: int, version: int, _b: Any, _l: Any) -> dict[str, Any]:
-    return {
-        "throttle_time": 0,
-        "topics": [
-            {
-                **_topic_key(t),
-                "partitions": [
-                    {"partition_index": int(p.partition_index), "error_code": code}
-                    for p in t.partitions
-                ],
-            }
-            for t in req.topics
-        ],
-    }
-
-
-def _offset_fetch_topics(topics: Any, code: int) -> list[dict[str, Any]]:
-    return [
-        {
-            **_topic_key(t),
-            "partitions": [
-                {
-                    "partition_index": int(i),
-                    "committed_offset": -1,
-                    "committed_leader_epoch": -1,
-                    "metadata": None,
-                    "error_code": code,
-                }
-                for i in t.partition_indexes
-            ],
-        }
-        for t in topics or ()
-    ]
-
-
-def _offset_fetch(req: Any, code: int, version: int, _b: Any, _l: Any) -> dict[str, Any]:
-    groups = getattr(req, "groups", None)
-    if groups is None:
-        return {
-            "throttle_time": 0,
-            "topics": _offset_fetch_topics(req.topics, code),
-            "error_code": code,
-        }
-    return {
-        "throttle_time": 0,
-        "groups": [
-            {
-                "group_id": g.group_id,
-                "topics": _offset_fetch_topics(g.topics, code),
-                "error_code": code,
-            }
-            for g in groups
-        ],
-    }
-
-
-_BUILDERS: dict[int, Callable[[Any, int, int, Any, Any], dict[str, Any] | None]] = {
-    ApiKey.PRODUCE: _produce,
-    ApiKey.FETCH: _fetch,
-    ApiKey.LIST_OFFSETS: _list_offsets,
-    ApiKey.METADATA: _metadata,
-    ApiKey.OFFSET_COMMIT: _offset_commit,
-    ApiKey.OFFSET_FETCH: _offset_fetch,
-    ApiKey.FIND_COORDINATOR: _find_coordinator,
-    ApiKey.JOIN_GROUP: _join_group,
-    ApiKey.HEARTBEAT: _top_level,
-    ApiKey.LEAVE_GROUP: _leave_group,
-    ApiKey.SYNC_GROUP: _top_level,
-    ApiKey.INIT_PRODUCER_ID: _top_level,
-}
+    body = spec.error_response(request, version, code)
+    if body is not None and api_key == ApiKey.METADATA and broker is not None:
+        _keep_cluster(body, request, version, code, broker, listener or "")
+    return body
