@@ -1,7 +1,13 @@
-"""Injected error responses are valid Kafka responses at every version the broker serves."""
+"""Error responses are valid Kafka responses at every version the broker serves.
+
+Every client API's table row has an error-response builder (``ApiSpec.error_response``,
+Kafka's ``AbstractRequest.getErrorResponse``); ``kafka_faults.error`` answers with it.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import random
 import uuid
 from typing import Any
 
@@ -9,8 +15,11 @@ import pytest
 
 from kafkalite.protocol import messages
 from kafkalite.protocol.api_keys import ApiKey
-from kafkalite.server.apis import build_api_table
+from kafkalite.protocol.errors import ErrorCode
+from kafkalite.server.apis import build_api_table, build_broker_api_table
 from kafkalite.testing.faults import error_response
+from kafkalite.testing.fuzz.values import ValueBuilder
+from tests.server.raw_client import RawClient
 
 _TID = uuid.uuid4()
 _PARTS = [{"partition_index": 0, "partition": 0, "index": 0, "fetch_offset": 0, "records": b""}]
@@ -40,6 +49,50 @@ REQUESTS: dict[int, dict[str, Any]] = {
     ApiKey.LEAVE_GROUP: {"group_id": "g", "member_id": "m", "members": [{"member_id": "m"}]},
     ApiKey.SYNC_GROUP: {"group_id": "g", "member_id": "m", "assignments": []},
     ApiKey.INIT_PRODUCER_ID: {"transactional_id": None, "transaction_timeout": 1000},
+    ApiKey.API_VERSIONS: {"client_software_name": "t", "client_software_version": "1"},
+    ApiKey.CREATE_TOPICS: {
+        "topics": [
+            {"name": "t", "num_partitions": 1, "replication_factor": 1, "assignments": []},
+            {"name": "u", "num_partitions": -1, "replication_factor": -1, "assignments": []},
+        ],
+        "timeout": 1000,
+    },
+    ApiKey.DELETE_TOPICS: {
+        "topic_names": ["t", "u"],
+        "topics": [{"name": "t", "topic_id": _TID}, {"name": None, "topic_id": _TID}],
+        "timeout": 1000,
+    },
+    ApiKey.DELETE_RECORDS: {"topics": [_TOPIC], "timeout": 1000},
+    ApiKey.DESCRIBE_CONFIGS: {
+        "resources": [
+            {"resource_type": 2, "resource_name": "t", "configuration_keys": None},
+            {"resource_type": 4, "resource_name": "0", "configuration_keys": ["x"]},
+        ]
+    },
+    ApiKey.ALTER_CONFIGS: {"resources": [{"resource_type": 2, "resource_name": "t"}]},
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: {"resources": [{"resource_type": 4, "resource_name": ""}]},
+    ApiKey.DESCRIBE_LOG_DIRS: {"topics": [{"topic": "t", "partitions": [0]}]},
+    ApiKey.CREATE_PARTITIONS: {
+        "topics": [{"name": "t", "count": 2, "assignments": None}],
+        "timeout": 1000,
+    },
+    ApiKey.DESCRIBE_CLUSTER: {},
+    ApiKey.DESCRIBE_GROUPS: {"groups": ["g", "h"]},
+    ApiKey.LIST_GROUPS: {},
+    ApiKey.DELETE_GROUPS: {"groups_names": ["g", "h"]},
+    ApiKey.OFFSET_DELETE: {"group_id": "g", "topics": [_TOPIC]},
+    ApiKey.ELECT_LEADERS: {
+        "topic_partitions": [{"topic": "t", "partitions": [0, 1]}],
+        "timeout": 1000,
+    },
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: {
+        "timeout": 1000,
+        "topics": [{"name": "t", "partitions": [{"partition_index": 0, "replicas": [1]}]}],
+    },
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: {
+        "timeout": 1000,
+        "topics": [{"name": "t", "partition_indexes": [0]}],
+    },
 }
 
 _TABLE = build_api_table(None)
@@ -48,6 +101,23 @@ CASES = [
     for key in REQUESTS
     for v in range(_TABLE[key].min_version, _TABLE[key].max_version + 1)
 ]
+#: versions whose response has no field for an error (Kafka's error response is empty)
+NO_ERROR_FIELD = {(ApiKey.DESCRIBE_LOG_DIRS, 1), (ApiKey.DESCRIBE_LOG_DIRS, 2)}
+
+
+def test_every_client_api_has_an_error_response_and_a_request_here() -> None:
+    assert set(REQUESTS) == set(_TABLE)
+    assert all(spec.error_response is not None for spec in _TABLE.values())
+
+
+def _as_received(api_key: int, version: int, entity: Any) -> Any:
+    """``entity`` as the request channel hands it to the handler: encoded, then decoded
+    by the API's own decoder (Produce, Fetch) or kio."""
+    body = messages.encode(entity)
+    decoder = _TABLE[api_key].decoder
+    if decoder is not None:
+        return decoder(body, 0, version)
+    return messages.decode_request(api_key, version, body, 0)
 
 
 def _error_codes(obj: Any) -> list[int]:
@@ -70,12 +140,16 @@ def _error_codes(obj: Any) -> list[int]:
     ("api_key", "version"), CASES, ids=[f"{ApiKey(k).name}-v{v}" for k, v in CASES]
 )
 def test_every_error_field_carries_the_injected_code(api_key: int, version: int) -> None:
-    req = messages.build(messages.request_type(api_key, version), REQUESTS[api_key])
+    entity = messages.build(messages.request_type(api_key, version), REQUESTS[api_key])
+    req = _as_received(api_key, version, entity)
     body = error_response(api_key, version, req, 7)
     assert body is not None
     wire = messages.encode_response(api_key, version, body)
     resp = messages.decode_response(api_key, version, wire, 0)
     codes = _error_codes(resp)
+    if (api_key, version) in NO_ERROR_FIELD:
+        assert codes == []
+        return
     assert 7 in codes
     # Fetch keeps a zero top-level code (partition errors); Metadata v13's top level too
     assert all(c in (0, 7) for c in codes)
@@ -94,3 +168,63 @@ def test_acks0_produce_and_unknown_apis_have_no_error_response():
     )
     assert error_response(ApiKey.PRODUCE, 9, req, 6) is None
     assert error_response(ApiKey.LEADER_AND_ISR, 7, object(), 6) is None
+
+
+@pytest.mark.parametrize(
+    ("api_key", "version"), CASES, ids=[f"{ApiKey(k).name}-v{v}" for k, v in CASES]
+)
+def test_error_responses_to_random_requests_encode_with_the_code_everywhere(
+    api_key: int, version: int
+) -> None:
+    """Requests from kio's schemas with edge values (null and empty arrays, long names)."""
+    cls = messages.request_type(api_key, version)
+    built = 0
+    for seed in range(40):
+        values = ValueBuilder(random.Random(seed))
+        try:
+            req = _as_received(api_key, version, values.build(cls))
+        except (ValueError, OverflowError, TypeError):  # a value kio's writer refuses
+            continue
+        built += 1
+        body = error_response(api_key, version, req, 7)
+        if body is None:  # acks=0 Produce only
+            assert api_key == ApiKey.PRODUCE and req.acks == 0
+            continue
+        wire = messages.encode_response(api_key, version, body)
+        codes = _error_codes(messages.decode_response(api_key, version, wire, 0))
+        assert all(c in (0, 7) for c in codes)
+        assert codes.count(0) <= 1
+    assert built >= 10
+
+
+#: every API the broker advertises to clients (the controller's inter-broker APIs aside)
+CLIENT_APIS = sorted(k for k, s in build_broker_api_table(None).items() if not s.inter_broker)
+
+
+@pytest.mark.parametrize("api_key", CLIENT_APIS, ids=[ApiKey(k).name for k in CLIENT_APIS])
+def test_kafka_faults_error_answers_every_advertised_client_api_over_tcp(
+    kafka_broker, kafka_faults, monkeypatch, api_key: int
+) -> None:
+    """``kafka_faults.error(api, code)``: the code comes back over the wire, the handler never runs."""
+    table = kafka_broker.kafka.channel.api_table
+    spec = table[api_key]
+    assert not spec.inter_broker
+    ran: list[Any] = []
+    monkeypatch.setitem(
+        table, api_key, dataclasses.replace(spec, handler=lambda ctx, req: ran.append(req))
+    )
+    code = int(ErrorCode.kafka_storage_error)
+    client_id = f"every-api-{api_key}"
+    rule = kafka_faults.error(api_key, code, client_id=client_id)
+    version = spec.max_version
+    req = messages.build(messages.request_type(api_key, version), REQUESTS[api_key])
+    c = RawClient.to(kafka_broker.bootstrap_servers)
+    try:
+        cid = c.send(api_key, version, req, client_id=client_id)
+        got, resp = c.read_response(api_key, version)
+    finally:
+        c.close()
+    assert got == cid
+    assert code in _error_codes(resp)
+    assert rule.hits == 1
+    assert ran == []

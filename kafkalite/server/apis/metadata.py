@@ -124,7 +124,8 @@ def metadata_error_response(req: Any, version: int, code: int) -> dict[str, Any]
         "controller_id": -1,
         "topics": [
             {
-                "name": getattr(t, "name", None),
+                # the response's name is not nullable before v12: "" as in Kafka
+                "name": getattr(t, "name", None) or "",
                 "topic_id": getattr(t, "topic_id", None) or _ZERO_UUID,
                 "error_code": code,
                 "is_internal": False,
