@@ -39,7 +39,7 @@ class ApiSpec:
     #: ``(frame, body_offset, version) -> request`` replacing kio's decoder on a hot path
     decoder: Callable[[bytes, int, int], Any] | None = None
     #: the error response to a request of this API (every client API has one); used
-    #: by request interceptors (fault injection) and for a handler's unexpected errors
+    #: for a handler's unexpected errors (UNKNOWN_SERVER_ERROR) and by request interceptors
     error_response: ErrorResponseBuilder | None = None
 
 

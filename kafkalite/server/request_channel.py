@@ -37,6 +37,7 @@ from kafkalite.server.unexpected_errors import describe_unexpected
 
 log = logging.getLogger(__name__)
 _I32 = struct.Struct(">i")
+_UNKNOWN_SERVER_ERROR = int(ErrorCode.unknown_server_error)
 
 
 @dataclass(slots=True)
@@ -75,14 +76,34 @@ class Intercepted:
 RequestInterceptor = Callable[[RequestContext, Any, ApiSpec], Intercepted | None]
 
 
-async def _guarded(coro: Coroutine[Any, Any, Any], api: str, version: int) -> Any:
-    """``coro``'s result; an unexpected exception becomes a concise CloseConnection."""
+def _unexpected(spec: ApiSpec, request: Any, version: int, exc: Exception) -> dict[str, Any]:
+    """The answer to a request whose handler raised ``exc`` (a bug): UNKNOWN_SERVER_ERROR in
+    the API's error response (Kafka's ``KafkaApis.handleError``), or a concise
+    CloseConnection when there is none (acks=0 Produce)."""
+    what = describe_unexpected(f"{spec.name} v{version}", exc)
+    builder = spec.error_response
+    body = None
+    if builder is not None:
+        try:
+            body = builder(request, version, _UNKNOWN_SERVER_ERROR)
+        except Exception as e:
+            what += "; " + describe_unexpected(f"the error response to {spec.name} v{version}", e)
+    if body is None:
+        raise CloseConnection(what)
+    log.warning("answering UNKNOWN_SERVER_ERROR: %s", what)
+    return body
+
+
+async def _guarded(
+    coro: Coroutine[Any, Any, Any], spec: ApiSpec, request: Any, version: int
+) -> Any:
+    """``coro``'s result; an unexpected exception is answered as :func:`_unexpected` says."""
     try:
         return await coro
     except (CloseConnection, MalformedRequest, asyncio.CancelledError):
         raise
     except Exception as e:
-        raise CloseConnection(describe_unexpected(f"{api} v{version}", e)) from None
+        return _unexpected(spec, request, version, e)
 
 
 class RequestChannel:
@@ -144,10 +165,10 @@ class RequestChannel:
             result = spec.handler(ctx, request)
         except (CloseConnection, MalformedRequest):
             raise
-        except Exception as e:  # a bug: close this connection, keep serving the others
-            raise CloseConnection(describe_unexpected(f"{spec.name} v{version}", e)) from None
+        except Exception as e:  # a bug: UNKNOWN_SERVER_ERROR (or close), keep serving
+            return _unexpected(spec, request, version, e), framer, spec.serial
         if inspect.iscoroutine(result):
-            result = _guarded(result, spec.name, version)
+            result = _guarded(result, spec, request, version)
         return result, framer, spec.serial
 
     def _api_versions_fallback(self) -> dict[str, Any]:

@@ -1,8 +1,9 @@
 """Unexpected exceptions on a connection: one concise line each, one traceback per cause.
 
 A handler that raises, or a response that cannot be encoded, is a bug to fix
-at its root. Until it is, the client that triggers it gets its connection
-closed (Kafka closes too when it cannot answer), and the log gets one warning
+at its root. Until it is, the client that triggers it gets UNKNOWN_SERVER_ERROR
+in the API's error response, or its connection closed where there is no response
+to send (Kafka closes too when it cannot answer), and the log gets one warning
 line per occurrence. The traceback is logged once per distinct cause (the
 exception type and the line that raised it), so a client repeating the request
 cannot fill the log with stack traces.

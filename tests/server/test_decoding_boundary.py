@@ -248,22 +248,42 @@ async def _broken_async_handler(_ctx, _req):
 
 
 @pytest.mark.parametrize("handler", [_broken_handler, _broken_async_handler], ids=["sync", "async"])
-def test_handler_exception_closes_connection_with_one_traceback_per_cause(
+def test_handler_exception_is_answered_unknown_server_error_with_one_traceback_per_cause(
     kafka_broker_factory, caplog, handler
 ):
+    # Kafka's KafkaApis.handleError: the API's error response, the connection kept
     b = kafka_broker_factory()
     table = b.kafka.channel.api_table
     table[12] = dataclasses.replace(table[12], handler=handler)
-    frame = request_bytes(12, 4, 1, HeartbeatRequest(group_id="g", generation_id=1, member_id="m"))
-    with caplog.at_level(logging.WARNING):
-        for _ in range(3):
-            send_and_expect_close(b.bootstrap_servers, frame)
+    req = HeartbeatRequest(group_id="g", generation_id=1, member_id="m")
+    c = RawClient.to(b.bootstrap_servers)
+    try:
+        with caplog.at_level(logging.WARNING):
+            for _ in range(3):
+                assert c.call(12, 4, req).error_code == ErrorCode.unknown_server_error
+    finally:
+        c.close()
     assert_broker_serves(b.bootstrap_servers)
     with_traceback = [r for r in caplog.records if r.exc_info]
     assert len(with_traceback) == 1
     closes = [r for r in caplog.records if "a bug in a handler" in r.getMessage()]
     assert len(closes) == 3
     assert all("Heartbeat v4 failed: RuntimeError" in r.getMessage() for r in closes)
+
+
+def test_handler_exception_closes_the_connection_when_the_request_has_no_response(
+    kafka_broker_factory, caplog
+):
+    # acks=0 Produce: closing is the only way to tell the client (Kafka does the same)
+    b = kafka_broker_factory()
+    table = b.kafka.channel.api_table
+    table[0] = dataclasses.replace(table[0], handler=_broken_handler)
+    frame = request_bytes(0, 9, 1, produce("t", build_batch([(b"k", b"v")]), acks=0))
+    with caplog.at_level(logging.WARNING):
+        send_and_expect_close(b.bootstrap_servers, frame)
+    assert_broker_serves(b.bootstrap_servers)
+    closes = [r for r in caplog.records if "a bug in a handler" in r.getMessage()]
+    assert len(closes) == 1 and "Produce v9 failed: RuntimeError" in closes[0].getMessage()
 
 
 def join_group_v5(c: RawClient, req: object, client_id: str = "raw") -> object:
