@@ -8,11 +8,11 @@ from __future__ import annotations
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from kafkalite.network.api_spec import ApiSpec
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.fetch_request import parse_fetch_request
 from kafkalite.protocol.fetch_response import MAX_VERSION as FETCH_MAX
 from kafkalite.protocol.produce import parse_produce_request
-from kafkalite.server.api_table import ApiSpec
 from kafkalite.server.apis.api_versions import handle_api_versions
 from kafkalite.server.apis.cluster import handle_describe_cluster, handle_describe_log_dirs
 from kafkalite.server.apis.configs import (

@@ -31,12 +31,13 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from kafkalite.network.request_queue import ConnectionLimits, RequestQueue
+from kafkalite.network.responses import CloseConnection, FileRange, Parts
+from kafkalite.network.unexpected_errors import report_unexpected
 from kafkalite.protocol.headers import MalformedRequest
-from kafkalite.server.request_queue import ConnectionLimits, RequestQueue
-from kafkalite.server.unexpected_errors import report_unexpected
 
 if TYPE_CHECKING:
-    from kafkalite.server.request_channel import RequestChannel
+    from kafkalite.network.request_channel import RequestChannel
 
 log = logging.getLogger(__name__)
 
@@ -61,33 +62,6 @@ def _thread_scratch() -> memoryview:
     if view is None:
         view = _local.scratch = memoryview(bytearray(_SCRATCH_BYTES))
     return view
-
-
-class FileRange:
-    """A byte range of an open file, sent with sendfile (or copied for TLS).
-
-    ``owner`` is whatever keeps ``fd`` open (a log segment's file, which closes
-    when its last reference goes): held until the range has been sent.
-    """
-
-    __slots__ = ("fd", "offset", "size", "owner")
-
-    def __init__(self, fd: int, offset: int, size: int, owner: object = None) -> None:
-        self.fd = fd
-        self.offset = offset
-        self.size = size
-        self.owner = owner
-
-    def read_bytes(self) -> bytes:
-        return os.pread(self.fd, self.size, self.offset)
-
-
-#: A response on the wire: byte chunks and file ranges, in order.
-Parts = list[Any]
-
-
-class CloseConnection(Exception):
-    """Raised by a handler to drop the connection (e.g. an unknown api key)."""
 
 
 class Connection:
