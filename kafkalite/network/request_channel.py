@@ -12,10 +12,10 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-import struct
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
+from kafkalite.common import structs
 from kafkalite.network.api_spec import ApiSpec, RequestContext
 from kafkalite.network.connection import Connection
 from kafkalite.network.responses import CloseConnection, FileRange
@@ -34,7 +34,6 @@ if TYPE_CHECKING:
     from kafkalite.server.faults import FaultInjector
 
 log = logging.getLogger(__name__)
-_I32 = struct.Struct(">i")
 
 
 async def _guarded(coro: Coroutine[Any, Any, Any], api: str, version: int) -> Any:
@@ -148,10 +147,10 @@ class RequestChannel:
             else:
                 body = result
             if isinstance(body, bytes | bytearray | memoryview):
-                return [_I32.pack(len(head) + len(body)) + head, body]
+                return [structs.I32.pack(len(head) + len(body)) + head, body]
             size = len(head)
             for p in body:
                 size += p.size if isinstance(p, FileRange) else len(p)
-            return [_I32.pack(size) + head, *body]
+            return [structs.I32.pack(size) + head, *body]
 
         return frame
