@@ -1,4 +1,4 @@
-"""The API table: key, name, supported versions, handler.
+"""The API table: key, name, supported versions, handler (rows: :class:`ApiSpec`).
 
 ApiVersions is generated from this table, so the broker never advertises an
 API or a version it does not handle. ``docs/compatibility.md`` is generated
@@ -8,39 +8,7 @@ controller APIs): ``python -m kafkalite.server.api_table > docs/compatibility.md
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
-
-#: ``(request, version, error_code) -> response``: the response to ``request`` with
-#: ``error_code`` in every error field (per partition, topic, group or resource, or
-#: top level), echoing the request's names and ids, as Kafka's
-#: ``AbstractRequest.getErrorResponse``. None: this request gets no response at all
-#: (acks=0 Produce), so a failure can only be told by closing the connection.
-ErrorResponseBuilder = Callable[[Any, int, int], dict[str, Any] | None]
-
-
-@dataclass(frozen=True, slots=True)
-class ApiSpec:
-    key: int
-    name: str
-    min_version: int
-    max_version: int
-    handler: Callable[[Any, Any], Any]
-    #: finish before the next request on the connection is dispatched (admin APIs
-    #: whose work happens after the handler returns)
-    serial: bool = False
-    notes: str = ""
-    #: what ApiVersions says when it differs from min_version (see KAFKA-18659:
-    #: Produce is advertised from v0 so librdkafka <= 2.11 keeps compressing)
-    advertised_min_version: int | None = None
-    #: sent between brokers (controller requests), not by clients
-    inter_broker: bool = False
-    #: ``(frame, body_offset, version) -> request`` replacing kio's decoder on a hot path
-    decoder: Callable[[bytes, int, int], Any] | None = None
-    #: the error response to a request of this API (every client API has one); used
-    #: for a handler's unexpected errors (UNKNOWN_SERVER_ERROR) and by request interceptors
-    error_response: ErrorResponseBuilder | None = None
+from kafkalite.network.api_spec import ApiSpec
 
 
 def compatibility_markdown(table: dict[int, ApiSpec]) -> str:

@@ -40,6 +40,7 @@ from kafkalite.metadata.factory import open_store
 from kafkalite.metadata.inter_broker_secret import get_or_create_inter_broker_secret
 from kafkalite.metadata.kafka_zk_client import KafkaZkClient
 from kafkalite.metadata.store import MetadataStore, NodeExistsError, NoNodeError, SessionState
+from kafkalite.network.tls import build_client_ssl_context, build_ssl_context
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.kafka_uuid import uuid_to_kafka
 from kafkalite.replica.partition import LeaderAndIsrState
@@ -59,8 +60,7 @@ from kafkalite.server.metadata_cache import (
     TopicMetadata,
 )
 from kafkalite.server.metrics import BrokerMetrics, MetricsHttpServer
-from kafkalite.server.socket_server import SocketServer
-from kafkalite.server.tls import build_client_ssl_context, build_ssl_context
+from kafkalite.server.socket_server_config import build_socket_server
 from kafkalite.server.topic_names import INTERNAL_TOPICS
 from kafkalite.timer import loop_slices
 
@@ -109,7 +109,7 @@ class KafkaBroker:
             if any(e.security_protocol == "SSL" for e in config.listeners)
             else None
         )
-        self.socket_server = SocketServer.from_config(config, self.channel, ssl_context=tls)
+        self.socket_server = build_socket_server(config, self.channel, ssl_context=tls)
         #: this broker as a TLS client of other brokers (presents its keystore)
         self.client_tls = (
             build_client_ssl_context(config)

@@ -56,10 +56,10 @@ from typing import TYPE_CHECKING, Any
 
 from kafkalite.common.types import TopicPartition
 from kafkalite.controller.preferred_election import PREFERRED_ELECTION
+from kafkalite.network.request_channel import Intercepted
+from kafkalite.network.responses import CloseConnection
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.errors import ErrorCode
-from kafkalite.server.connection import CloseConnection
-from kafkalite.server.request_channel import Intercepted
 from kafkalite.testing.leadership import (
     active_controller,
     catch_up_follower,
@@ -74,10 +74,9 @@ from kafkalite.testing.leadership import (
 )
 
 if TYPE_CHECKING:
-    from kafkalite.server.api_table import ApiSpec
+    from kafkalite.network.api_spec import ApiSpec, RequestContext
+    from kafkalite.network.connection import Connection
     from kafkalite.server.broker import KafkaBroker
-    from kafkalite.server.connection import Connection
-    from kafkalite.server.request_channel import RequestContext
 
 __all__ = [
     "Delay",

@@ -30,8 +30,8 @@ from kafkalite.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from kafkalite.controller.kafka_controller import KafkaController
+    from kafkalite.network.api_spec import RequestContext
     from kafkalite.server.broker import KafkaBroker
-    from kafkalite.server.request_channel import RequestContext
 
 __all__ = [
     "active_controller",

@@ -8,11 +8,11 @@ from __future__ import annotations
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from kafkalite.network.api_spec import ApiSpec, ErrorResponseBuilder
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.fetch_request import parse_fetch_request
 from kafkalite.protocol.fetch_response import MAX_VERSION as FETCH_MAX
 from kafkalite.protocol.produce import parse_produce_request
-from kafkalite.server.api_table import ApiSpec, ErrorResponseBuilder
 from kafkalite.server.apis.api_versions import api_versions_error_response, handle_api_versions
 from kafkalite.server.apis.cluster import (
     describe_cluster_error_response,

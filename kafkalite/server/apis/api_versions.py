@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any
 from kafkalite.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
+    from kafkalite.network.api_spec import RequestContext
     from kafkalite.server.broker import KafkaBroker
-    from kafkalite.server.request_channel import RequestContext
 
 
 def handle_api_versions(broker: KafkaBroker, ctx: RequestContext, req: Any) -> dict[str, Any]:

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 from kafkalite.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
+    from kafkalite.network.api_spec import RequestContext
     from kafkalite.server.broker import KafkaBroker
-    from kafkalite.server.request_channel import RequestContext
 
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 BROKER_ENDPOINT_TYPE = 1

@@ -23,9 +23,9 @@ from kafkalite.protocol.errors import ErrorCode, KafkaError
 from kafkalite.server.config import CONFIG_DEFS, ConfigError, broker_synonyms
 
 if TYPE_CHECKING:
+    from kafkalite.network.api_spec import RequestContext
     from kafkalite.server.broker import KafkaBroker
     from kafkalite.server.config import BrokerConfig
-    from kafkalite.server.request_channel import RequestContext
 
 TOPIC = 2
 BROKER = 4

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from kafkalite.network.api_spec import RequestContext
     from kafkalite.server.broker import KafkaBroker
-    from kafkalite.server.request_channel import RequestContext
 
 
 def handle_delete_records(broker: KafkaBroker, ctx: RequestContext, req: Any) -> Any:

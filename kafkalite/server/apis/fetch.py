@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from kafkalite.network.responses import FileRange
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.fetch_request import FIRST_TOPIC_ID, FetchRequest
 from kafkalite.protocol.fetch_response import (
@@ -13,7 +14,6 @@ from kafkalite.protocol.fetch_response import (
     encode_fetch_response,
 )
 from kafkalite.replica.replica_manager import FetchParams, FetchPartitionResult, PartitionFetchInfo
-from kafkalite.server.connection import FileRange
 from kafkalite.server.fetch_session import (
     FINAL_EPOCH,
     CachedPartition,
@@ -22,8 +22,8 @@ from kafkalite.server.fetch_session import (
 )
 
 if TYPE_CHECKING:
+    from kafkalite.network.api_spec import RequestContext
     from kafkalite.server.broker import KafkaBroker
-    from kafkalite.server.request_channel import RequestContext
 
 TopicPartition = tuple[str, int]
 _ZERO_UUID = uuid.UUID(int=0)

@@ -19,8 +19,8 @@ from kafkalite.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from kafkalite.coordinator.group.group_coordinator import GroupCoordinator
+    from kafkalite.network.api_spec import RequestContext
     from kafkalite.server.broker import KafkaBroker
-    from kafkalite.server.request_channel import RequestContext
 
 
 OFFSET_DELETE = ApiKey.OFFSET_DELETE

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 from kafkalite.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
+    from kafkalite.network.api_spec import RequestContext
     from kafkalite.server.broker import KafkaBroker
-    from kafkalite.server.request_channel import RequestContext
 
 MAX_EPOCH = 32767
 

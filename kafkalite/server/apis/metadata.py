@@ -18,8 +18,8 @@ from kafkalite.protocol.metadata_response import (
 from kafkalite.server.topic_names import validate_topic_name
 
 if TYPE_CHECKING:
+    from kafkalite.network.api_spec import RequestContext
     from kafkalite.server.broker import KafkaBroker
-    from kafkalite.server.request_channel import RequestContext
 
 _ZERO_UUID = uuid.UUID(int=0)
 

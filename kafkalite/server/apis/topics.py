@@ -15,8 +15,8 @@ from kafkalite.server.admin_manager import CreateTopicResult
 from kafkalite.server.apis.configs import topic_config_entries
 
 if TYPE_CHECKING:
+    from kafkalite.network.api_spec import RequestContext
     from kafkalite.server.broker import KafkaBroker
-    from kafkalite.server.request_channel import RequestContext
 
 
 def _ms(td: Any) -> int:
