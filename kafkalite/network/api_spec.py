@@ -41,7 +41,7 @@ class ApiSpec:
     #: sent between brokers (controller requests), not by clients
     inter_broker: bool = False
     #: ``(frame, body_offset, version) -> request`` replacing kio's decoder on a hot path
-    decoder: Callable[[bytes, int, int], Any] | None = None
+    decoder: Callable[[bytes | memoryview, int, int], Any] | None = None
     #: the error response to a request of this API (every client API has one); used
     #: for a handler's unexpected errors (UNKNOWN_SERVER_ERROR) and by request interceptors
     error_response: ErrorResponseBuilder | None = None

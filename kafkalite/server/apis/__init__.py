@@ -5,6 +5,7 @@ Version ranges follow Apache Kafka 4.x, bounded by what kio can decode.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -179,7 +180,11 @@ _TABLE: list[tuple[Any, int, int, Any, bool, str]] = [
 
 
 # straight-line decoders for the hot path (kio for every other API)
-_DECODERS = {ApiKey.PRODUCE: parse_produce_request, ApiKey.FETCH: parse_fetch_request}
+# Fetch frames are always bytes (only a large Produce is handed a view of the buffer)
+_DECODERS: dict[ApiKey, Callable[..., Any]] = {
+    ApiKey.PRODUCE: parse_produce_request,
+    ApiKey.FETCH: parse_fetch_request,
+}
 
 # each client API's error response (Kafka's AbstractRequest.getErrorResponse), next to
 # its handler: a new API adds a row above, a handler and one of these
