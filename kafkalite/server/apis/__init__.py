@@ -1,10 +1,18 @@
-"""One module per API family; :func:`build_api_table` binds them to a broker.
+"""One module per API family; :func:`build_broker_api_table` binds their handlers.
 
 Version ranges follow Apache Kafka 4.x, bounded by what kio can decode.
+
+Every handler is ``handler(collaborators, ctx, request)``: the handlers of one
+module share their first argument, the narrow set of services that family
+uses (a frozen dataclass such as :class:`ProduceDeps`, or the one service it
+needs), built here from :class:`BrokerServices` and bound with
+``functools.partial`` once, when the broker has created them all.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -13,14 +21,34 @@ from kafkalite.protocol.fetch_request import parse_fetch_request
 from kafkalite.protocol.fetch_response import MAX_VERSION as FETCH_MAX
 from kafkalite.protocol.produce import parse_produce_request
 from kafkalite.server.api_table import ApiSpec
+from kafkalite.server.apis import (
+    api_versions,
+    cluster,
+    configs,
+    controller_requests,
+    delete_records,
+    fetch,
+    groups,
+    init_producer_id,
+    list_offsets,
+    metadata,
+    produce,
+    topics,
+)
 from kafkalite.server.apis.api_versions import handle_api_versions
-from kafkalite.server.apis.cluster import handle_describe_cluster, handle_describe_log_dirs
+from kafkalite.server.apis.cluster import (
+    ClusterDeps,
+    handle_describe_cluster,
+    handle_describe_log_dirs,
+)
 from kafkalite.server.apis.configs import (
+    ConfigDeps,
     handle_alter_configs,
     handle_describe_configs,
     handle_incremental_alter_configs,
 )
 from kafkalite.server.apis.controller_requests import (
+    ControllerRequestDeps,
     handle_alter_partition_reassignments,
     handle_controlled_shutdown,
     handle_elect_leaders,
@@ -30,9 +58,10 @@ from kafkalite.server.apis.controller_requests import (
     handle_update_metadata,
 )
 from kafkalite.server.apis.delete_records import handle_delete_records
-from kafkalite.server.apis.fetch import handle_fetch
+from kafkalite.server.apis.fetch import FetchDeps, handle_fetch
 from kafkalite.server.apis.groups import (
     OFFSET_DELETE,
+    GroupDeps,
     handle_delete_groups,
     handle_describe_groups,
     handle_find_coordinator,
@@ -47,16 +76,88 @@ from kafkalite.server.apis.groups import (
 )
 from kafkalite.server.apis.init_producer_id import handle_init_producer_id
 from kafkalite.server.apis.list_offsets import handle_list_offsets
-from kafkalite.server.apis.metadata import handle_metadata
-from kafkalite.server.apis.produce import handle_produce
+from kafkalite.server.apis.metadata import MetadataDeps, handle_metadata
+from kafkalite.server.apis.produce import ProduceDeps, handle_produce
 from kafkalite.server.apis.topics import (
+    TopicDeps,
     handle_create_partitions,
     handle_create_topics,
     handle_delete_topics,
 )
 
 if TYPE_CHECKING:
-    from kafkalite.server.broker import KafkaBroker
+    from kafkalite.controller.kafka_controller import KafkaController
+    from kafkalite.coordinator.group.group_coordinator import GroupCoordinator
+    from kafkalite.coordinator.transaction.producer_id_manager import ProducerIdManager
+    from kafkalite.log.log_manager import LogManager
+    from kafkalite.replica.replica_manager import ReplicaManager
+    from kafkalite.server.admin_manager import AdminManager
+    from kafkalite.server.append_sequencer import AppendSequencer
+    from kafkalite.server.config import BrokerConfig
+    from kafkalite.server.controller_identity import ControllerRequestGate
+    from kafkalite.server.dynamic_broker_config import DynamicBrokerConfig
+    from kafkalite.server.fetch_session import FetchSessionCache
+    from kafkalite.server.metadata_cache import MetadataCache
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerServices:
+    """Every service a handler may use: the broker's parts, once they all exist.
+
+    Only this module reads it, to give each API family its own narrow slice
+    (:func:`_collaborators`); handlers never see it.
+    """
+
+    broker_id: int
+    config: BrokerConfig
+    clock_ms: Callable[[], int]
+    metadata_cache: MetadataCache
+    log_manager: LogManager
+    replica_manager: ReplicaManager
+    admin: AdminManager
+    dynamic_config: DynamicBrokerConfig
+    group_coordinator: GroupCoordinator
+    producer_ids: ProducerIdManager
+    controller: KafkaController
+    controller_gate: ControllerRequestGate
+    #: the broker epoch, read per request (a new registration changes it)
+    broker_epoch: Callable[[], int]
+    fetch_sessions: FetchSessionCache
+    append_sequencer: AppendSequencer
+    #: the advertised API versions (the request channel's, for ApiVersions)
+    api_versions: Callable[[], list[dict[str, int]]]
+
+
+def _collaborators(s: BrokerServices | None) -> dict[str, Any]:
+    """Per handler module, the first argument of its handlers (all None without
+    services: the table is then only read for its keys and versions)."""
+    if s is None:
+        return {}
+    cache, rm = s.metadata_cache, s.replica_manager
+    return {
+        produce.__name__: ProduceDeps(s.clock_ms, cache, rm, s.append_sequencer),
+        fetch.__name__: FetchDeps(
+            s.clock_ms,
+            cache,
+            rm,
+            s.log_manager,
+            s.fetch_sessions,
+            int(s.config["fetch.max.bytes"]),
+        ),
+        list_offsets.__name__: rm,
+        delete_records.__name__: rm,
+        metadata.__name__: MetadataDeps(cache, s.config, s.admin),
+        api_versions.__name__: s.api_versions,
+        topics.__name__: TopicDeps(s.config, cache, s.admin),
+        init_producer_id.__name__: s.producer_ids,
+        configs.__name__: ConfigDeps(s.broker_id, s.config, cache, s.admin, s.dynamic_config),
+        cluster.__name__: ClusterDeps(cache, s.log_manager),
+        groups.__name__: GroupDeps(s.group_coordinator, cache, s.clock_ms),
+        controller_requests.__name__: ControllerRequestDeps(
+            s.broker_id, s.broker_epoch, s.controller_gate, cache, rm, s.controller
+        ),
+    }
+
 
 # key, min, max, handler, serial, notes
 _TABLE: list[tuple[Any, int, int, Any, bool, str]] = [
@@ -152,7 +253,8 @@ _TABLE: list[tuple[Any, int, int, Any, bool, str]] = [
 _DECODERS = {ApiKey.PRODUCE: parse_produce_request, ApiKey.FETCH: parse_fetch_request}
 
 
-def build_api_table(broker: KafkaBroker | None) -> dict[int, ApiSpec]:
+def build_api_table(services: BrokerServices | None) -> dict[int, ApiSpec]:
+    bound = _collaborators(services)
     table = {}
     for key, lo, hi, handler, serial, notes in _TABLE:
         table[int(key)] = ApiSpec(
@@ -160,7 +262,7 @@ def build_api_table(broker: KafkaBroker | None) -> dict[int, ApiSpec]:
             key.name.title().replace("_", ""),
             lo,
             hi,
-            partial(handler, broker),
+            partial(handler, bound.get(handler.__module__)),
             serial,
             notes,
             advertised_min_version=0 if key == ApiKey.PRODUCE else None,
@@ -194,16 +296,17 @@ _CONTROLLER_TABLE: list[tuple[Any, int, int, Any, bool, str]] = [
 ]
 
 
-def build_controller_api_table(broker: KafkaBroker | None) -> dict[int, ApiSpec]:
+def build_controller_api_table(services: BrokerServices | None) -> dict[int, ApiSpec]:
     """LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown (advertised in
     ApiVersions, as Kafka's ZooKeeper-mode brokers do)."""
+    bound = _collaborators(services)
     return {
         int(key): ApiSpec(
             int(key),
             key.name.title().replace("_", ""),
             lo,
             hi,
-            partial(handler, broker),
+            partial(handler, bound.get(handler.__module__)),
             serial,
             notes,
             inter_broker=True,
@@ -212,9 +315,9 @@ def build_controller_api_table(broker: KafkaBroker | None) -> dict[int, ApiSpec]
     }
 
 
-def build_broker_api_table(broker: KafkaBroker | None) -> dict[int, ApiSpec]:
+def build_broker_api_table(services: BrokerServices | None) -> dict[int, ApiSpec]:
     """Everything a broker handles and advertises: client APIs and controller APIs.
 
     docs/compatibility.md is generated from this same table.
     """
-    return build_api_table(broker) | build_controller_api_table(broker)
+    return build_api_table(services) | build_controller_api_table(services)

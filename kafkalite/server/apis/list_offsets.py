@@ -7,12 +7,11 @@ from typing import TYPE_CHECKING, Any
 from kafkalite.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
-    from kafkalite.server.broker import KafkaBroker
+    from kafkalite.replica.replica_manager import ReplicaManager
     from kafkalite.server.request_channel import RequestContext
 
 
-def handle_list_offsets(broker: KafkaBroker, ctx: RequestContext, req: Any) -> dict[str, Any]:
-    rm = broker.replica_manager
+def handle_list_offsets(rm: ReplicaManager, ctx: RequestContext, req: Any) -> dict[str, Any]:
     # v0 had no isolation level; a consumer (-1) gets HW, a replica the LEO
     isolation = getattr(req, "isolation_level", 0) if req.replica_id < 0 else None
     topics = []

@@ -8,6 +8,8 @@ kio entity per partition on this path.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kafkalite.protocol.compression import parse_compression_type
@@ -27,7 +29,9 @@ from kafkalite.server.topic_names import INTERNAL_TOPICS
 
 if TYPE_CHECKING:
     from kafkalite.log.log_config import LogConfig
-    from kafkalite.server.broker import KafkaBroker
+    from kafkalite.replica.replica_manager import ReplicaManager
+    from kafkalite.server.append_sequencer import AppendSequencer
+    from kafkalite.server.metadata_cache import MetadataCache
     from kafkalite.server.request_channel import RequestContext
 
 log = logging.getLogger(__name__)
@@ -38,7 +42,17 @@ ADMIN_CLIENT_ID = "__admin_client"
 TP = tuple[str, int]
 
 
-def handle_produce(broker: KafkaBroker, ctx: RequestContext, req: ProduceRequest) -> Any:
+@dataclass(frozen=True, slots=True)
+class ProduceDeps:
+    """What Produce uses (bound once into the API table: no lookups per request)."""
+
+    clock_ms: Callable[[], int]
+    metadata_cache: MetadataCache
+    replica_manager: ReplicaManager
+    append_sequencer: AppendSequencer
+
+
+def handle_produce(deps: ProduceDeps, ctx: RequestContext, req: ProduceRequest) -> Any:
     acks = req.acks
     timeout_ms = req.timeout_ms
     entries: dict[TP, bytearray] = {}
@@ -47,7 +61,7 @@ def handle_produce(broker: KafkaBroker, ctx: RequestContext, req: ProduceRequest
     record_errors: dict[TP, list[tuple[int, str]]] = {}
     pending: dict[TP, BatchCheck] = {}  # batches checked in slices, after this dispatch
     order: list[tuple[str, list[int]]] = []
-    now = broker.clock_ms()
+    now = deps.clock_ms()
 
     def outcome(tp: TP, result: CheckedBatch | Exception) -> None:
         """A batch check's verdict: the batch to append, or the partition's error."""
@@ -79,7 +93,7 @@ def handle_produce(broker: KafkaBroker, ctx: RequestContext, req: ProduceRequest
                     ErrorCode.transactional_id_authorization_failed,
                     error_message="transactions are not supported yet",
                 )
-            elif name not in broker.metadata_cache.topics:
+            elif name not in deps.metadata_cache.topics:
                 results[tp] = ProduceResult(ErrorCode.unknown_topic_or_partition)
             elif name in INTERNAL_TOPICS and ctx.client_id != ADMIN_CLIENT_ID:
                 # Kafka's ReplicaManager: only the coordinators write them (or its admin tools)
@@ -91,7 +105,7 @@ def handle_produce(broker: KafkaBroker, ctx: RequestContext, req: ProduceRequest
                     # a trailing partial batch is dropped, as Kafka's log trims it; the copy
                     # is the log's (offsets are assigned in place) and the check's
                     data = bytearray(memoryview(records)[:size])
-                    cfg = _leader_config(broker, tp)
+                    cfg = _leader_config(deps, tp)
                     if cfg is None:
                         # the append answers UNKNOWN_TOPIC_OR_PARTITION / NOT_LEADER_OR_FOLLOWER
                         entries[tp] = data
@@ -122,11 +136,11 @@ def handle_produce(broker: KafkaBroker, ctx: RequestContext, req: ProduceRequest
             ],
         )
 
-    sequencer = broker.append_sequencer
+    sequencer = deps.append_sequencer
     if not pending and not sequencer.busy(entries):
         if not entries:
             return respond({})
-        return broker.replica_manager.append_records(
+        return deps.replica_manager.append_records(
             timeout_ms, acks, entries, respond, validated=validated
         )
 
@@ -135,7 +149,7 @@ def handle_produce(broker: KafkaBroker, ctx: RequestContext, req: ProduceRequest
             outcome(tp, result)
         if not entries:
             return respond({})
-        return broker.replica_manager.append_records(
+        return deps.replica_manager.append_records(
             timeout_ms, acks, entries, respond, validated=validated
         )
 
@@ -143,10 +157,10 @@ def handle_produce(broker: KafkaBroker, ctx: RequestContext, req: ProduceRequest
     return sequencer.defer([*entries, *pending], pending, append)
 
 
-def _leader_config(broker: KafkaBroker, tp: TP) -> LogConfig | None:
+def _leader_config(deps: ProduceDeps, tp: TP) -> LogConfig | None:
     """The partition's log config when this broker leads it (LogValidator runs on the
     leader); None otherwise."""
-    p = broker.replica_manager.get_partition(tp)
+    p = deps.replica_manager.get_partition(tp)
     if p is None or p.log is None or not p.is_leader:
         return None
     return p.log.config
