@@ -112,6 +112,28 @@ class ReplicaManagerConfig:
     #: fetch the configs of topics the broker has not seen yet (before their logs exist)
     ensure_topic_configs: Callable[[Iterable[str]], Awaitable[None]] | None = None
 
+    @classmethod
+    def from_broker_config(
+        cls,
+        cfg: Any,
+        broker_id: int,
+        log_config_for: Callable[[str], LogConfig],
+        ensure_topic_configs: Callable[[Iterable[str]], Awaitable[None]],
+    ) -> ReplicaManagerConfig:
+        """From the broker config (Kafka's names) and the broker's topic configs."""
+        return cls(
+            broker_id=broker_id,
+            request_timeout_ms=int(cfg["request.timeout.ms"]),
+            fetch_purge_interval=int(cfg["fetch.purgatory.purge.interval.requests"]),
+            produce_purge_interval=int(cfg["producer.purgatory.purge.interval.requests"]),
+            delete_records_purge_interval=int(
+                cfg["delete.records.purgatory.purge.interval.requests"]
+            ),
+            topic_min_isr=lambda t: log_config_for(t).min_insync_replicas,
+            log_config_for=log_config_for,
+            ensure_topic_configs=ensure_topic_configs,
+        )
+
 
 class ControllerEpochRecord(Protocol):
     """Where the broker keeps the latest controller epoch (its MetadataCache): LeaderAndIsr,

@@ -138,8 +138,17 @@ class AdminManager:
         except NoNodeError:
             await self.store.create(path, data, makepath=True)
         self.topic_configs[topic] = dict(configs)
+        self.topic_config_changed(topic)
+
+    def topic_config_changed(self, topic: str) -> None:
+        """Tell the listeners (the broker's logs and partitions) a topic's config changed."""
         for listener in self.topic_config_listeners:
             listener(topic)
+
+    def broker_defaults_changed(self) -> None:
+        """The broker's dynamic defaults changed: every topic's effective config may have."""
+        for topic in list(self.metadata_cache.topics):
+            self.topic_config_changed(topic)
 
     # ---- topics -------------------------------------------------------------
     async def create_topics(

@@ -75,14 +75,14 @@ def spy(broker: KafkaBroker, log: list[Received]) -> None:
     """Record what ``broker`` applies of LeaderAndIsr / UpdateMetadata / StopReplica.
 
     Installed before the broker starts: the replica manager is created during
-    start(), so it is wrapped as soon as it exists (before any listener opens)."""
-    create_controller = broker._create_controller
+    start(), so it is wrapped as soon as it exists, before the listeners open."""
+    start_listeners = broker.socket_server.start
 
-    def spy_then_create_controller() -> Any:
+    async def spy_then_start_listeners() -> None:
         _spy(broker, log)
-        return create_controller()
+        await start_listeners()
 
-    broker._create_controller = spy_then_create_controller  # type: ignore[method-assign]
+    broker.socket_server.start = spy_then_start_listeners  # type: ignore[method-assign]
 
 
 def _spy(broker: KafkaBroker, log: list[Received]) -> None:
