@@ -8,11 +8,12 @@ from typing import TYPE_CHECKING, Any
 from kafkalite.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
+    from kafkalite.server.apis.request_types import ApiVersionsRequest
     from kafkalite.server.request_channel import RequestContext
 
 
 def handle_api_versions(
-    api_versions: Callable[[], list[dict[str, int]]], ctx: RequestContext, req: Any
+    api_versions: Callable[[], list[dict[str, int]]], ctx: RequestContext, req: ApiVersionsRequest
 ) -> dict[str, Any]:
     """``api_versions``: the channel's advertised table (RequestChannel.api_versions_list)."""
     # validate: v3+ carries client software name/version (KIP-511)

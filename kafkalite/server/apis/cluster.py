@@ -11,6 +11,7 @@ from kafkalite.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from kafkalite.log.log_manager import LogManager
+    from kafkalite.server.apis.request_types import DescribeClusterRequest, DescribeLogDirsRequest
     from kafkalite.server.metadata_cache import MetadataCache
     from kafkalite.server.request_channel import RequestContext
 
@@ -25,7 +26,9 @@ class ClusterDeps:
     log_manager: LogManager
 
 
-def handle_describe_cluster(deps: ClusterDeps, ctx: RequestContext, req: Any) -> dict[str, Any]:
+def handle_describe_cluster(
+    deps: ClusterDeps, ctx: RequestContext, req: DescribeClusterRequest
+) -> dict[str, Any]:
     endpoint_type = int(getattr(req, "endpoint_type", BROKER_ENDPOINT_TYPE))
     if endpoint_type != BROKER_ENDPOINT_TYPE:
         # Kafka: an unknown type is UNSUPPORTED_ENDPOINT_TYPE, a controller (2) request
@@ -69,7 +72,9 @@ def handle_describe_cluster(deps: ClusterDeps, ctx: RequestContext, req: Any) ->
     }
 
 
-def handle_describe_log_dirs(deps: ClusterDeps, ctx: RequestContext, req: Any) -> dict[str, Any]:
+def handle_describe_log_dirs(
+    deps: ClusterDeps, ctx: RequestContext, req: DescribeLogDirsRequest
+) -> dict[str, Any]:
     """Every configured log dir with its logs (Kafka's ReplicaManager.describeLogDirs).
 
     An offline dir (I/O error, or failed at start-up) is reported with

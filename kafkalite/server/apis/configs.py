@@ -25,6 +25,11 @@ from kafkalite.server.config import CONFIG_DEFS, ConfigError, broker_synonyms
 
 if TYPE_CHECKING:
     from kafkalite.server.admin_manager import AdminManager
+    from kafkalite.server.apis.request_types import (
+        AlterConfigsRequest,
+        DescribeConfigsRequest,
+        IncrementalAlterConfigsRequest,
+    )
     from kafkalite.server.config import BrokerConfig
     from kafkalite.server.dynamic_broker_config import DynamicBrokerConfig
     from kafkalite.server.metadata_cache import MetadataCache
@@ -67,7 +72,9 @@ class ConfigDeps:
 
 
 # ---- DescribeConfigs ---------------------------------------------------------
-def handle_describe_configs(deps: ConfigDeps, ctx: RequestContext, req: Any) -> dict[str, Any]:
+def handle_describe_configs(
+    deps: ConfigDeps, ctx: RequestContext, req: DescribeConfigsRequest
+) -> dict[str, Any]:
     include_synonyms = bool(getattr(req, "include_synonyms", False))
     include_docs = bool(getattr(req, "include_documentation", False))
     results = []
@@ -262,7 +269,9 @@ def _incremental_change(
     return _incremental(rtype, old, ops)
 
 
-async def handle_alter_configs(deps: ConfigDeps, ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle_alter_configs(
+    deps: ConfigDeps, ctx: RequestContext, req: AlterConfigsRequest
+) -> dict[str, Any]:
     responses = []
     for res in req.resources:
         rtype, name = int(res.resource_type), res.resource_name
@@ -276,7 +285,7 @@ async def handle_alter_configs(deps: ConfigDeps, ctx: RequestContext, req: Any) 
 
 
 async def handle_incremental_alter_configs(
-    deps: ConfigDeps, ctx: RequestContext, req: Any
+    deps: ConfigDeps, ctx: RequestContext, req: IncrementalAlterConfigsRequest
 ) -> dict[str, Any]:
     responses = []
     for res in req.resources:

@@ -51,6 +51,11 @@ from kafkalite.server.topic_names import validate_topic_name
 if TYPE_CHECKING:
     from kafkalite.controller.kafka_controller import KafkaController
     from kafkalite.replica.replica_manager import ReplicaManager
+    from kafkalite.server.apis.request_types import (
+        AlterPartitionReassignmentsRequest,
+        ElectLeadersRequest,
+        ListPartitionReassignmentsRequest,
+    )
     from kafkalite.server.metadata_cache import MetadataCache
 
 TopicPartition = tuple[str, int]
@@ -406,12 +411,12 @@ def _by_topic(results: dict[TopicPartition, tuple[int, str | None]]) -> dict[str
 
 
 async def handle_elect_leaders(
-    deps: ControllerRequestDeps, ctx: RequestContext, req: Any
+    deps: ControllerRequestDeps, ctx: RequestContext, req: ElectLeadersRequest
 ) -> dict[str, Any]:
     """Preferred (0) or unclean (1) election, run as a controller event; only the
     active controller answers (others: NOT_CONTROLLER, which makes clients retry there)."""
     election_type = int(getattr(req, "election_type", 0))
-    partitions = (
+    partitions: list[TopicPartition] | None = (
         None
         if req.topic_partitions is None
         else [(t.topic, int(p)) for t in req.topic_partitions for p in t.partitions]
@@ -444,7 +449,7 @@ async def handle_elect_leaders(
 
 
 async def handle_alter_partition_reassignments(
-    deps: ControllerRequestDeps, ctx: RequestContext, req: Any
+    deps: ControllerRequestDeps, ctx: RequestContext, req: AlterPartitionReassignmentsRequest
 ) -> dict[str, Any]:
     wanted: dict[TopicPartition, list[int] | None] = {
         (t.name, int(p.partition_index)): (
@@ -473,7 +478,7 @@ async def handle_alter_partition_reassignments(
 
 
 async def handle_list_partition_reassignments(
-    deps: ControllerRequestDeps, ctx: RequestContext, req: Any
+    deps: ControllerRequestDeps, ctx: RequestContext, req: ListPartitionReassignmentsRequest
 ) -> dict[str, Any]:
     ongoing = deps.controller.list_partition_reassignments()
     if ongoing is None:

@@ -6,12 +6,15 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from kafkalite.replica.replica_manager import ReplicaManager
+    from kafkalite.server.apis.request_types import DeleteRecordsRequest
     from kafkalite.server.request_channel import RequestContext
 
 
-def handle_delete_records(rm: ReplicaManager, ctx: RequestContext, req: Any) -> Any:
+def handle_delete_records(
+    rm: ReplicaManager, ctx: RequestContext, req: DeleteRecordsRequest
+) -> Any:
     # validate and act: per-partition errors come back from the replica manager
-    offsets = {
+    offsets: dict[tuple[str, int], int] = {
         (t.name, int(p.partition_index)): int(p.offset) for t in req.topics for p in t.partitions
     }
     timeout_ms = int(req.timeout.total_seconds() * 1000)

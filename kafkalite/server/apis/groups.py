@@ -21,6 +21,19 @@ from kafkalite.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from kafkalite.coordinator.group.group_coordinator import GroupCoordinator
+    from kafkalite.server.apis.request_types import (
+        DeleteGroupsRequest,
+        DescribeGroupsRequest,
+        FindCoordinatorRequest,
+        HeartbeatRequest,
+        JoinGroupRequest,
+        LeaveGroupRequest,
+        ListGroupsRequest,
+        OffsetCommitRequest,
+        OffsetDeleteRequest,
+        OffsetFetchRequest,
+        SyncGroupRequest,
+    )
     from kafkalite.server.metadata_cache import MetadataCache
     from kafkalite.server.request_channel import RequestContext
 
@@ -59,10 +72,13 @@ def _client_host(ctx: RequestContext) -> str:
 # ---- FindCoordinator (10) ------------------------------------------------------------
 
 
-async def handle_find_coordinator(deps: GroupDeps, ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle_find_coordinator(
+    deps: GroupDeps, ctx: RequestContext, req: FindCoordinatorRequest
+) -> dict[str, Any]:
     version = ctx.api_version
     key_type = int(getattr(req, "key_type", COORDINATOR_TYPE_GROUP))
-    keys = list(req.coordinator_keys) if version >= 4 else [req.key]
+    # v4+ batches keys; the field each version has tells them apart for the type checker
+    keys = list(req.coordinator_keys) if hasattr(req, "coordinator_keys") else [req.key]
     found = [await _find_coordinator(deps, ctx, key_type, k) for k in keys]
     if version >= 4:
         return {"throttle_time": 0, "coordinators": found}
@@ -108,7 +124,9 @@ async def _find_coordinator(
 # ---- JoinGroup (11) / SyncGroup (14) / Heartbeat (12) / LeaveGroup (13) ----------------
 
 
-async def handle_join_group(deps: GroupDeps, ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle_join_group(
+    deps: GroupDeps, ctx: RequestContext, req: JoinGroupRequest
+) -> dict[str, Any]:
     version = ctx.api_version
     session_ms = _ms(req.session_timeout)
     instance_id = getattr(req, "group_instance_id", None)
@@ -143,7 +161,9 @@ async def handle_join_group(deps: GroupDeps, ctx: RequestContext, req: Any) -> d
     }
 
 
-async def handle_sync_group(deps: GroupDeps, ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle_sync_group(
+    deps: GroupDeps, ctx: RequestContext, req: SyncGroupRequest
+) -> dict[str, Any]:
     r = await _coordinator(deps).handle_sync_group(
         req.group_id,
         int(req.generation_id),
@@ -162,16 +182,18 @@ async def handle_sync_group(deps: GroupDeps, ctx: RequestContext, req: Any) -> d
     }
 
 
-def handle_heartbeat(deps: GroupDeps, ctx: RequestContext, req: Any) -> dict[str, Any]:
+def handle_heartbeat(deps: GroupDeps, ctx: RequestContext, req: HeartbeatRequest) -> dict[str, Any]:
     error = _coordinator(deps).handle_heartbeat(
         req.group_id, req.member_id, getattr(req, "group_instance_id", None), int(req.generation_id)
     )
     return {"throttle_time": 0, "error_code": error}
 
 
-def handle_leave_group(deps: GroupDeps, ctx: RequestContext, req: Any) -> dict[str, Any]:
+def handle_leave_group(
+    deps: GroupDeps, ctx: RequestContext, req: LeaveGroupRequest
+) -> dict[str, Any]:
     version = ctx.api_version
-    if version >= 3:
+    if hasattr(req, "members"):  # v3+: batched members
         leaving = [(m.member_id, m.group_instance_id) for m in req.members]
     else:
         leaving = [(req.member_id, None)]
@@ -197,7 +219,9 @@ def handle_leave_group(deps: GroupDeps, ctx: RequestContext, req: Any) -> dict[s
 # ---- OffsetCommit (8) / OffsetFetch (9) / OffsetDelete (47) ----------------------------
 
 
-async def handle_offset_commit(deps: GroupDeps, ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle_offset_commit(
+    deps: GroupDeps, ctx: RequestContext, req: OffsetCommitRequest
+) -> dict[str, Any]:
     version = ctx.api_version
     cache = deps.metadata_cache
     now = deps.clock_ms()
@@ -208,8 +232,10 @@ async def handle_offset_commit(deps: GroupDeps, ctx: RequestContext, req: Any) -
     to_commit: dict[TopicPartition, OffsetAndMetadata] = {}
     where: dict[tuple[int, int], TopicPartition] = {}
 
+    # the topic entry classes differ per version (v10 names topics by id): read alike
+    topics_in: tuple[Any, ...] = req.topics
     # validate: topics and partitions must exist
-    for ti, t in enumerate(req.topics):
+    for ti, t in enumerate(topics_in):
         name = cache.topic_name(t.topic_id) if version >= 10 else t.name
         meta = cache.get_topic(name) if name is not None else None
         for p in t.partitions:
@@ -244,7 +270,7 @@ async def handle_offset_commit(deps: GroupDeps, ctx: RequestContext, req: Any) -
 
     # respond
     topics = []
-    for ti, t in enumerate(req.topics):
+    for ti, t in enumerate(topics_in):
         entry: dict[str, Any] = {"topic_id": t.topic_id} if version >= 10 else {"name": t.name}
         entry["partitions"] = [
             {
@@ -257,9 +283,11 @@ async def handle_offset_commit(deps: GroupDeps, ctx: RequestContext, req: Any) -
     return {"throttle_time": 0, "topics": topics}
 
 
-def handle_offset_fetch(deps: GroupDeps, ctx: RequestContext, req: Any) -> dict[str, Any]:
+def handle_offset_fetch(
+    deps: GroupDeps, ctx: RequestContext, req: OffsetFetchRequest
+) -> dict[str, Any]:
     version = ctx.api_version
-    if version >= 8:
+    if hasattr(req, "groups"):  # v8+: batched groups
         groups = [_fetch_group(deps, version, g.group_id, g.topics) for g in req.groups]
         return {"throttle_time": 0, "groups": groups}
     g = _fetch_group(deps, version, req.group_id, req.topics)
@@ -336,7 +364,9 @@ def _fetch_group(deps: GroupDeps, version: int, group_id: str, topics: Any) -> d
     return {"group_id": group_id, "error_code": error, "topics": topics_out}
 
 
-async def handle_offset_delete(deps: GroupDeps, ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle_offset_delete(
+    deps: GroupDeps, ctx: RequestContext, req: OffsetDeleteRequest
+) -> dict[str, Any]:
     cache = deps.metadata_cache
     errors: dict[TopicPartition, int] = {}
     wanted: list[TopicPartition] = []
@@ -374,7 +404,9 @@ async def handle_offset_delete(deps: GroupDeps, ctx: RequestContext, req: Any) -
 # ---- DescribeGroups (15) / ListGroups (16) / DeleteGroups (42) -------------------------
 
 
-def handle_describe_groups(deps: GroupDeps, ctx: RequestContext, req: Any) -> dict[str, Any]:
+def handle_describe_groups(
+    deps: GroupDeps, ctx: RequestContext, req: DescribeGroupsRequest
+) -> dict[str, Any]:
     version = ctx.api_version
     ops = (
         GROUP_AUTHORIZED_OPERATIONS
@@ -415,7 +447,9 @@ def handle_describe_groups(deps: GroupDeps, ctx: RequestContext, req: Any) -> di
     return {"throttle_time": 0, "groups": out}
 
 
-def handle_list_groups(deps: GroupDeps, ctx: RequestContext, req: Any) -> dict[str, Any]:
+def handle_list_groups(
+    deps: GroupDeps, ctx: RequestContext, req: ListGroupsRequest
+) -> dict[str, Any]:
     states = {s.lower() for s in getattr(req, "states_filter", ()) or ()}
     types = {t.lower() for t in getattr(req, "types_filter", ()) or ()}
     error, groups = _coordinator(deps).handle_list_groups(states, types)
@@ -434,7 +468,9 @@ def handle_list_groups(deps: GroupDeps, ctx: RequestContext, req: Any) -> dict[s
     }
 
 
-async def handle_delete_groups(deps: GroupDeps, ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle_delete_groups(
+    deps: GroupDeps, ctx: RequestContext, req: DeleteGroupsRequest
+) -> dict[str, Any]:
     results = []
     for group_id in req.groups_names:
         error = await _coordinator(deps).handle_delete_group(group_id)

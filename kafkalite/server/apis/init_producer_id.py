@@ -14,13 +14,14 @@ from kafkalite.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from kafkalite.coordinator.transaction.producer_id_manager import ProducerIdManager
+    from kafkalite.server.apis.request_types import InitProducerIdRequest
     from kafkalite.server.request_channel import RequestContext
 
 MAX_EPOCH = 32767
 
 
 async def handle_init_producer_id(
-    producer_ids: ProducerIdManager, ctx: RequestContext, req: Any
+    producer_ids: ProducerIdManager, ctx: RequestContext, req: InitProducerIdRequest
 ) -> dict[str, Any]:
     # validate
     if req.transactional_id is not None:

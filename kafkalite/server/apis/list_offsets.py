@@ -8,10 +8,13 @@ from kafkalite.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
     from kafkalite.replica.replica_manager import ReplicaManager
+    from kafkalite.server.apis.request_types import ListOffsetsRequest
     from kafkalite.server.request_channel import RequestContext
 
 
-def handle_list_offsets(rm: ReplicaManager, ctx: RequestContext, req: Any) -> dict[str, Any]:
+def handle_list_offsets(
+    rm: ReplicaManager, ctx: RequestContext, req: ListOffsetsRequest
+) -> dict[str, Any]:
     # v0 had no isolation level; a consumer (-1) gets HW, a replica the LEO
     isolation = getattr(req, "isolation_level", 0) if req.replica_id < 0 else None
     topics = []

@@ -20,6 +20,7 @@ from kafkalite.server.topic_names import validate_topic_name
 
 if TYPE_CHECKING:
     from kafkalite.server.admin_manager import AdminManager
+    from kafkalite.server.apis.request_types import MetadataRequest
     from kafkalite.server.config import BrokerConfig
     from kafkalite.server.metadata_cache import MetadataCache
     from kafkalite.server.request_channel import RequestContext
@@ -34,7 +35,7 @@ class MetadataDeps:
     admin: AdminManager
 
 
-def handle_metadata(deps: MetadataDeps, ctx: RequestContext, req: Any) -> Any:
+def handle_metadata(deps: MetadataDeps, ctx: RequestContext, req: MetadataRequest) -> Any:
     cache = deps.metadata_cache
     version = ctx.api_version
     requested = req.topics  # None = all topics (v1+); empty = none

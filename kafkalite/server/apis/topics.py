@@ -16,6 +16,11 @@ from kafkalite.server.admin_manager import AdminManager, CreateTopicResult
 from kafkalite.server.apis.configs import topic_config_entries
 
 if TYPE_CHECKING:
+    from kafkalite.server.apis.request_types import (
+        CreatePartitionsRequest,
+        CreateTopicsRequest,
+        DeleteTopicsRequest,
+    )
     from kafkalite.server.config import BrokerConfig
     from kafkalite.server.metadata_cache import MetadataCache
     from kafkalite.server.request_channel import RequestContext
@@ -32,7 +37,9 @@ def _ms(td: Any) -> int:
     return int(td.total_seconds() * 1000)
 
 
-async def handle_create_topics(deps: TopicDeps, ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle_create_topics(
+    deps: TopicDeps, ctx: RequestContext, req: CreateTopicsRequest
+) -> dict[str, Any]:
     if deps.metadata_cache.controller_id < 0:
         return {
             "throttle_time": 0,
@@ -77,18 +84,21 @@ async def handle_create_topics(deps: TopicDeps, ctx: RequestContext, req: Any) -
     return {"throttle_time": 0, "topics": out}
 
 
-async def handle_delete_topics(deps: TopicDeps, ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle_delete_topics(
+    deps: TopicDeps, ctx: RequestContext, req: DeleteTopicsRequest
+) -> dict[str, Any]:
     cache = deps.metadata_cache
     names: list[str] = []
     responses: list[dict[str, Any]] = []
-    if ctx.api_version >= 6:
+    entries: list[tuple[str | None, Any]]
+    if hasattr(req, "topics"):  # v6+: names or topic ids
         entries = [(t.name, t.topic_id) for t in req.topics]
     else:
         entries = [(n, None) for n in req.topic_names]
     resolved: list[tuple[str | None, Any, int]] = []
     for name, tid in entries:
-        if name is None and tid is not None:
-            name = cache.topic_name(tid)
+        if name is None:  # v6+ names a topic by id
+            name = None if tid is None else cache.topic_name(tid)
             if name is None:
                 resolved.append((None, tid, ErrorCode.unknown_topic_id))
                 continue
@@ -110,7 +120,7 @@ async def handle_delete_topics(deps: TopicDeps, ctx: RequestContext, req: Any) -
 
 
 async def handle_create_partitions(
-    deps: TopicDeps, ctx: RequestContext, req: Any
+    deps: TopicDeps, ctx: RequestContext, req: CreatePartitionsRequest
 ) -> dict[str, Any]:
     results = []
     limit = int(deps.config["kafkalite.max.partitions.per.request"])
