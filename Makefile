@@ -48,10 +48,13 @@ test: install-test
 test-example:
 	VENV=$(CURDIR)/.venv-example PYTHON=$(PYTHON) examples/pytest-app/run_tests.sh
 
+## make lint: ruff, ruff format, mypy, and the layer contract (lint-imports, [tool.importlinter]
+## in pyproject.toml; docs/architecture.md "Layers and the import contract")
 lint: $(TEST_STAMP)
 	$(VENV)/bin/ruff check kafkalite tests bench
 	$(VENV)/bin/ruff format --check kafkalite tests bench
 	$(VENV)/bin/mypy kafkalite --ignore-missing-imports
+	$(VENV)/bin/lint-imports
 
 docs: $(STAMP)
 	$(PY) -m kafkalite.server.api_table > docs/compatibility.md

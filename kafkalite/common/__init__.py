@@ -2,5 +2,5 @@
 
 ``types`` holds the value types that cross layers (``TopicPartition``, a broker's
 ``Endpoint``), ``structs`` the compiled big-endian layouts of Kafka's primitive
-types. Kafka keeps the same things in ``org.apache.kafka.common``.
+types, ``errors`` the errors several layers raise (``ConfigError``). Kafka keeps the same things in ``org.apache.kafka.common``.
 """

@@ -1,4 +1,4 @@
-"""The API table: key, name, supported versions, handler.
+"""The API table: key, name, supported versions, handler (rows: :class:`ApiSpec`).
 
 ApiVersions is generated from this table, so the broker never advertises an
 API or a version it does not handle. ``docs/compatibility.md`` is generated
@@ -8,29 +8,7 @@ controller APIs): ``python -m kafkalite.server.api_table > docs/compatibility.md
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
-
-
-@dataclass(frozen=True, slots=True)
-class ApiSpec:
-    key: int
-    name: str
-    min_version: int
-    max_version: int
-    handler: Callable[[Any, Any], Any]
-    #: finish before the next request on the connection is dispatched (admin APIs
-    #: whose work happens after the handler returns)
-    serial: bool = False
-    notes: str = ""
-    #: what ApiVersions says when it differs from min_version (see KAFKA-18659:
-    #: Produce is advertised from v0 so librdkafka <= 2.11 keeps compressing)
-    advertised_min_version: int | None = None
-    #: sent between brokers (controller requests), not by clients
-    inter_broker: bool = False
-    #: ``(frame, body_offset, version) -> request`` replacing kio's decoder on a hot path
-    decoder: Callable[[bytes, int, int], Any] | None = None
+from kafkalite.network.api_spec import ApiSpec
 
 
 def compatibility_markdown(table: dict[int, ApiSpec]) -> str:

@@ -31,6 +31,7 @@ from kafkalite.metadata.factory import open_store
 from kafkalite.metadata.inter_broker_secret import get_or_create_inter_broker_secret
 from kafkalite.metadata.kafka_zk_client import KafkaZkClient
 from kafkalite.metadata.store import MetadataStore
+from kafkalite.network.tls import build_client_ssl_context, build_ssl_context
 from kafkalite.replica.replica_manager import ReplicaManager, ReplicaManagerConfig
 from kafkalite.server import gc_tuning
 from kafkalite.server.admin_manager import AdminManager
@@ -44,8 +45,7 @@ from kafkalite.server.dynamic_broker_config import DynamicBrokerConfig
 from kafkalite.server.fetch_session import FetchSessionCache
 from kafkalite.server.metadata_cache import MetadataCache
 from kafkalite.server.metrics import BrokerMetrics, MetricsHttpServer
-from kafkalite.server.socket_server import SocketServer
-from kafkalite.server.tls import build_client_ssl_context, build_ssl_context
+from kafkalite.server.socket_server_config import build_socket_server
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ class KafkaBroker:
         )
         ssl = any(e.security_protocol == "SSL" for e in config.listeners)
         tls = build_ssl_context(config) if ssl else None
-        self.socket_server = SocketServer.from_config(config, self.channel, ssl_context=tls)
+        self.socket_server = build_socket_server(config, self.channel, ssl_context=tls)
         #: this broker as a TLS client of other brokers (presents its keystore)
         as_client = tls is not None or config["ssl.truststore.location"]
         self.client_tls = build_client_ssl_context(config) if as_client else None

@@ -20,20 +20,13 @@ from typing import Any
 
 import yaml
 
-from kafkalite.server.connection_quotas import parse_overrides as parse_connection_overrides
+from kafkalite.common.errors import ConfigError
+from kafkalite.network.connection_quotas import parse_overrides as parse_connection_overrides
 
 log = logging.getLogger(__name__)
 
 LONG_MAX = 2**63 - 1
 INT_MAX = 2**31 - 1
-
-
-class ConfigError(ValueError):
-    """A configuration problem, always naming the offending key."""
-
-    def __init__(self, key: str, message: str) -> None:
-        self.key = key
-        super().__init__(f"invalid config {key!r}: {message}")
 
 
 @dataclass(frozen=True, slots=True)

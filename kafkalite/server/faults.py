@@ -53,16 +53,15 @@ from typing import TYPE_CHECKING, Any
 from kafkalite.controller.preferred_election import PREFERRED_ELECTION
 from kafkalite.metadata.isr_change import update_leader_and_isr, write_isr_change_notification
 from kafkalite.metadata.kafka_zk_client import KafkaZkClient
+from kafkalite.network.responses import CloseConnection
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.errors import ErrorCode
-from kafkalite.server.connection import CloseConnection
 
 if TYPE_CHECKING:
     from kafkalite.controller.kafka_controller import KafkaController
-    from kafkalite.server.api_table import ApiSpec
+    from kafkalite.network.api_spec import ApiSpec, RequestContext
+    from kafkalite.network.connection import Connection
     from kafkalite.server.broker import KafkaBroker
-    from kafkalite.server.connection import Connection
-    from kafkalite.server.request_channel import RequestContext
 
 __all__ = [
     "Delay",

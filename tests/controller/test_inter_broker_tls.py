@@ -105,7 +105,7 @@ def test_ssl_only_cluster_with_required_client_auth_serves_clients(pki, brokers)
 
 
 def test_the_broker_client_context_presents_the_keystore_and_checks_the_peer(pki):
-    from kafkalite.server.tls import build_client_ssl_context
+    from kafkalite.network.tls import build_client_ssl_context
 
     cfg = BrokerConfig({**_ssl_only(pki), "log.dirs": "/tmp/unused"})
     ctx = build_client_ssl_context(cfg)

@@ -19,9 +19,9 @@ from kio.schema.delete_records.v2.request import (
 )
 from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
 
+from kafkalite.network.connection import COPY_RANGE_BYTES
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.records import build_batch, iter_records
-from kafkalite.server.connection import COPY_RANGE_BYTES
 from tests.server.raw_client import RawClient
 from tests.server.test_protocol_edges import fetch, produce
 

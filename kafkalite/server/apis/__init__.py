@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from kafkalite.network.api_spec import ApiSpec
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.fetch_request import parse_fetch_request
 from kafkalite.protocol.fetch_response import MAX_VERSION as FETCH_MAX
 from kafkalite.protocol.produce import parse_produce_request
-from kafkalite.server.api_table import ApiSpec
 from kafkalite.server.apis import (
     api_versions,
     cluster,

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 from kafkalite.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
+    from kafkalite.network.api_spec import RequestContext
     from kafkalite.server.apis.request_types import ApiVersionsRequest
-    from kafkalite.server.request_channel import RequestContext
 
 
 def handle_api_versions(

@@ -11,9 +11,9 @@ from kafkalite.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from kafkalite.log.log_manager import LogManager
+    from kafkalite.network.api_spec import RequestContext
     from kafkalite.server.apis.request_types import DescribeClusterRequest, DescribeLogDirsRequest
     from kafkalite.server.metadata_cache import MetadataCache
-    from kafkalite.server.request_channel import RequestContext
 
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 BROKER_ENDPOINT_TYPE = 1

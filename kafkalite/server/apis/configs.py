@@ -24,6 +24,7 @@ from kafkalite.protocol.errors import ErrorCode, KafkaError
 from kafkalite.server.config import CONFIG_DEFS, ConfigError, broker_synonyms
 
 if TYPE_CHECKING:
+    from kafkalite.network.api_spec import RequestContext
     from kafkalite.server.admin_manager import AdminManager
     from kafkalite.server.apis.request_types import (
         AlterConfigsRequest,
@@ -33,7 +34,6 @@ if TYPE_CHECKING:
     from kafkalite.server.config import BrokerConfig
     from kafkalite.server.dynamic_broker_config import DynamicBrokerConfig
     from kafkalite.server.metadata_cache import MetadataCache
-    from kafkalite.server.request_channel import RequestContext
 
 TOPIC = 2
 BROKER = 4

@@ -34,18 +34,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from kafkalite.network.api_spec import RequestContext
+from kafkalite.network.connection import Connection
+from kafkalite.network.request_channel import RequestChannel
+from kafkalite.network.responses import CloseConnection
 from kafkalite.protocol import inter_broker as ib
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.headers import MalformedRequest, parse_request_header
 from kafkalite.protocol.kafka_uuid import ZERO_UUID
-from kafkalite.server.connection import CloseConnection, Connection
 from kafkalite.server.controller_identity import (
     CLUSTER_AUTHORIZATION_FAILED,
     ControllerRequestGate,
     Rejection,
     log_rejection,
 )
-from kafkalite.server.request_channel import RequestChannel, RequestContext
 from kafkalite.server.topic_names import validate_topic_name
 
 if TYPE_CHECKING:

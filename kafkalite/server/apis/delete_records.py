@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from kafkalite.network.api_spec import RequestContext
     from kafkalite.replica.replica_manager import ReplicaManager
     from kafkalite.server.apis.request_types import DeleteRecordsRequest
-    from kafkalite.server.request_channel import RequestContext
 
 
 def handle_delete_records(

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from kafkalite.network.responses import FileRange
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.fetch_request import FIRST_TOPIC_ID, FetchRequest
 from kafkalite.protocol.fetch_response import (
@@ -15,7 +16,6 @@ from kafkalite.protocol.fetch_response import (
     encode_fetch_response,
 )
 from kafkalite.replica.replica_manager import FetchParams, FetchPartitionResult, PartitionFetchInfo
-from kafkalite.server.connection import FileRange
 from kafkalite.server.fetch_session import (
     FINAL_EPOCH,
     CachedPartition,
@@ -25,10 +25,10 @@ from kafkalite.server.fetch_session import (
 
 if TYPE_CHECKING:
     from kafkalite.log.log_manager import LogManager
+    from kafkalite.network.api_spec import RequestContext
     from kafkalite.replica.replica_manager import ReplicaManager
     from kafkalite.server.fetch_session import FetchSessionCache
     from kafkalite.server.metadata_cache import MetadataCache
-    from kafkalite.server.request_channel import RequestContext
 
 TopicPartition = tuple[str, int]
 _ZERO_UUID = uuid.UUID(int=0)

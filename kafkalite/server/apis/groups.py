@@ -21,6 +21,7 @@ from kafkalite.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from kafkalite.coordinator.group.group_coordinator import GroupCoordinator
+    from kafkalite.network.api_spec import RequestContext
     from kafkalite.server.apis.request_types import (
         DeleteGroupsRequest,
         DescribeGroupsRequest,
@@ -35,7 +36,6 @@ if TYPE_CHECKING:
         SyncGroupRequest,
     )
     from kafkalite.server.metadata_cache import MetadataCache
-    from kafkalite.server.request_channel import RequestContext
 
 
 OFFSET_DELETE = ApiKey.OFFSET_DELETE

@@ -14,8 +14,8 @@ from kafkalite.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from kafkalite.coordinator.transaction.producer_id_manager import ProducerIdManager
+    from kafkalite.network.api_spec import RequestContext
     from kafkalite.server.apis.request_types import InitProducerIdRequest
-    from kafkalite.server.request_channel import RequestContext
 
 MAX_EPOCH = 32767
 

@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING, Any
 from kafkalite.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
+    from kafkalite.network.api_spec import RequestContext
     from kafkalite.replica.replica_manager import ReplicaManager
     from kafkalite.server.apis.request_types import ListOffsetsRequest
-    from kafkalite.server.request_channel import RequestContext
 
 
 def handle_list_offsets(

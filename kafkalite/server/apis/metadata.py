@@ -19,11 +19,11 @@ from kafkalite.protocol.metadata_response import (
 from kafkalite.server.topic_names import validate_topic_name
 
 if TYPE_CHECKING:
+    from kafkalite.network.api_spec import RequestContext
     from kafkalite.server.admin_manager import AdminManager
     from kafkalite.server.apis.request_types import MetadataRequest
     from kafkalite.server.config import BrokerConfig
     from kafkalite.server.metadata_cache import MetadataCache
-    from kafkalite.server.request_channel import RequestContext
 
 _ZERO_UUID = uuid.UUID(int=0)
 

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from kafkalite.network.responses import CloseConnection
 from kafkalite.protocol.compression import parse_compression_type
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.produce import PartitionResponse, ProduceRequest, encode_produce_response
@@ -24,15 +25,14 @@ from kafkalite.protocol.record_validator import (
     check_request_records,
 )
 from kafkalite.replica.replica_manager import ProduceResult
-from kafkalite.server.connection import CloseConnection
 from kafkalite.server.topic_names import INTERNAL_TOPICS
 
 if TYPE_CHECKING:
     from kafkalite.log.log_config import LogConfig
+    from kafkalite.network.api_spec import RequestContext
     from kafkalite.replica.replica_manager import ReplicaManager
     from kafkalite.server.append_sequencer import AppendSequencer
     from kafkalite.server.metadata_cache import MetadataCache
-    from kafkalite.server.request_channel import RequestContext
 
 log = logging.getLogger(__name__)
 

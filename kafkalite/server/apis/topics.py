@@ -16,6 +16,7 @@ from kafkalite.server.admin_manager import AdminManager, CreateTopicResult
 from kafkalite.server.apis.configs import topic_config_entries
 
 if TYPE_CHECKING:
+    from kafkalite.network.api_spec import RequestContext
     from kafkalite.server.apis.request_types import (
         CreatePartitionsRequest,
         CreateTopicsRequest,
@@ -23,7 +24,6 @@ if TYPE_CHECKING:
     )
     from kafkalite.server.config import BrokerConfig
     from kafkalite.server.metadata_cache import MetadataCache
-    from kafkalite.server.request_channel import RequestContext
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,26 +13,34 @@ from __future__ import annotations
 import os
 import ssl
 import tempfile
+from typing import Any, Protocol
 
-from kafkalite.server.config import BrokerConfig, ConfigError
+from kafkalite.common.errors import ConfigError
+
+
+class SslConfigs(Protocol):
+    """Kafka's ``ssl.*`` properties by name (the broker's ``BrokerConfig`` is one)."""
+
+    def __getitem__(self, key: str, /) -> Any: ...
+
 
 _VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 
 
-def _set_versions(ctx: ssl.SSLContext, cfg: BrokerConfig) -> None:
+def _set_versions(ctx: ssl.SSLContext, cfg: SslConfigs) -> None:
     versions = [_VERSIONS[p] for p in cfg["ssl.enabled.protocols"]]
     ctx.minimum_version = min(versions)
     ctx.maximum_version = max(versions)
 
 
-def has_keystore(cfg: BrokerConfig) -> bool:
+def has_keystore(cfg: SslConfigs) -> bool:
     return bool(
         cfg["ssl.keystore.location"]
         or (cfg["ssl.keystore.certificate.chain"] and cfg["ssl.keystore.key"])
     )
 
 
-def _load_keystore(ctx: ssl.SSLContext, cfg: BrokerConfig) -> None:
+def _load_keystore(ctx: ssl.SSLContext, cfg: SslConfigs) -> None:
     password = cfg["ssl.key.password"]
     location = cfg["ssl.keystore.location"]
     try:
@@ -67,7 +75,7 @@ def _load_truststore(ctx: ssl.SSLContext, trust: str) -> None:
         raise ConfigError("ssl.truststore.location", f"cannot load: {e}") from None
 
 
-def build_ssl_context(cfg: BrokerConfig) -> ssl.SSLContext:
+def build_ssl_context(cfg: SslConfigs) -> ssl.SSLContext:
     """The server side of the SSL listeners."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     _set_versions(ctx, cfg)
@@ -82,7 +90,7 @@ def build_ssl_context(cfg: BrokerConfig) -> ssl.SSLContext:
     return ctx
 
 
-def build_client_ssl_context(cfg: BrokerConfig) -> ssl.SSLContext:
+def build_client_ssl_context(cfg: SslConfigs) -> ssl.SSLContext:
     """The client side of this broker's connections to other brokers' SSL listeners.
 
     The peer is verified against ``ssl.truststore.location`` (the system CAs without

@@ -93,7 +93,7 @@ def test_ssl_listener_without_keystore_fails_naming_the_key():
 
 
 def test_unreadable_keystore_fails_at_start_up_naming_the_key(tmp_path):
-    from kafkalite.server.tls import build_ssl_context
+    from kafkalite.network.tls import build_ssl_context
 
     bad = tmp_path / "bad.pem"
     bad.write_text("not a pem")

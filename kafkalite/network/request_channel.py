@@ -12,11 +12,14 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-import struct
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from kafkalite.common import structs
+from kafkalite.network.api_spec import ApiSpec, RequestContext
+from kafkalite.network.connection import Connection
+from kafkalite.network.responses import CloseConnection, FileRange
+from kafkalite.network.unexpected_errors import describe_unexpected
 from kafkalite.protocol import messages
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.errors import ErrorCode
@@ -26,30 +29,11 @@ from kafkalite.protocol.headers import (
     response_header,
     skip_tagged_fields,
 )
-from kafkalite.server.api_table import ApiSpec
-from kafkalite.server.connection import CloseConnection, Connection, FileRange
-from kafkalite.server.unexpected_errors import describe_unexpected
 
 if TYPE_CHECKING:
     from kafkalite.server.faults import FaultInjector
 
 log = logging.getLogger(__name__)
-_I32 = struct.Struct(">i")
-
-
-@dataclass(slots=True)
-class RequestContext:
-    connection: Connection
-    api_key: int
-    api_version: int
-    correlation_id: int
-    client_id: str | None
-    header_flexible: bool
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def listener(self) -> str:
-        return self.connection.listener
 
 
 async def _guarded(coro: Coroutine[Any, Any, Any], api: str, version: int) -> Any:
@@ -163,10 +147,10 @@ class RequestChannel:
             else:
                 body = result
             if isinstance(body, bytes | bytearray | memoryview):
-                return [_I32.pack(len(head) + len(body)) + head, body]
+                return [structs.I32.pack(len(head) + len(body)) + head, body]
             size = len(head)
             for p in body:
                 size += p.size if isinstance(p, FileRange) else len(p)
-            return [_I32.pack(size) + head, *body]
+            return [structs.I32.pack(size) + head, *body]
 
         return frame

@@ -22,14 +22,15 @@ import select
 import socket
 import ssl
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
-from kafkalite.server.config import BrokerConfig, ConfigError, Endpoint
-from kafkalite.server.connection import Connection, TlsConnection
-from kafkalite.server.connection_quotas import ConnectionQuotas, parse_overrides, resolve_overrides
-from kafkalite.server.heap_trim import HeapTrimmer
-from kafkalite.server.request_channel import RequestChannel
-from kafkalite.server.request_queue import ConnectionLimits, RequestQueue
+from kafkalite.network.connection import Connection, TlsConnection
+from kafkalite.network.connection_quotas import ConnectionQuotas
+from kafkalite.network.heap_trim import HeapTrimmer
+from kafkalite.network.request_channel import RequestChannel
+from kafkalite.network.request_queue import ConnectionLimits, RequestQueue
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +41,19 @@ _ACCEPT_BACKOFF_S = 0.1
 #: how often (and after how long without traffic) quiet connections are checked
 #: for a readable socket the event loop did not report
 _POKE_INTERVAL_S = 2.0
+
+
+class ListenerEndpoint(Protocol):
+    """A listener to bind (the server's ``config.Endpoint`` is one)."""
+
+    @property
+    def listener(self) -> str: ...
+    @property
+    def host(self) -> str: ...
+    @property
+    def port(self) -> int: ...
+    @property
+    def security_protocol(self) -> str: ...
 
 
 @dataclass(slots=True)
@@ -53,7 +67,7 @@ class _Listener:
 class SocketServer:
     def __init__(
         self,
-        endpoints: list[Endpoint],
+        endpoints: Sequence[ListenerEndpoint],
         channel: RequestChannel,
         *,
         idle_ms: int,
@@ -76,46 +90,6 @@ class SocketServer:
         self._stopped = False
         #: returns the heap of many closed connections to the OS
         self.heap_trimmer = HeapTrimmer(lambda: len(self._ips))
-
-    @classmethod
-    def from_config(
-        cls,
-        config: BrokerConfig,
-        channel: RequestChannel,
-        *,
-        ssl_context: ssl.SSLContext | None = None,
-    ) -> SocketServer:
-        listeners = config.listeners
-        inter_broker = config["inter.broker.listener.name"] or next(
-            (e.listener for e in listeners if e.security_protocol == "PLAINTEXT"),
-            listeners[0].listener,
-        )
-        try:
-            overrides = resolve_overrides(
-                parse_overrides(str(config["max.connections.per.ip.overrides"] or ""))
-            )
-        except (OSError, ValueError) as e:
-            raise ConfigError("max.connections.per.ip.overrides", str(e)) from None
-        return cls(
-            listeners,
-            channel,
-            idle_ms=int(config["connections.max.idle.ms"]),
-            ssl_context=ssl_context,
-            limits=ConnectionLimits(
-                max_inflight=int(config["kafkalite.connection.max.inflight.requests"]),
-                max_queued_bytes=int(config["kafkalite.connection.max.queued.response.bytes"]),
-            ),
-            queue=RequestQueue(
-                int(config["queued.max.requests"]), int(config["queued.max.request.bytes"])
-            ),
-            quotas=ConnectionQuotas(
-                max_connections=int(config["max.connections"]),
-                max_per_ip=int(config["max.connections.per.ip"]),
-                per_ip_overrides=overrides,
-                # as Kafka: protected only when clients have another listener to use
-                protected_listener=str(inter_broker) if len(listeners) > 1 else None,
-            ),
-        )
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()

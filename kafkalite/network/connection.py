@@ -25,22 +25,22 @@ import logging
 import os
 import socket
 import ssl
-import struct
 import threading
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from kafkalite.common import structs
+from kafkalite.network.request_queue import ConnectionLimits, RequestQueue
+from kafkalite.network.responses import CloseConnection, FileRange, Parts
+from kafkalite.network.unexpected_errors import report_unexpected
 from kafkalite.protocol.headers import MalformedRequest
-from kafkalite.server.request_queue import ConnectionLimits, RequestQueue
-from kafkalite.server.unexpected_errors import report_unexpected
 
 if TYPE_CHECKING:
-    from kafkalite.server.request_channel import RequestChannel
+    from kafkalite.network.request_channel import RequestChannel
 
 log = logging.getLogger(__name__)
 
-_I32 = struct.Struct(">i")
 #: one read of a connection that holds no partial frame goes here (one per thread,
 #: shared by its connections: a read is dispatched or copied out before the next)
 _SCRATCH_BYTES = 256 * 1024
@@ -61,33 +61,6 @@ def _thread_scratch() -> memoryview:
     if view is None:
         view = _local.scratch = memoryview(bytearray(_SCRATCH_BYTES))
     return view
-
-
-class FileRange:
-    """A byte range of an open file, sent with sendfile (or copied for TLS).
-
-    ``owner`` is whatever keeps ``fd`` open (a log segment's file, which closes
-    when its last reference goes): held until the range has been sent.
-    """
-
-    __slots__ = ("fd", "offset", "size", "owner")
-
-    def __init__(self, fd: int, offset: int, size: int, owner: object = None) -> None:
-        self.fd = fd
-        self.offset = offset
-        self.size = size
-        self.owner = owner
-
-    def read_bytes(self) -> bytes:
-        return os.pread(self.fd, self.size, self.offset)
-
-
-#: A response on the wire: byte chunks and file ranges, in order.
-Parts = list[Any]
-
-
-class CloseConnection(Exception):
-    """Raised by a handler to drop the connection (e.g. an unknown api key)."""
 
 
 class Connection:
@@ -465,7 +438,7 @@ class Connection:
             ):
                 self._blocked = True
                 break
-            size = _I32.unpack_from(view, start)[0]
+            size = structs.I32.unpack_from(view, start)[0]
             if size < 0 or size > max_bytes:
                 log.warning(
                     "closing connection from %s: request of %d bytes exceeds socket.request.max.bytes=%d",
@@ -495,7 +468,7 @@ class Connection:
         if len(self._rbuf) < n:
             size = max(n, _MIN_BUFFER)
             if n >= 4:
-                need = 4 + _I32.unpack_from(data, 0)[0]
+                need = 4 + structs.I32.unpack_from(data, 0)[0]
                 if need > n:
                     size = max(n, min(need, 2 * n), _MIN_BUFFER)
             self._rbuf = bytearray(size)
@@ -545,7 +518,7 @@ class Connection:
         used = self._rend - self._rstart
         size = max(2 * len(self._rbuf), _MIN_BUFFER)
         if used >= 4:
-            need = 4 + _I32.unpack_from(self._rview, self._rstart)[0]
+            need = 4 + structs.I32.unpack_from(self._rview, self._rstart)[0]
             if need > used:
                 size = min(size, need)
         buf = bytearray(size)
@@ -568,7 +541,7 @@ class Connection:
         if self._reserved or self.control_plane or self._queue.paused:
             return
         if self._rend - self._rstart >= 4:
-            size = _I32.unpack_from(self._rview, self._rstart)[0]
+            size = structs.I32.unpack_from(self._rview, self._rstart)[0]
             if 0 <= size <= self.channel.max_request_size:
                 self._reserved = 4 + size
                 self._queue.reserve(self._reserved)

@@ -1,0 +1,59 @@
+"""The broker's :class:`SocketServer` from its config.
+
+The network layer takes typed values (endpoints, bounds, quotas) and never
+reads ``BrokerConfig``; this is where Kafka's property names become those
+values, and where a bad value becomes a ``ConfigError`` naming its key.
+"""
+
+from __future__ import annotations
+
+import ssl
+
+from kafkalite.network.connection_quotas import (
+    ConnectionQuotas,
+    parse_overrides,
+    resolve_overrides,
+)
+from kafkalite.network.request_channel import RequestChannel
+from kafkalite.network.request_queue import ConnectionLimits, RequestQueue
+from kafkalite.network.socket_server import SocketServer
+from kafkalite.server.config import BrokerConfig, ConfigError
+
+
+def build_socket_server(
+    config: BrokerConfig,
+    channel: RequestChannel,
+    *,
+    ssl_context: ssl.SSLContext | None = None,
+) -> SocketServer:
+    listeners = config.listeners
+    inter_broker = config["inter.broker.listener.name"] or next(
+        (e.listener for e in listeners if e.security_protocol == "PLAINTEXT"),
+        listeners[0].listener,
+    )
+    try:
+        overrides = resolve_overrides(
+            parse_overrides(str(config["max.connections.per.ip.overrides"] or ""))
+        )
+    except (OSError, ValueError) as e:
+        raise ConfigError("max.connections.per.ip.overrides", str(e)) from None
+    return SocketServer(
+        listeners,
+        channel,
+        idle_ms=int(config["connections.max.idle.ms"]),
+        ssl_context=ssl_context,
+        limits=ConnectionLimits(
+            max_inflight=int(config["kafkalite.connection.max.inflight.requests"]),
+            max_queued_bytes=int(config["kafkalite.connection.max.queued.response.bytes"]),
+        ),
+        queue=RequestQueue(
+            int(config["queued.max.requests"]), int(config["queued.max.request.bytes"])
+        ),
+        quotas=ConnectionQuotas(
+            max_connections=int(config["max.connections"]),
+            max_per_ip=int(config["max.connections.per.ip"]),
+            per_ip_overrides=overrides,
+            # as Kafka: protected only when clients have another listener to use
+            protected_listener=str(inter_broker) if len(listeners) > 1 else None,
+        ),
+    )
