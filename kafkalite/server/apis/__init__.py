@@ -128,11 +128,11 @@ class BrokerServices:
     api_versions: Callable[[], list[dict[str, int]]]
 
 
-def _collaborators(s: BrokerServices | None) -> dict[str, Any]:
-    """Per handler module, the first argument of its handlers (all None without
-    services: the table is then only read for its keys and versions)."""
+def _collaborators(s: BrokerServices | None) -> dict[str, Any] | None:
+    """Per handler module, the first argument of its handlers (None without services:
+    the table is then only read for its keys and versions)."""
     if s is None:
-        return {}
+        return None
     cache, rm = s.metadata_cache, s.replica_manager
     return {
         produce.__name__: ProduceDeps(s.clock_ms, cache, rm, s.append_sequencer),
@@ -249,6 +249,12 @@ _TABLE: list[tuple[Any, int, int, Any, bool, str]] = [
 ]
 
 
+def _bind(handler: Callable[..., Any], bound: dict[str, Any] | None) -> Callable[[Any, Any], Any]:
+    """``handler(ctx, request)`` with its module's collaborators bound once (a module
+    missing from :func:`_collaborators` fails here, when the broker starts)."""
+    return partial(handler, None if bound is None else bound[handler.__module__])
+
+
 # straight-line decoders for the hot path (kio for every other API)
 _DECODERS = {ApiKey.PRODUCE: parse_produce_request, ApiKey.FETCH: parse_fetch_request}
 
@@ -262,7 +268,7 @@ def build_api_table(services: BrokerServices | None) -> dict[int, ApiSpec]:
             key.name.title().replace("_", ""),
             lo,
             hi,
-            partial(handler, bound.get(handler.__module__)),
+            _bind(handler, bound),
             serial,
             notes,
             advertised_min_version=0 if key == ApiKey.PRODUCE else None,
@@ -306,7 +312,7 @@ def build_controller_api_table(services: BrokerServices | None) -> dict[int, Api
             key.name.title().replace("_", ""),
             lo,
             hi,
-            partial(handler, bound.get(handler.__module__)),
+            _bind(handler, bound),
             serial,
             notes,
             inter_broker=True,
