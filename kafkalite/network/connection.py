@@ -51,6 +51,11 @@ _KEEP_BYTES = 1 << 20
 _TRIM_SECONDS = 1.0
 #: recv calls per readable callback while a frame is incomplete (others get their turn)
 _READS_PER_WAKEUP = 16
+#: requests one connection may start per turn of the event loop: a client pipelining
+#: thousands of cheap requests (256 KiB of ApiVersions is 13,000 of them) would
+#: otherwise hold the loop for seconds while every other client waits (Kafka's
+#: processors give each connection one request per poll)
+_FRAMES_PER_TURN = 128
 _NO_BUFFER = bytearray()
 _NO_VIEW = memoryview(_NO_BUFFER)
 _local = threading.local()
@@ -88,6 +93,8 @@ class Connection:
         "_resume_fut",
         "_readable_fut",
         "_blocked",
+        "_turn_left",
+        "_yielded",
         "_serial_wait",
         "_scratch",
         "_rbuf",
@@ -149,6 +156,10 @@ class Connection:
         self._resume_fut: asyncio.Future[None] | None = None
         self._readable_fut: asyncio.Future[None] | None = None
         self._blocked = False
+        #: requests this connection may still start in this turn (``_FRAMES_PER_TURN``)
+        self._turn_left = _FRAMES_PER_TURN
+        #: used up its turn: not read or dispatched until ``_next_turn`` runs
+        self._yielded = False
         self._serial_wait: asyncio.Future[Any] | None = None
         self._scratch = _thread_scratch()
         # no buffer of its own until a read ends inside a frame (see _keep)
@@ -229,6 +240,7 @@ class Connection:
         """Whether the next request may start: the connection's and the broker's bounds."""
         return (
             self._serial_wait is None
+            and not self._yielded
             and len(self._pending) < self._max_inflight
             and self._unsent < self._max_queued
             # a paused queue still lets through the buffered frame it already counts
@@ -237,7 +249,7 @@ class Connection:
 
     def _want_read(self) -> bool:
         """Whether to read the socket: ``_may_dispatch``, or finish a frame the queue counts."""
-        if self._closed or self._eof or self._serial_wait is not None:
+        if self._closed or self._eof or self._serial_wait is not None or self._yielded:
             return False
         if len(self._pending) >= self._max_inflight or self._unsent >= self._max_queued:
             return False  # muted until its responses drain (the client is not reading)
@@ -272,6 +284,7 @@ class Connection:
         self._resume_scheduled = False
         if self._closed or self._reading:
             return
+        self._turn_left = _FRAMES_PER_TURN
         if self._want_read():
             self._start_reading()
             self._after_read()  # the frames that arrived while muted
@@ -306,6 +319,7 @@ class Connection:
         that sends half a request and resets would hold its connection until
         ``connections.max.idle.ms``).
         """
+        self._turn_left = _FRAMES_PER_TURN
         if self._read_once() and self._rend and self._reading:
             for _ in range(_READS_PER_WAKEUP - 1):
                 if not self._read_once() or not self._rend or not self._reading:
@@ -399,6 +413,7 @@ class Connection:
         if (
             self._reading
             and self._serial_wait is None
+            and not self._yielded
             and len(self._pending) < self._max_inflight
             and self._unsent < self._max_queued
             and not self._queue.paused
@@ -438,6 +453,10 @@ class Connection:
             ):
                 self._blocked = True
                 break
+            if self._turn_left <= 0:
+                self._end_turn()
+                self._blocked = True
+                break
             size = structs.I32.unpack_from(view, start)[0]
             if size < 0 or size > max_bytes:
                 log.warning(
@@ -453,9 +472,26 @@ class Connection:
             if self._reserved and start == self._rstart and view is self._rview:
                 self._release_reservation()  # the admitted frame is handled now
             start += 4 + size
+            self._turn_left -= 1
             if not self._dispatch(frame) or self._closed:
                 return -1
         return start
+
+    def _end_turn(self) -> None:
+        """The turn's requests are started: let the other connections' callbacks run first."""
+        if not self._yielded:
+            self._yielded = True
+            self.loop.call_soon(self._next_turn)
+
+    def _next_turn(self) -> None:
+        self._yielded = False
+        if self._closed:
+            return
+        self._turn_left = _FRAMES_PER_TURN
+        if self._reading:  # stopped only if another bound holds it too
+            self._after_read()
+        else:
+            self._resume()
 
     # ---- the connection's own read buffer ----------------------------------
     def _keep(self, data: memoryview) -> None:
@@ -565,6 +601,7 @@ class Connection:
                     return
                 self._rend += n
                 self.last_active = time.monotonic()
+                self._turn_left = _FRAMES_PER_TURN
                 self._after_read()
                 if self._closed or self._eof:
                     return

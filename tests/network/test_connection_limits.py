@@ -232,6 +232,43 @@ def test_connection_is_muted_while_its_responses_are_unwritten_and_read_again_wh
         c.close()
 
 
+def test_a_pipelining_client_takes_turns_with_the_others(kafka_broker_factory):
+    """A client pipelining 20,000 cheap requests in one write (and reading every answer,
+    so no bound mutes it) starts at most a turn's worth of them before other clients'
+    requests are handled: another client's ApiVersions is answered long before the
+    burst is through. Before, one read callback handled every frame it had read (the
+    fuzz bench saw the event loop held 2 s by a burst of ApiVersions v0)."""
+    b = kafka_broker_factory()
+    burst = RawClient.to(b.bootstrap_servers, timeout=60)
+    other = RawClient.to(b.bootstrap_servers)
+    n = 20000
+    frames = b"".join(request_bytes(API_VERSIONS, 3, cid, api_versions()) for cid in range(n))
+    answered: list[int] = []
+
+    def drain() -> None:
+        for _ in range(n):
+            answered.append(struct.unpack_from(">i", burst.read_frame())[0])
+
+    def handled() -> int:
+        return b.call(lambda: b.kafka.channel.requests_total.get(API_VERSIONS, 0))
+
+    reader = threading.Thread(target=drain, daemon=True)
+    try:
+        server_side(b, burst)
+        server_side(b, other)
+        before = handled()
+        reader.start()
+        burst.send_raw(frames)  # all of it is in the broker's socket buffer now
+        assert other.call(API_VERSIONS, 3, api_versions()).error_code == 0
+        during = handled() - before
+        assert during < n // 2, f"{during} of the burst's {n} requests were handled first"
+        reader.join(60)
+        assert answered == list(range(n))  # the burst is answered in full, in order
+    finally:
+        burst.close()
+        other.close()
+
+
 def test_pipelining_deeper_than_the_inflight_bound_is_answered_in_order(
     kafka_broker_factory,
 ):
