@@ -34,7 +34,7 @@ class ApiSpec:
     #: sent between brokers (controller requests), not by clients
     inter_broker: bool = False
     #: ``(frame, body_offset, version) -> request`` replacing kio's decoder on a hot path
-    decoder: Callable[[bytes, int, int], Any] | None = None
+    decoder: Callable[[bytes | memoryview, int, int], Any] | None = None
 
 
 @dataclass(slots=True)

@@ -63,8 +63,10 @@ class RequestChannel:
         self.connections.discard(conn)
 
     def handle(
-        self, conn: Connection, frame: bytes
+        self, conn: Connection, frame: bytes | memoryview
     ) -> tuple[Any, Callable[[Any], Any], bool] | None:
+        """Decode one frame and start its handler. ``frame`` is ``bytes``, or for a
+        large Produce a writable view of the connection's buffer (``Connection._hand_over``)."""
         hdr = parse_request_header(frame)
         spec = self.api_table.get(hdr.api_key)
         if spec is None:
@@ -85,6 +87,8 @@ class RequestChannel:
         if decoder is not None:
             request = decoder(frame, body_offset, version)  # raises MalformedRequest
         else:
+            if type(frame) is not bytes:  # only a Produce is handed a view
+                frame = bytes(frame)
             try:
                 request = messages.decode_request(hdr.api_key, version, frame, body_offset)
             except Exception as e:  # kio raises many kinds on garbage input

@@ -70,7 +70,7 @@ class ProduceRequest:
         self.topic_data = topic_data
 
 
-def parse_produce_request(buf: bytes, pos: int, version: int) -> ProduceRequest:
+def parse_produce_request(buf: bytes | memoryview, pos: int, version: int) -> ProduceRequest:
     """Decode the body that starts at ``pos`` (after the request header)."""
     try:
         return _parse(buf, pos, version, version >= FIRST_FLEXIBLE)
@@ -78,7 +78,7 @@ def parse_produce_request(buf: bytes, pos: int, version: int) -> ProduceRequest:
         raise MalformedRequest(f"cannot decode Produce v{version}: {e!r}") from None
 
 
-def _parse(buf: bytes, pos: int, version: int, flexible: bool) -> ProduceRequest:
+def _parse(buf: bytes | memoryview, pos: int, version: int, flexible: bool) -> ProduceRequest:
     end = len(buf)
     mv = memoryview(buf)
     # transactional_id: nullable string

@@ -62,6 +62,9 @@ from kafkalite.protocol.record_scan import (
 )
 
 Buffer = bytes | bytearray | memoryview
+#: a batch the check may patch and the log assigns offsets in: our own copy, or a
+#: writable view of a request buffer handed over by the connection
+WritableBuffer = bytearray | memoryview
 
 #: Kafka's LegacyRecord.RECORD_OVERHEAD_V0, the smallest size a batch may claim
 _MIN_RECORD_OVERHEAD = 14
@@ -129,7 +132,7 @@ class CheckedBatch:
     """A client batch that passed every check: what to append and its header."""
 
     header: BatchHeader
-    records: bytearray  # the batch to append (a copy: offsets are assigned in it)
+    records: WritableBuffer  # the batch to append (offsets are assigned in it)
     size: int
 
 
@@ -207,7 +210,7 @@ def _next_batch_size(buf: bytes | bytearray | memoryview, pos: int) -> int | Non
 
 
 def check_client_batch(
-    buf: bytearray, size: int, limits: TopicLimits, now_ms: int
+    buf: WritableBuffer, size: int, limits: TopicLimits, now_ms: int
 ) -> CheckedBatch | BatchCheck:
     """The log's checks on the batch a client produced (``buf``, ``size`` bytes).
 
@@ -247,7 +250,7 @@ def check_client_batch(
     return job
 
 
-def _check_header(buf: bytearray, size: int, limits: TopicLimits) -> BatchHeader:
+def _check_header(buf: WritableBuffer, size: int, limits: TopicLimits) -> BatchHeader:
     """UnifiedLog.analyzeAndValidateRecords and LogValidator.validateBatch."""
     base_offset = structs.I64.unpack_from(buf, 0)[0]
     if base_offset != 0:
@@ -306,7 +309,7 @@ def _record_checks(h: BatchHeader, limits: TopicLimits, now_ms: int) -> RecordCh
 
 
 def _check_records(
-    buf: bytearray,
+    buf: WritableBuffer,
     h: BatchHeader,
     checks: RecordChecks,
     sink: Recompressor | None,
@@ -320,7 +323,7 @@ def _check_records(
 
 
 def _finish(
-    buf: bytearray,
+    buf: WritableBuffer,
     h: BatchHeader,
     checks: RecordChecks,
     max_delta: int,

@@ -20,6 +20,7 @@ from kafkalite.protocol.record_batch import (
     iter_headers,
     validate_records,
 )
+from kafkalite.protocol.record_validator import WritableBuffer
 from kafkalite.replica.producer_state import ProducerStateManager
 
 if TYPE_CHECKING:
@@ -141,7 +142,7 @@ class Partition:
             raise KafkaError(ErrorCode.not_leader_or_follower)
 
     def append_records_to_leader(
-        self, records: bytearray, required_acks: int, validated: ValidatedRecords | None = None
+        self, records: WritableBuffer, required_acks: int, validated: ValidatedRecords | None = None
     ):  # -> LogAppendInfo
         self.check_leader()
         assert self.log is not None

@@ -30,6 +30,7 @@ from kafkalite.log.errors import LogError, OffsetOutOfRange
 from kafkalite.log.fetch_data import FileSlice
 from kafkalite.protocol.errors import ErrorCode, KafkaError
 from kafkalite.protocol.record_batch import InvalidRecordBatch, ValidatedRecords
+from kafkalite.protocol.record_validator import WritableBuffer
 from kafkalite.replica.delayed_delete_records import DelayedDeleteRecords, DeleteRecordsStatus
 from kafkalite.replica.delayed_fetch import DelayedFetch, FetchPartitionStatus
 from kafkalite.replica.delayed_produce import DelayedProduce, ProducePartitionStatus
@@ -362,7 +363,7 @@ class ReplicaManager:
         self,
         timeout_ms: int,
         required_acks: int,
-        entries: dict[TopicPartition, bytearray],
+        entries: dict[TopicPartition, WritableBuffer],
         respond: Callable[[dict[TopicPartition, ProduceResult]], Any] | None = None,
         *,
         validated: Mapping[TopicPartition, ValidatedRecords] | None = None,

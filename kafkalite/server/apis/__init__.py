@@ -256,7 +256,11 @@ def _bind(handler: Callable[..., Any], bound: dict[str, Any] | None) -> Callable
 
 
 # straight-line decoders for the hot path (kio for every other API)
-_DECODERS = {ApiKey.PRODUCE: parse_produce_request, ApiKey.FETCH: parse_fetch_request}
+# Fetch frames are always bytes (only a large Produce is handed a view of the buffer)
+_DECODERS: dict[ApiKey, Callable[..., Any]] = {
+    ApiKey.PRODUCE: parse_produce_request,
+    ApiKey.FETCH: parse_fetch_request,
+}
 
 
 def build_api_table(services: BrokerServices | None) -> dict[int, ApiSpec]:

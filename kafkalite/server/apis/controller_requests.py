@@ -92,12 +92,13 @@ class ControllerRequestChannel(RequestChannel):
     gate: ControllerRequestGate | None = None
 
     def handle(
-        self, conn: Connection, frame: bytes
+        self, conn: Connection, frame: bytes | memoryview
     ) -> tuple[Any, Callable[[Any], Any], bool] | None:
         if len(frame) >= 4:
             api_key, version = _KEY_VERSION.unpack_from(frame, 0)
             if api_key in ib.CONTROLLER_APIS and api_key in self.api_table:
-                return self._handle_controller_request(conn, frame, api_key, version)
+                # bytes already (only a Produce is handed a view): bytes() returns it as is
+                return self._handle_controller_request(conn, bytes(frame), api_key, version)
         return super().handle(conn, frame)
 
     def _handle_controller_request(

@@ -21,6 +21,7 @@ from kafkalite.protocol.record_validator import (
     BatchCheck,
     CheckedBatch,
     TopicLimits,
+    WritableBuffer,
     check_client_batch,
     check_request_records,
 )
@@ -55,7 +56,7 @@ class ProduceDeps:
 def handle_produce(deps: ProduceDeps, ctx: RequestContext, req: ProduceRequest) -> Any:
     acks = req.acks
     timeout_ms = req.timeout_ms
-    entries: dict[TP, bytearray] = {}
+    entries: dict[TP, WritableBuffer] = {}
     validated: dict[TP, ValidatedRecords] = {}
     results: dict[TP, ProduceResult] = {}
     record_errors: dict[TP, list[tuple[int, str]]] = {}
@@ -103,8 +104,11 @@ def handle_produce(deps: ProduceDeps, ctx: RequestContext, req: ProduceRequest) 
                 try:
                     size = check_request_records(records, ctx.api_version)
                     # a trailing partial batch is dropped, as Kafka's log trims it; the copy
-                    # is the log's (offsets are assigned in place) and the check's
-                    data = bytearray(memoryview(records)[:size])
+                    # is the log's (offsets are assigned in place) and the check's. A large
+                    # request's batch is a writable view of a buffer the request owns
+                    # (Connection._hand_over): appended from where it is, not copied
+                    view = memoryview(records)[:size]
+                    data = bytearray(view) if view.readonly else view
                     cfg = _leader_config(deps, tp)
                     if cfg is None:
                         # the append answers UNKNOWN_TOPIC_OR_PARTITION / NOT_LEADER_OR_FOLLOWER
