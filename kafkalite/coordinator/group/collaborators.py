@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from kafkalite.common.types import TopicPartition
+from kafkalite.protocol.record_validator import WritableBuffer
 
 if TYPE_CHECKING:
     from kafkalite.log.log import Log
@@ -61,7 +62,7 @@ class Replicas(Protocol):
     def get_partition(self, tp: TopicPartition) -> HostedPartition | None: ...
 
     def append_records(
-        self, timeout_ms: int, required_acks: int, entries: dict[TopicPartition, bytearray]
+        self, timeout_ms: int, required_acks: int, entries: dict[TopicPartition, WritableBuffer]
     ) -> Any: ...
 
 
