@@ -19,7 +19,7 @@ import ssl
 from kafkalite.common import structs
 from kafkalite.controller.channel_manager import inter_broker_endpoint, is_tls
 from kafkalite.metadata.kafka_zk_client import KafkaZkClient
-from kafkalite.metadata.store import MetadataStore, MetadataStoreError
+from kafkalite.metadata.store import MetadataStore, MetadataStoreError, SessionState
 from kafkalite.protocol import inter_broker as ib
 from kafkalite.protocol.errors import ErrorCode
 
@@ -101,7 +101,14 @@ async def controlled_shutdown(
     secret: bytes | None = None,
 ) -> bool:
     """Ask the controller until it has moved every leadership off this broker; False if
-    it never did within ``max_retries`` attempts (the broker then stops anyway)."""
+    it never did within ``max_retries`` attempts (the broker then stops anyway).
+
+    Skipped without a live metadata session: the broker is then no longer
+    registered, and no controller would act on its request.
+    """
+    if store.state is not SessionState.CONNECTED or store.session_id is None:
+        log.warning("broker %d: no metadata session; skipping controlled shutdown", broker_id)
+        return False
     for attempt in range(1, max(1, max_retries) + 1):
         try:
             resp = await send_controlled_shutdown(

@@ -32,12 +32,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from kafkalite.common.types import TopicPartition
+from kafkalite.controller.channel_manager import ControllerChannelManager
 from kafkalite.controller.controller_context import (
     ControllerContext,
     PartitionAndReplica,
@@ -93,8 +95,47 @@ class ControllerConfig:
     #: Kafka waits 5 s after failover before the first imbalance check
     auto_leader_rebalance_initial_delay_seconds: float = 5.0
 
+    @classmethod
+    def from_broker_config(cls, cfg: Any) -> ControllerConfig:
+        """From the broker config (Kafka's names); unclean election is read live."""
+        return cls(
+            unclean_leader_election_enable=lambda: bool(cfg["unclean.leader.election.enable"]),
+            delete_topic_enable=bool(cfg["delete.topic.enable"]),
+            auto_leader_rebalance_enable=bool(cfg["auto.leader.rebalance.enable"]),
+            leader_imbalance_per_broker_percentage=int(
+                cfg["leader.imbalance.per.broker.percentage"]
+            ),
+            leader_imbalance_check_interval_seconds=float(
+                cfg["leader.imbalance.check.interval.seconds"]
+            ),
+        )
+
 
 class KafkaController:
+    @classmethod
+    def for_broker(
+        cls,
+        broker_id: int,
+        store: MetadataStore,
+        cfg: Any,
+        *,
+        ssl_context: ssl.SSLContext | None,
+        secret: bytes | None,
+        register_broker: Callable[[], Awaitable[Any]],
+    ) -> KafkaController:
+        """A broker's controller, talking to the brokers over TCP (ControllerChannelManager),
+        configured from the broker config (Kafka's names)."""
+        channel = ControllerChannelManager(
+            broker_id,
+            listener_name=cfg.inter_broker_listener,
+            control_plane_listener_name=cfg["control.plane.listener.name"],
+            request_timeout_ms=int(cfg["request.timeout.ms"]),
+            ssl_context=ssl_context,
+            secret=secret,
+        )
+        config = ControllerConfig.from_broker_config(cfg)
+        return cls(broker_id, store, channel, config=config, register_broker=register_broker)
+
     def __init__(
         self,
         broker_id: int,

@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from kafkalite.common.types import TopicPartition
 from kafkalite.log.checkpoint import (
@@ -95,6 +96,38 @@ def log_delete_dir_name(topic: str, partition: int) -> str:
 
 
 class LogManager:
+    @classmethod
+    def from_broker_config(
+        cls,
+        cfg: Any,
+        default_config: LogConfig,
+        *,
+        clock_ms: Callable[[], int],
+        topic_configs: Mapping[str, LogConfig],
+        initial_offline_dirs: Iterable[Path],
+    ) -> LogManager:
+        """A broker's LogManager, its intervals read from the broker config (Kafka's names)."""
+        return cls(
+            cfg.log_dirs,
+            default_config,
+            clock_ms=clock_ms,
+            retention_check_interval_ms=int(cfg["log.retention.check.interval.ms"]),
+            recovery_point_checkpoint_interval_ms=int(
+                cfg["log.flush.offset.checkpoint.interval.ms"]
+            ),
+            log_start_offset_checkpoint_interval_ms=int(
+                cfg["log.flush.start.offset.checkpoint.interval.ms"]
+            ),
+            flush_check_interval_ms=int(cfg["log.flush.scheduler.interval.ms"]),
+            high_watermark_checkpoint_interval_ms=int(
+                cfg["replica.high.watermark.checkpoint.interval.ms"]
+            ),
+            recovery_threads_per_data_dir=int(cfg["num.recovery.threads.per.data.dir"]),
+            topic_configs=topic_configs,
+            cleaner_config=CleanerConfig.from_properties(cfg),
+            initial_offline_dirs=initial_offline_dirs,
+        )
+
     def __init__(
         self,
         log_dirs: list[Path],

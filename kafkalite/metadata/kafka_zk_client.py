@@ -89,6 +89,49 @@ class KafkaZkClient:
         for path in zk_paths.PERSISTENT_PATHS:
             await self.store.ensure_path(path)
 
+    async def get_or_create_cluster_id(self, proposed: str) -> str:
+        """/cluster/id, created with ``proposed`` by the first broker (createOrGetClusterId)."""
+        got = await self.store.get_or_none(zk_paths.CLUSTER_ID)
+        if got is None:
+            try:
+                await self.store.create(
+                    zk_paths.CLUSTER_ID, zk_data.ClusterId(proposed).encode(), makepath=True
+                )
+            except NodeExistsError:
+                pass
+            got = await self.store.get(zk_paths.CLUSTER_ID)
+        return zk_data.ClusterId.decode(got[0]).id
+
+    async def generate_broker_sequence_id(self) -> int:
+        """A new value of the /brokers/seqid counter (its data version, bumped by a write)."""
+        try:
+            stat = await self.store.set(zk_paths.BROKER_SEQUENCE_ID, b"")
+        except NoNodeError:
+            try:
+                await self.store.create(zk_paths.BROKER_SEQUENCE_ID, b"", makepath=True)
+            except NodeExistsError:
+                pass
+            stat = await self.store.set(zk_paths.BROKER_SEQUENCE_ID, b"")
+        return int(stat.version)
+
+    async def register_broker(self, broker_id: int, reg: zk_data.BrokerRegistration) -> int:
+        """Create the ephemeral /brokers/ids/<id>; returns its czxid (the broker epoch).
+
+        A registration left by this same session is kept; one held by another live
+        session means a second broker with this id, which is refused.
+        """
+        path = zk_paths.broker_path(broker_id)
+        try:
+            await self.store.create(path, reg.encode(), ephemeral=True, makepath=True)
+        except NodeExistsError:
+            stat = await self.store.exists(path)
+            if stat is None or stat.ephemeral_owner != self.store.session_id:
+                raise RuntimeError(
+                    f"broker.id {broker_id} is already registered in the metadata store by a live broker"
+                ) from None
+        stat = await self.store.exists(path)
+        return stat.czxid if stat is not None else -1
+
     # ---- /controller, /controller_epoch -------------------------------------------
     async def get_controller_id(self, watch: WatchCallback | None = None) -> int:
         """The active controller's broker id; -1 if absent or unreadable.
@@ -417,6 +460,16 @@ class KafkaZkClient:
                 pass
 
     # ---- /log_dir_event_notification -------------------------------------------------
+    async def propagate_log_dir_event(self, broker_id: int) -> None:
+        """/log_dir_event_notification/log_dir_event_<seq>: the controller then asks the
+        broker which of its replicas are offline."""
+        await self.store.create(
+            zk_paths.log_dir_event_notification_path(),
+            zk_data.LogDirEventNotification(broker_id).encode(),
+            sequential=True,
+            makepath=True,
+        )
+
     async def get_log_dir_event_notifications(
         self, watch: WatchCallback | None = None
     ) -> list[str]:

@@ -186,7 +186,7 @@ def decode_controller_epoch(data: bytes | str) -> int:
 _ENDPOINT_RE = re.compile(r"^(.*)://\[?([0-9a-zA-Z\-%._:]*)\]?:(-?[0-9]+)$")
 
 
-#: the old name of :class:`kafkalite.common.types.Endpoint` (``server/broker.py`` uses it)
+#: the old name of :class:`kafkalite.common.types.Endpoint` (``server/broker_identity.py`` uses it)
 EndPoint = Endpoint
 
 

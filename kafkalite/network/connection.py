@@ -22,6 +22,7 @@ import asyncio
 import collections
 import errno
 import logging
+import mmap
 import os
 import socket
 import ssl
@@ -161,7 +162,8 @@ class Connection:
         self._serial_wait: asyncio.Future[Any] | None = None
         self._scratch = _thread_scratch()
         # no buffer of its own until a read ends inside a frame (see _keep)
-        self._rbuf = _NO_BUFFER
+        #: a bytearray, or an anonymous mapping for a frame over 1 MiB (see _grow)
+        self._rbuf: bytearray | mmap.mmap = _NO_BUFFER
         self._rview = _NO_VIEW
         self._rstart = self._rend = 0
         self._trim_handle: asyncio.TimerHandle | None = None
@@ -568,14 +570,24 @@ class Connection:
         return self._rview[self._rend :]
 
     def _grow(self) -> None:
-        """Double the full buffer, but never past the frame being received."""
+        """Double the full buffer, but never past the frame being received.
+
+        A frame that outgrows ``_KEEP_BYTES`` (more than 1 MiB of it has arrived)
+        gets one anonymous mapping of its whole size instead: its pages become
+        resident only as the bytes arrive, so memory still follows what the client
+        sent, and the frame is not copied (and zero-filled) again at each doubling
+        (a 48 MiB Produce held the loop 61 ms in its last doubling alone).
+        """
         used = self._rend - self._rstart
         size = max(2 * len(self._rbuf), _MIN_BUFFER)
+        buf: bytearray | mmap.mmap
         if used >= 4:
             need = 4 + structs.I32.unpack_from(self._rview, self._rstart)[0]
             if need > used:
                 size = min(size, need)
-        buf = bytearray(size)
+                if size > _KEEP_BYTES:
+                    size = need
+        buf = mmap.mmap(-1, size) if size > _KEEP_BYTES else bytearray(size)
         view = memoryview(buf)
         # through a view: bytearray slice assignment from a memoryview copies it first
         view[:used] = self._rview[self._rstart : self._rend]

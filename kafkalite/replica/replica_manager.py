@@ -3,8 +3,10 @@
 Handlers call :meth:`append_records` and :meth:`fetch_messages`; both return a
 result at once when they can, or a future completed by a delayed operation in
 the purgatory (acks=all waiting for the ISR, a long-poll fetch waiting for
-data). Leadership changes arrive through :meth:`become_leader_or_follower`
-(the LeaderAndIsr path) and :meth:`stop_replicas`; a failed log dir through
+data). The controller's LeaderAndIsr and StopReplica are applied here
+(:meth:`become_leader_or_follower`, :meth:`stop_replicas`, as Kafka's
+``becomeLeaderOrFollower``/``stopReplicas``), fenced by the controller epoch the
+broker keeps in its metadata cache; a failed log dir arrives through
 :meth:`handle_log_dir_failure`, which takes its partitions offline.
 
 Delayed fetches woken by an append are completed on a later loop iteration
@@ -18,10 +20,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kafkalite.common.types import TopicPartition
 from kafkalite.log.errors import LogError, OffsetOutOfRange
@@ -37,6 +39,7 @@ from kafkalite.timer import loop_slices
 from kafkalite.timer.purgatory import DelayedOperationPurgatory
 
 if TYPE_CHECKING:
+    from kafkalite.log.log_config import LogConfig
     from kafkalite.log.log_manager import LogManager
 
 log = logging.getLogger(__name__)
@@ -105,11 +108,50 @@ class ReplicaManagerConfig:
     delete_records_purge_interval: int = 1  # delete.records.purgatory.purge.interval.requests
     default_min_insync_replicas: int = 1
     topic_min_isr: Callable[[str], int] = field(default=lambda _t: 1)
+    #: a topic's effective log config, for the logs LeaderAndIsr creates
+    log_config_for: Callable[[str], LogConfig | None] = field(default=lambda _t: None)
+    #: fetch the configs of topics the broker has not seen yet (before their logs exist)
+    ensure_topic_configs: Callable[[Iterable[str]], Awaitable[None]] | None = None
+
+    @classmethod
+    def from_broker_config(
+        cls,
+        cfg: Any,
+        broker_id: int,
+        log_config_for: Callable[[str], LogConfig],
+        ensure_topic_configs: Callable[[Iterable[str]], Awaitable[None]],
+    ) -> ReplicaManagerConfig:
+        """From the broker config (Kafka's names) and the broker's topic configs."""
+        return cls(
+            broker_id=broker_id,
+            request_timeout_ms=int(cfg["request.timeout.ms"]),
+            fetch_purge_interval=int(cfg["fetch.purgatory.purge.interval.requests"]),
+            produce_purge_interval=int(cfg["producer.purgatory.purge.interval.requests"]),
+            delete_records_purge_interval=int(
+                cfg["delete.records.purgatory.purge.interval.requests"]
+            ),
+            topic_min_isr=lambda t: log_config_for(t).min_insync_replicas,
+            log_config_for=log_config_for,
+            ensure_topic_configs=ensure_topic_configs,
+        )
+
+
+class ControllerEpochRecord(Protocol):
+    """Where the broker keeps the latest controller epoch (its MetadataCache): LeaderAndIsr,
+    StopReplica and UpdateMetadata are all fenced against this one value."""
+
+    controller_epoch: int
 
 
 class ReplicaManager:
-    def __init__(self, config: ReplicaManagerConfig, log_manager: LogManager) -> None:
+    def __init__(
+        self,
+        config: ReplicaManagerConfig,
+        log_manager: LogManager,
+        epochs: ControllerEpochRecord,
+    ) -> None:
         self.config = config
+        self._epochs = epochs
         self.broker_id = config.broker_id
         self.log_manager = log_manager
         self.partitions: dict[TopicPartition, Partition] = {}
@@ -136,6 +178,8 @@ class ReplicaManager:
         #: called as (partition, is_leader) when LeaderAndIsr/StopReplica set a partition's role
         #: here (the group coordinator loads and unloads __consumer_offsets partitions)
         self.on_leadership_change: list[Callable[[TopicPartition, bool], None]] = []
+        #: called after StopReplica deleted replicas, with the topics no longer hosted here
+        self.on_replicas_deleted: list[Callable[[set[str]], None]] = []
 
     # ---- partitions ---------------------------------------------------------
     def get_partition(self, tp: TopicPartition) -> Partition | None:
@@ -161,27 +205,39 @@ class ReplicaManager:
         return p
 
     async def become_leader_or_follower(
-        self,
-        states: dict[TopicPartition, tuple[uuid.UUID, LeaderAndIsrState]],
-        log_config_for: Callable[[str], Any],
+        self, controller_id: int, controller_epoch: int, states: list[dict[str, Any]]
     ) -> dict[TopicPartition, int]:
-        """Apply LeaderAndIsr: create logs as needed, switch roles. Returns errors.
+        """Apply LeaderAndIsr's partition states: create logs as needed, switch roles.
 
-        The loop runs between partitions once a slice is used up: a new topic of
-        10,000 partitions creates as many log dirs (seconds of file system work).
+        The states were admitted by the caller (``server/apis/controller_requests``); an
+        older controller epoch than the latest is still refused here, as Kafka does.
+        Returns an error per partition. The loop runs between partitions once a slice
+        is used up: a new topic of 10,000 partitions creates as many log dirs (seconds
+        of file system work).
         """
+        if controller_epoch < self._epochs.controller_epoch:
+            return {(s["topic"], s["partition"]): ErrorCode.stale_controller_epoch for s in states}
+        self._epochs.controller_epoch = controller_epoch
+        if self.config.ensure_topic_configs is not None:
+            await self.config.ensure_topic_configs([s["topic"] for s in states])
         errors: dict[TopicPartition, int] = {}
-        for tp, (topic_id, state) in states.items():
-            errors[tp] = self._become_leader_or_follower(tp, topic_id, state, log_config_for)
+        for s in states:
+            tp = (s["topic"], s["partition"])
+            state = LeaderAndIsrState(
+                leader=s["leader"],
+                leader_epoch=s["leader_epoch"],
+                isr=list(s["isr"]),
+                replicas=list(s["replicas"]),
+                partition_epoch=s.get("partition_epoch", 0),
+                controller_epoch=controller_epoch,
+                is_new=bool(s.get("is_new", False)),
+            )
+            errors[tp] = self._become_leader_or_follower(tp, s["topic_id"], state)
             await loop_slices.pause()
         return errors
 
     def _become_leader_or_follower(
-        self,
-        tp: TopicPartition,
-        topic_id: uuid.UUID,
-        state: LeaderAndIsrState,
-        log_config_for: Callable[[str], Any],
+        self, tp: TopicPartition, topic_id: uuid.UUID, state: LeaderAndIsrState
     ) -> int:
         if tp in self.offline_partitions:
             return ErrorCode.kafka_storage_error  # the controller learns it is offline
@@ -193,7 +249,7 @@ class ReplicaManager:
             if state.leader_epoch < p.leader_epoch:
                 return ErrorCode.stale_controller_epoch  # stale leader epoch
             plog = self.log_manager.get_or_create_log(
-                tp[0], tp[1], log_config_for(tp[0]), is_new=state.is_new
+                tp[0], tp[1], self.config.log_config_for(tp[0]), is_new=state.is_new
             )
             p.min_insync_replicas = self.config.topic_min_isr(tp[0])
             if state.leader == self.broker_id:
@@ -209,13 +265,16 @@ class ReplicaManager:
             return e.error_code
 
     async def stop_replicas(
-        self, tps: Iterable[TopicPartition], *, delete: bool
+        self, controller_epoch: int, partitions: list[TopicPartition], delete: bool
     ) -> dict[TopicPartition, int]:
-        """Apply StopReplica: stop serving the partitions, and delete their logs with
-        ``delete`` (in one batch: see LogManager.delete_logs). Returns errors."""
+        """Apply StopReplica (admitted by the caller) to ``partitions``: stop serving them,
+        and with ``delete`` delete their logs (in one batch: see LogManager.delete_logs).
+        Returns an error per partition."""
+        if controller_epoch < self._epochs.controller_epoch:
+            return {tp: ErrorCode.stale_controller_epoch for tp in partitions}
         errors: dict[TopicPartition, int] = {}
         to_delete: list[TopicPartition] = []
-        for tp in tps:
+        for tp in partitions:
             p = self.partitions.pop(tp, None)
             if p is not None:
                 p.leader_id = -1
@@ -234,7 +293,21 @@ class ReplicaManager:
             for tp in to_delete:
                 e = refused.get(tp)
                 errors[tp] = 0 if e is None else e.error_code
+        if delete:
+            # a reassignment deletes one partition's replica while the broker keeps the
+            # others: only topics without any replica left here are gone
+            hosted = {t for t, _p in self.partitions}
+            gone = {tp[0] for tp in partitions} - hosted
+            for deleted in self.on_replicas_deleted:
+                deleted(gone)
         return errors
+
+    def update_topic_config(self, topic: str, config: LogConfig) -> None:
+        """A topic's effective config changed (AlterConfigs, dynamic broker defaults)."""
+        self.log_manager.update_config(topic, config)
+        for (t, _p), part in self.partitions.items():
+            if t == topic:
+                part.min_insync_replicas = config.min_insync_replicas
 
     def handle_log_dir_failure(self, log_dir: Path) -> list[TopicPartition]:
         """Stop serving the replicas whose logs are in ``log_dir`` (Kafka's handleLogDirFailure).

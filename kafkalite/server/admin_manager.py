@@ -12,20 +12,20 @@ import contextlib
 import logging
 import random
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kafkalite.log.errors import ConfigError as LogConfigError
 from kafkalite.log.log_config import LogConfig
 from kafkalite.metadata import zk_data, zk_paths
-from kafkalite.metadata.store import NodeExistsError, NoNodeError
+from kafkalite.metadata.store import MetadataStore, NodeExistsError, NoNodeError
 from kafkalite.protocol.errors import ErrorCode, KafkaError
 from kafkalite.protocol.kafka_uuid import random_uuid, uuid_to_kafka
+from kafkalite.server.config import BrokerConfig
+from kafkalite.server.dynamic_broker_config import DynamicBrokerConfig
+from kafkalite.server.metadata_cache import MetadataCache
 from kafkalite.server.topic_names import INTERNAL_TOPICS, colliding_topic, validate_topic_name
-
-if TYPE_CHECKING:
-    from kafkalite.server.broker import KafkaBroker
 
 log = logging.getLogger(__name__)
 
@@ -77,15 +77,22 @@ def assign_replicas_to_brokers(
 
 
 class AdminManager:
-    def __init__(self, broker: KafkaBroker) -> None:
-        self.broker = broker
+    def __init__(
+        self,
+        store: MetadataStore,
+        config: BrokerConfig,
+        metadata_cache: MetadataCache,
+        dynamic_config: DynamicBrokerConfig,
+    ) -> None:
+        self.store = store
+        self.config = config
+        self.metadata_cache = metadata_cache
+        self.dynamic_config = dynamic_config
         self.creating: set[str] = set()
         #: topic -> config overrides (Kafka names -> strings), mirrored from /config/topics
         self.topic_configs: dict[str, dict[str, str]] = {}
-
-    @property
-    def store(self) -> Any:
-        return self.broker.store
+        #: called with a topic whose overrides this broker changed (AlterConfigs)
+        self.topic_config_listeners: list[Callable[[str], None]] = []
 
     # ---- configs ------------------------------------------------------------
     async def load_topic_configs(self) -> None:
@@ -98,15 +105,28 @@ class AdminManager:
                 raw, _ = await self.store.get(zk_paths.topic_config_path(name))
                 self.topic_configs[name] = dict(zk_data.EntityConfig.decode(raw).config)
 
+    async def ensure_topic_configs(self, topics: Iterable[str]) -> None:
+        """Read the overrides of topics not seen yet (LeaderAndIsr for a new topic)."""
+        for topic in topics:
+            if topic not in self.topic_configs:
+                with contextlib.suppress(NoNodeError, ValueError):
+                    raw, _ = await self.store.get(zk_paths.topic_config_path(topic))
+                    self.topic_configs[topic] = dict(zk_data.EntityConfig.decode(raw).config)
+
+    def forget_topic_configs(self, topics: Iterable[str]) -> None:
+        """The broker hosts no replica of ``topics`` any more (StopReplica with delete)."""
+        for topic in topics:
+            self.topic_configs.pop(topic, None)
+
     def log_config(self, topic: str) -> LogConfig:
         return LogConfig.from_properties(
-            self.topic_configs.get(topic, {}), self.broker.default_log_config
+            self.topic_configs.get(topic, {}), self.dynamic_config.default_log_config
         )
 
     def validate_topic_configs(self, configs: Mapping[str, str | None]) -> LogConfig:
         props = {k: v for k, v in configs.items() if v is not None}
         try:
-            return LogConfig.from_properties(props, self.broker.default_log_config)
+            return LogConfig.from_properties(props, self.dynamic_config.default_log_config)
         except LogConfigError as e:
             raise KafkaError(ErrorCode.invalid_config, str(e)) from None
 
@@ -118,7 +138,17 @@ class AdminManager:
         except NoNodeError:
             await self.store.create(path, data, makepath=True)
         self.topic_configs[topic] = dict(configs)
-        self.broker.on_topic_config_changed(topic)
+        self.topic_config_changed(topic)
+
+    def topic_config_changed(self, topic: str) -> None:
+        """Tell the listeners (the broker's logs and partitions) a topic's config changed."""
+        for listener in self.topic_config_listeners:
+            listener(topic)
+
+    def broker_defaults_changed(self) -> None:
+        """The broker's dynamic defaults changed: every topic's effective config may have."""
+        for topic in list(self.metadata_cache.topics):
+            self.topic_config_changed(topic)
 
     # ---- topics -------------------------------------------------------------
     async def create_topics(
@@ -149,10 +179,12 @@ class AdminManager:
             except KafkaError as e:
                 r.error, r.message = int(e.code), e.message
         if to_wait:
-            await self.broker.wait_for_topics(to_wait, timeout_ms / 1000 if timeout_ms > 0 else 0)
+            await self.metadata_cache.wait_for_topics(
+                to_wait, timeout_ms / 1000 if timeout_ms > 0 else 0
+            )
             for r in results:
                 if r.name in to_wait:
-                    t = self.broker.metadata_cache.get_topic(r.name)
+                    t = self.metadata_cache.get_topic(r.name)
                     if t is not None:
                         r.topic_id = t.topic_id
         return results
@@ -161,7 +193,7 @@ class AdminManager:
         """Kafka's order: a legal name, not already there, no '.'/'_' collision."""
         if (why := validate_topic_name(name)) is not None:
             raise KafkaError(ErrorCode.invalid_topic_exception, why)
-        topics = self.broker.metadata_cache.topics
+        topics = self.metadata_cache.topics
         if name in topics or name in self.creating:
             raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
         other = colliding_topic(name, [*topics, *self.creating, *also_existing])
@@ -174,9 +206,9 @@ class AdminManager:
     def _validate_new_topic(
         self, t: Any, also_existing: Sequence[str] = ()
     ) -> tuple[dict[int, list[int]], dict[str, str]]:
-        cfg = self.broker.config
+        cfg = self.config
         self.check_new_topic_name(t.name, also_existing)
-        live = self.broker.metadata_cache.alive_broker_ids()
+        live = self.metadata_cache.alive_broker_ids()
         manual = list(getattr(t, "assignments", ()) or ())
         num_partitions = int(t.num_partitions)
         rf = int(t.replication_factor)
@@ -263,14 +295,14 @@ class AdminManager:
 
     async def auto_create_topics(self, names: Sequence[str]) -> dict[str, int]:
         """Create topics a Metadata request named; returns the errors of those that failed."""
-        cfg = self.broker.config
-        live = self.broker.metadata_cache.alive_broker_ids()
+        cfg = self.config
+        live = self.metadata_cache.alive_broker_ids()
         rf = min(int(cfg["default.replication.factor"]), max(len(live), 1))
         created: list[str] = []
         errors: dict[str, int] = {}
         for name in names:
             if (
-                name in self.broker.metadata_cache.topics
+                name in self.metadata_cache.topics
                 or name in self.creating
                 or name in INTERNAL_TOPICS
             ):
@@ -285,16 +317,16 @@ class AdminManager:
                     log.warning("auto-creating topic %s failed: %s", name, e.message)
                     errors[name] = int(e.code)
         if created:
-            await self.broker.wait_for_topics(created, 5.0)
+            await self.metadata_cache.wait_for_topics(created, 5.0)
         return errors
 
     async def delete_topics(self, names: Sequence[str], timeout_ms: int) -> dict[str, int]:
         out: dict[str, int] = {}
-        if not self.broker.config["delete.topic.enable"]:
+        if not self.config["delete.topic.enable"]:
             return {n: ErrorCode.topic_deletion_disabled for n in names}
         waiting = []
         for name in names:
-            if name not in self.broker.metadata_cache.topics:
+            if name not in self.metadata_cache.topics:
                 out[name] = ErrorCode.unknown_topic_or_partition
                 continue
             with contextlib.suppress(NodeExistsError):
@@ -304,7 +336,7 @@ class AdminManager:
             out[name] = ErrorCode.none
             waiting.append(name)
         if waiting:
-            ok = await self.broker.wait_for_topics_gone(
+            ok = await self.metadata_cache.wait_for_topics_gone(
                 waiting, timeout_ms / 1000 if timeout_ms > 0 else 0
             )
             for name in waiting:
@@ -317,7 +349,7 @@ class AdminManager:
     async def create_partitions(
         self, topic: str, count: int, assignments: Any, *, validate_only: bool, timeout_ms: int
     ) -> None:
-        cache = self.broker.metadata_cache
+        cache = self.metadata_cache
         t = cache.get_topic(topic)
         if t is None:
             raise KafkaError(
@@ -375,6 +407,6 @@ class AdminManager:
             current_assignment.topic_id,
         )
         await self.store.set(zk_paths.topic_path(topic), grown.encode(), version=stat.version)
-        await self.broker.wait_for_partitions(
+        await self.metadata_cache.wait_for_partitions(
             topic, count, timeout_ms / 1000 if timeout_ms > 0 else 0
         )

@@ -1,7 +1,9 @@
 """MetadataCache: what this broker tells clients about brokers, topics and leaders.
 
 Filled only by UpdateMetadata from the controller (never by reading the
-metadata store directly), as in Kafka's ZooKeeper mode.
+metadata store directly), as in Kafka's ZooKeeper mode: :meth:`update_metadata`
+applies it. Admin requests wait here (:meth:`wait_for_topics` and friends) until
+the controller's update shows what they wrote to the store.
 
 It also keeps each topic's encoded Metadata response entry per version, built
 on first use and dropped when the topic's partitions or the set of live
@@ -11,11 +13,16 @@ cached bytes.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.metadata_response import encode_topic
+from kafkalite.server.topic_names import INTERNAL_TOPICS
+from kafkalite.timer import loop_slices
 
 
 @dataclass(slots=True)
@@ -54,6 +61,61 @@ class MetadataCache:
         self.cluster_id: str | None = None
         #: topic -> {Metadata version: encoded topic entry}
         self._encoded: dict[str, dict[int, bytes]] = {}
+        self._waiters: list[tuple[Callable[[], bool], asyncio.Future[None]]] = []
+
+    # ---- UpdateMetadata -------------------------------------------------------
+    async def update_metadata(
+        self,
+        controller_id: int,
+        controller_epoch: int,
+        states: list[dict[str, Any]],
+        live_brokers: list[dict[str, Any]],
+        deleted_topics: list[str],
+    ) -> None:
+        """Apply an (admitted) UpdateMetadata.
+
+        Build the changed topics aside (the loop runs between slices of a big
+        request), then apply everything in one step, as Kafka swaps in a new metadata
+        snapshot: a client never sees half of a topic's partitions."""
+        if controller_epoch < self.controller_epoch:
+            return
+        brokers = []
+        for b in live_brokers:
+            eps = {}
+            for e in b.get("endpoints", []):
+                name, rest = e.split("://", 1)
+                host, port = rest.rsplit(":", 1)
+                eps[name] = (host.strip("[]"), int(port))
+            brokers.append(BrokerEndpointInfo(int(b["id"]), eps, b.get("rack")))
+        deleted = set(deleted_topics)
+        staged: dict[str, TopicMetadata] = {}
+        for s in states:
+            name = s["topic"]
+            t = staged.get(name)
+            if t is None:
+                t = self.staged_topic(
+                    name, s["topic_id"], name in INTERNAL_TOPICS, fresh=name in deleted
+                )
+                staged[name] = t
+            t.partitions[s["partition"]] = PartitionMetadata(
+                s["partition"],
+                s["leader"],
+                s["leader_epoch"],
+                list(s["replicas"]),
+                list(s["isr"]),
+                list(s.get("offline_replicas") or ()),
+            )
+            await loop_slices.pause()
+        if controller_epoch < self.controller_epoch:
+            return  # a newer controller's update came in meanwhile
+        self.controller_epoch = controller_epoch
+        self.controller_id = controller_id
+        self.update_brokers(brokers)
+        for name in deleted_topics:
+            self.remove_topic(name)
+        for t in staged.values():
+            self.put_topic(t)
+        self._notify_waiters()
 
     def update_brokers(self, brokers: list[BrokerEndpointInfo]) -> None:
         new = {b.broker_id: b for b in brokers}
@@ -118,3 +180,52 @@ class MetadataCache:
         data = encode_topic(version, 0, name, t.topic_id, t.is_internal, parts)
         self._encoded.setdefault(name, {})[version] = data
         return data
+
+    # ---- waiting for the controller's updates ---------------------------------------
+    def _notify_waiters(self) -> None:
+        still = []
+        for pred, fut in self._waiters:
+            if fut.done():
+                continue
+            if pred():
+                fut.set_result(None)
+            else:
+                still.append((pred, fut))
+        self._waiters = still
+
+    async def wait_for(self, pred: Callable[[], bool], timeout_s: float) -> bool:
+        """Whether ``pred`` held within ``timeout_s``, checked after every update."""
+        if pred():
+            return True
+        if timeout_s <= 0:
+            return False
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append((pred, fut))
+        try:
+            await asyncio.wait_for(fut, timeout_s)
+            return True
+        except TimeoutError:
+            return False
+
+    def _partitions_online(self, name: str, count: int = 1) -> bool:
+        t = self.topics.get(name)
+        return (
+            t is not None
+            and len(t.partitions) >= count
+            and all(p.leader >= 0 for p in t.partitions.values())
+        )
+
+    async def wait_for_topics(self, names: list[str], timeout_s: float) -> bool:
+        """Until every topic has all its partitions with a leader."""
+        return await self.wait_for(
+            lambda: all(self._partitions_online(n) for n in names), timeout_s
+        )
+
+    async def wait_for_topics_gone(self, names: list[str], timeout_s: float) -> set[str]:
+        """Until the topics are deleted; returns those that are."""
+        await self.wait_for(lambda: all(n not in self.topics for n in names), timeout_s)
+        return {n for n in names if n not in self.topics}
+
+    async def wait_for_partitions(self, topic: str, count: int, timeout_s: float) -> bool:
+        """Until the topic has ``count`` partitions, each with a leader."""
+        return await self.wait_for(lambda: self._partitions_online(topic, count), timeout_s)

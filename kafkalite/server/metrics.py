@@ -29,6 +29,7 @@ from kafkalite.timer.purgatory import DelayedOperationPurgatory
 
 if TYPE_CHECKING:
     from kafkalite.controller.kafka_controller import KafkaController
+    from kafkalite.server.config import BrokerConfig
 
 __all__ = ["BrokerMetrics", "ControllerCollector", "MetricsHttpServer", "PurgatoryCollector"]
 
@@ -182,6 +183,14 @@ class MetricsHttpServer:
     Served by asyncio rather than prometheus_client's threaded server: collection
     reads the controller's and purgatories' state, which only the loop may touch.
     """
+
+    @classmethod
+    def from_config(cls, metrics: BrokerMetrics, config: BrokerConfig) -> MetricsHttpServer | None:
+        """The endpoint ``kafkalite.metrics.port`` asks for; None when it is unset."""
+        port = config["kafkalite.metrics.port"]
+        if port is None:
+            return None
+        return cls(metrics, str(config["kafkalite.metrics.host"]), int(port))
 
     def __init__(self, metrics: BrokerMetrics, host: str, port: int) -> None:
         self._metrics = metrics

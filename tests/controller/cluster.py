@@ -72,12 +72,22 @@ class Received:
 
 
 def spy(broker: KafkaBroker, log: list[Received]) -> None:
-    """Record what ``broker`` applies of LeaderAndIsr / UpdateMetadata / StopReplica."""
-    lair, um, stop = (
-        broker.handle_leader_and_isr,
-        broker.handle_update_metadata,
-        broker.handle_stop_replica,
-    )
+    """Record what ``broker`` applies of LeaderAndIsr / UpdateMetadata / StopReplica.
+
+    Installed before the broker starts: the replica manager is created during
+    start(), so it is wrapped as soon as it exists, before the listeners open."""
+    start_listeners = broker.socket_server.start
+
+    async def spy_then_start_listeners() -> None:
+        _spy(broker, log)
+        await start_listeners()
+
+    broker.socket_server.start = spy_then_start_listeners  # type: ignore[method-assign]
+
+
+def _spy(broker: KafkaBroker, log: list[Received]) -> None:
+    rm, cache = broker.replica_manager, broker.metadata_cache
+    lair, um, stop = rm.become_leader_or_follower, cache.update_metadata, rm.stop_replicas
 
     async def handle_leader_and_isr(controller_id: int, epoch: int, states: list[Any]) -> Any:
         log.append(
@@ -107,9 +117,9 @@ def spy(broker: KafkaBroker, log: list[Received]) -> None:
         )
         return await stop(epoch, partitions, delete)
 
-    broker.handle_leader_and_isr = handle_leader_and_isr  # type: ignore[method-assign]
-    broker.handle_update_metadata = handle_update_metadata  # type: ignore[method-assign]
-    broker.handle_stop_replica = handle_stop_replica  # type: ignore[method-assign]
+    rm.become_leader_or_follower = handle_leader_and_isr  # type: ignore[method-assign]
+    cache.update_metadata = handle_update_metadata  # type: ignore[method-assign]
+    rm.stop_replicas = handle_stop_replica  # type: ignore[method-assign]
 
 
 class Cluster:

@@ -136,7 +136,7 @@ async def test_a_replica_deletion_error_makes_the_topic_ineligible_until_resumed
         await cluster.create_topic_znode("t", {0: [1, 2]})
         await cluster.wait_state("t", 0, lambda s: s.leader == 1)
         b2 = cluster.broker(2)
-        real = b2.handle_stop_replica
+        real = b2.replica_manager.stop_replicas
         failed: list[bool] = []
 
         async def failing(epoch, partitions, delete):
@@ -145,7 +145,7 @@ async def test_a_replica_deletion_error_makes_the_topic_ineligible_until_resumed
                 return {tp: int(ErrorCode.kafka_storage_error) for tp in partitions}
             return await real(epoch, partitions, delete)
 
-        b2.handle_stop_replica = failing  # type: ignore[method-assign]
+        b2.replica_manager.stop_replicas = failing  # type: ignore[method-assign]
         await cluster.delete_topic_znode("t")
         ctrl = cluster.controller().controller
         tdm = ctrl.topic_deletion_manager

@@ -67,7 +67,7 @@ def add_follower(b, topic: str, isr: list[int], epoch: int = 1, leader: int = 0)
         "partition_epoch": epoch,
     }
     b.call(
-        k.handle_leader_and_isr,
+        k.replica_manager.become_leader_or_follower,
         k.metadata_cache.controller_id,
         k.metadata_cache.controller_epoch,
         [state],

@@ -105,7 +105,7 @@ def set_replicas(
         "partition_epoch": epoch,
     }
     return b.call(
-        k.handle_leader_and_isr,
+        k.replica_manager.become_leader_or_follower,
         k.metadata_cache.controller_id,
         k.metadata_cache.controller_epoch,
         [state],

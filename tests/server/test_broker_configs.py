@@ -183,7 +183,7 @@ def test_dynamic_broker_configs_layer_over_the_static_file(broker, client):
         STATIC,
     )
     assert broker.kafka.log_manager is not None
-    assert broker.kafka.default_log_config.max_message_bytes == 2000000
+    assert broker.kafka.dynamic_config.default_log_config.max_message_bytes == 2000000
 
     # the cluster-wide default ("") sits under the per-broker layer
     r = incremental(client, "", [("log.retention.ms", SET, "5555")])

@@ -21,10 +21,11 @@ import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kafkalite.common.types import TopicPartition
 from kafkalite.coordinator.group import consumer_protocol
+from kafkalite.coordinator.group.collaborators import ClusterMetadata, CreateTopics, Replicas
 from kafkalite.coordinator.group.delayed_heartbeat import DelayedHeartbeat
 from kafkalite.coordinator.group.delayed_join import DelayedJoin, DelayedSync, InitialDelayedJoin
 from kafkalite.coordinator.group.group_metadata import (
@@ -43,9 +44,6 @@ from kafkalite.coordinator.group.group_metadata_manager import (
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.timer.delayed_operation import DelayedOperation
 from kafkalite.timer.purgatory import DelayedOperationPurgatory
-
-if TYPE_CHECKING:
-    from kafkalite.server.broker import KafkaBroker
 
 log = logging.getLogger(__name__)
 
@@ -117,26 +115,32 @@ class _Config:
 
 
 class GroupCoordinator:
-    def __init__(self, broker: KafkaBroker) -> None:
-        self.broker = broker
-        self.config = GroupConfig.from_broker_config(broker.config)
-        self.manager = GroupMetadataManager(broker, self.config, broker.clock_ms)
+    def __init__(
+        self,
+        config: GroupConfig,
+        clock_ms: Callable[[], int],
+        metadata: ClusterMetadata,
+        replicas: Replicas,
+        create_topics: CreateTopics,
+    ) -> None:
+        self.config = config
+        self.clock_ms = clock_ms
+        self.metadata = metadata
+        self.replicas = replicas
+        self._create_topics = create_topics
+        self.manager = GroupMetadataManager(metadata, replicas, config, clock_ms)
         self.is_active = False
         self.join_purgatory: DelayedOperationPurgatory[DelayedOperation] = None  # type: ignore[assignment]
         self.heartbeat_purgatory: DelayedOperationPurgatory[DelayedHeartbeat] = None  # type: ignore[assignment]
         self._tasks: set[asyncio.Task[Any]] = set()
         self._creating_topic: asyncio.Task[None] | None = None
 
-    @property
-    def clock_ms(self) -> Callable[[], int]:
-        return self.broker.clock_ms
-
     # ---- lifecycle ----------------------------------------------------------------
     def startup(self) -> None:
         """Start after the replica manager exists and before LeaderAndIsr can arrive."""
         self.join_purgatory = DelayedOperationPurgatory("Rebalance")
         self.heartbeat_purgatory = DelayedOperationPurgatory("Heartbeat")
-        rm = self.broker.replica_manager
+        rm = self.replicas
         rm.on_leadership_change.append(self.on_leadership_change)
         for tp, p in list(rm.partitions.items()):
             if tp[0] == OFFSETS_TOPIC and p.is_leader:
@@ -147,8 +151,8 @@ class GroupCoordinator:
     async def shutdown(self) -> None:
         self.is_active = False
         self.manager.shutdown()
-        rm = self.broker.replica_manager
-        if rm is not None and self.on_leadership_change in rm.on_leadership_change:
+        rm = self.replicas
+        if self.on_leadership_change in rm.on_leadership_change:
             rm.on_leadership_change.remove(self.on_leadership_change)
         for partition in list(self.manager.owned_partitions | self.manager.loading_partitions):
             self.manager.unload(partition, self._on_group_unloaded)
@@ -200,7 +204,7 @@ class GroupCoordinator:
         Kafka answers COORDINATOR_NOT_AVAILABLE while the topic is created and lets the
         client retry; waiting here saves every client that round trip. A topic that
         already exists is never waited for: its leaders are whatever they are."""
-        if self.broker.metadata_cache.get_topic(OFFSETS_TOPIC) is not None:
+        if self.metadata.get_topic(OFFSETS_TOPIC) is not None:
             return
         if self._creating_topic is None or self._creating_topic.done():
             self._creating_topic = self._spawn(self._create_offsets_topic())
@@ -208,8 +212,8 @@ class GroupCoordinator:
             await asyncio.wait_for(asyncio.shield(self._creating_topic), timeout_s)
 
     async def _create_offsets_topic(self) -> None:
-        if self.broker.metadata_cache.get_topic(OFFSETS_TOPIC) is None:
-            live = self.broker.metadata_cache.alive_broker_ids()
+        if self.metadata.get_topic(OFFSETS_TOPIC) is None:
+            live = self.metadata.alive_broker_ids()
             rf = max(1, min(self.config.offsets_topic_replication_factor, len(live)))
             topic = _NewOffsetsTopic(
                 OFFSETS_TOPIC,
@@ -221,9 +225,7 @@ class GroupCoordinator:
                     _Config("segment.bytes", str(self.config.offsets_topic_segment_bytes)),
                 ),
             )
-            [r] = await self.broker.admin.create_topics(
-                [topic], validate_only=False, timeout_ms=10000
-            )
+            [r] = await self._create_topics([topic])
             if r.error and r.error != ErrorCode.topic_already_exists:
                 log.warning(
                     "creating %s failed: %s %s",
@@ -232,15 +234,15 @@ class GroupCoordinator:
                     r.message or "",
                 )
                 return
-        await self.broker.wait_for_topics([OFFSETS_TOPIC], 10.0)
+        await self.metadata.wait_for_topics([OFFSETS_TOPIC], 10.0)
 
     def coordinator_for(self, group_id: str) -> int:
         """Broker id leading the group's offsets partition, or -1."""
-        t = self.broker.metadata_cache.get_topic(OFFSETS_TOPIC)
+        t = self.metadata.get_topic(OFFSETS_TOPIC)
         if t is None:
             return -1
         p = t.partitions.get(self.manager.partition_for(group_id))
-        if p is None or p.leader < 0 or p.leader not in self.broker.metadata_cache.brokers:
+        if p is None or p.leader < 0 or p.leader not in self.metadata.brokers:
             return -1
         return p.leader
 

@@ -19,10 +19,11 @@ import contextlib
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kafkalite.common.types import TopicPartition
 from kafkalite.coordinator.group import offset_codec as codec
+from kafkalite.coordinator.group.collaborators import ClusterMetadata, Replicas
 from kafkalite.coordinator.group.group_metadata import (
     GroupMetadata,
     GroupState,
@@ -30,9 +31,6 @@ from kafkalite.coordinator.group.group_metadata import (
 )
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.records import build_batch, iter_batches
-
-if TYPE_CHECKING:
-    from kafkalite.server.broker import KafkaBroker
 
 log = logging.getLogger(__name__)
 
@@ -118,9 +116,14 @@ def _store_error(code: int, *, for_offsets: bool) -> int:
 
 class GroupMetadataManager:
     def __init__(
-        self, broker: KafkaBroker, config: GroupConfig, clock_ms: Callable[[], int]
+        self,
+        metadata: ClusterMetadata,
+        replicas: Replicas,
+        config: GroupConfig,
+        clock_ms: Callable[[], int],
     ) -> None:
-        self.broker = broker
+        self.metadata = metadata
+        self.replicas = replicas
         self.config = config
         self.clock_ms = clock_ms
         self.groups: dict[str, GroupMetadata] = {}
@@ -135,7 +138,7 @@ class GroupMetadataManager:
     @property
     def num_partitions(self) -> int:
         """An existing ``__consumer_offsets`` wins over offsets.topic.num.partitions."""
-        t = self.broker.metadata_cache.get_topic(OFFSETS_TOPIC)
+        t = self.metadata.get_topic(OFFSETS_TOPIC)
         if t is not None and t.partitions:
             return len(t.partitions)
         return self.config.offsets_topic_num_partitions
@@ -174,7 +177,7 @@ class GroupMetadataManager:
         """Append records to one offsets partition (acks=-1); returns (error, base offset)."""
         tp = (OFFSETS_TOPIC, partition)
         batch = build_batch(records, timestamp_ms=self.clock_ms())
-        result: Any = self.broker.replica_manager.append_records(
+        result: Any = self.replicas.append_records(
             self.config.offsets_commit_timeout_ms, -1, {tp: bytearray(batch)}
         )
         if not isinstance(result, dict):
@@ -328,7 +331,7 @@ class GroupMetadataManager:
     ]:
         offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
         metadata: dict[str, codec.GroupMetadataValue | None] = {}
-        p = self.broker.replica_manager.get_partition((OFFSETS_TOPIC, partition))
+        p = self.replicas.get_partition((OFFSETS_TOPIC, partition))
         plog = p.log if p is not None else None
         if plog is None:
             return offsets, metadata

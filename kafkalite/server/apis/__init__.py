@@ -1,11 +1,18 @@
-"""One module per API family; :func:`build_api_table` binds them to a broker.
+"""One module per API family; :func:`build_broker_api_table` binds their handlers.
 
 Version ranges follow Apache Kafka 4.x, bounded by what kio can decode.
+
+Every handler is ``handler(collaborators, ctx, request)``: the handlers of one
+module share their first argument, the narrow set of services that family
+uses (a frozen dataclass such as :class:`ProduceDeps`, or the one service it
+needs), built here from :class:`BrokerServices` and bound with
+``functools.partial`` once, when the broker has created them all.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -14,23 +21,34 @@ from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.fetch_request import parse_fetch_request
 from kafkalite.protocol.fetch_response import MAX_VERSION as FETCH_MAX
 from kafkalite.protocol.produce import parse_produce_request
-from kafkalite.server.apis.api_versions import api_versions_error_response, handle_api_versions
+from kafkalite.server.apis import (
+    api_versions,
+    cluster,
+    configs,
+    controller_requests,
+    delete_records,
+    fetch,
+    groups,
+    init_producer_id,
+    list_offsets,
+    metadata,
+    produce,
+    topics,
+)
+from kafkalite.server.apis.api_versions import handle_api_versions
 from kafkalite.server.apis.cluster import (
-    describe_cluster_error_response,
-    describe_log_dirs_error_response,
+    ClusterDeps,
     handle_describe_cluster,
     handle_describe_log_dirs,
 )
 from kafkalite.server.apis.configs import (
-    alter_configs_error_response,
-    describe_configs_error_response,
+    ConfigDeps,
     handle_alter_configs,
     handle_describe_configs,
     handle_incremental_alter_configs,
 )
 from kafkalite.server.apis.controller_requests import (
-    alter_partition_reassignments_error_response,
-    elect_leaders_error_response,
+    ControllerRequestDeps,
     handle_alter_partition_reassignments,
     handle_controlled_shutdown,
     handle_elect_leaders,
@@ -38,18 +56,12 @@ from kafkalite.server.apis.controller_requests import (
     handle_list_partition_reassignments,
     handle_stop_replica,
     handle_update_metadata,
-    list_partition_reassignments_error_response,
 )
-from kafkalite.server.apis.delete_records import (
-    delete_records_error_response,
-    handle_delete_records,
-)
-from kafkalite.server.apis.fetch import fetch_error_response, handle_fetch
+from kafkalite.server.apis.delete_records import handle_delete_records
+from kafkalite.server.apis.fetch import FetchDeps, handle_fetch
 from kafkalite.server.apis.groups import (
     OFFSET_DELETE,
-    delete_groups_error_response,
-    describe_groups_error_response,
-    find_coordinator_error_response,
+    GroupDeps,
     handle_delete_groups,
     handle_describe_groups,
     handle_find_coordinator,
@@ -61,33 +73,91 @@ from kafkalite.server.apis.groups import (
     handle_offset_delete,
     handle_offset_fetch,
     handle_sync_group,
-    heartbeat_error_response,
-    join_group_error_response,
-    leave_group_error_response,
-    list_groups_error_response,
-    offset_commit_error_response,
-    offset_delete_error_response,
-    offset_fetch_error_response,
-    sync_group_error_response,
 )
-from kafkalite.server.apis.init_producer_id import (
-    handle_init_producer_id,
-    init_producer_id_error_response,
-)
-from kafkalite.server.apis.list_offsets import handle_list_offsets, list_offsets_error_response
-from kafkalite.server.apis.metadata import handle_metadata, metadata_error_response
-from kafkalite.server.apis.produce import handle_produce, produce_error_response
+from kafkalite.server.apis.init_producer_id import handle_init_producer_id
+from kafkalite.server.apis.list_offsets import handle_list_offsets
+from kafkalite.server.apis.metadata import MetadataDeps, handle_metadata
+from kafkalite.server.apis.produce import ProduceDeps, handle_produce
 from kafkalite.server.apis.topics import (
-    create_partitions_error_response,
-    create_topics_error_response,
-    delete_topics_error_response,
+    TopicDeps,
     handle_create_partitions,
     handle_create_topics,
     handle_delete_topics,
 )
 
 if TYPE_CHECKING:
-    from kafkalite.server.broker import KafkaBroker
+    from kafkalite.controller.kafka_controller import KafkaController
+    from kafkalite.coordinator.group.group_coordinator import GroupCoordinator
+    from kafkalite.coordinator.transaction.producer_id_manager import ProducerIdManager
+    from kafkalite.log.log_manager import LogManager
+    from kafkalite.replica.replica_manager import ReplicaManager
+    from kafkalite.server.admin_manager import AdminManager
+    from kafkalite.server.append_sequencer import AppendSequencer
+    from kafkalite.server.config import BrokerConfig
+    from kafkalite.server.controller_identity import ControllerRequestGate
+    from kafkalite.server.dynamic_broker_config import DynamicBrokerConfig
+    from kafkalite.server.fetch_session import FetchSessionCache
+    from kafkalite.server.metadata_cache import MetadataCache
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerServices:
+    """Every service a handler may use: the broker's parts, once they all exist.
+
+    Only this module reads it, to give each API family its own narrow slice
+    (:func:`_collaborators`); handlers never see it.
+    """
+
+    broker_id: int
+    config: BrokerConfig
+    clock_ms: Callable[[], int]
+    metadata_cache: MetadataCache
+    log_manager: LogManager
+    replica_manager: ReplicaManager
+    admin: AdminManager
+    dynamic_config: DynamicBrokerConfig
+    group_coordinator: GroupCoordinator
+    producer_ids: ProducerIdManager
+    controller: KafkaController
+    controller_gate: ControllerRequestGate
+    #: the broker epoch, read per request (a new registration changes it)
+    broker_epoch: Callable[[], int]
+    fetch_sessions: FetchSessionCache
+    append_sequencer: AppendSequencer
+    #: the advertised API versions (the request channel's, for ApiVersions)
+    api_versions: Callable[[], list[dict[str, int]]]
+
+
+def _collaborators(s: BrokerServices | None) -> dict[str, Any] | None:
+    """Per handler module, the first argument of its handlers (None without services:
+    the table is then only read for its keys and versions)."""
+    if s is None:
+        return None
+    cache, rm = s.metadata_cache, s.replica_manager
+    return {
+        produce.__name__: ProduceDeps(s.clock_ms, cache, rm, s.append_sequencer),
+        fetch.__name__: FetchDeps(
+            s.clock_ms,
+            cache,
+            rm,
+            s.log_manager,
+            s.fetch_sessions,
+            int(s.config["fetch.max.bytes"]),
+        ),
+        list_offsets.__name__: rm,
+        delete_records.__name__: rm,
+        metadata.__name__: MetadataDeps(cache, s.config, s.admin),
+        api_versions.__name__: s.api_versions,
+        topics.__name__: TopicDeps(s.config, cache, s.admin),
+        init_producer_id.__name__: s.producer_ids,
+        configs.__name__: ConfigDeps(s.broker_id, s.config, cache, s.admin, s.dynamic_config),
+        cluster.__name__: ClusterDeps(cache, s.log_manager),
+        groups.__name__: GroupDeps(s.group_coordinator, cache, s.clock_ms),
+        controller_requests.__name__: ControllerRequestDeps(
+            s.broker_id, s.broker_epoch, s.controller_gate, cache, rm, s.controller
+        ),
+    }
+
 
 # key, min, max, handler, serial, notes
 _TABLE: list[tuple[Any, int, int, Any, bool, str]] = [
@@ -179,6 +249,12 @@ _TABLE: list[tuple[Any, int, int, Any, bool, str]] = [
 ]
 
 
+def _bind(handler: Callable[..., Any], bound: dict[str, Any] | None) -> Callable[[Any, Any], Any]:
+    """``handler(ctx, request)`` with its module's collaborators bound once (a module
+    missing from :func:`_collaborators` fails here, when the broker starts)."""
+    return partial(handler, None if bound is None else bound[handler.__module__])
+
+
 # straight-line decoders for the hot path (kio for every other API)
 # Fetch frames are always bytes (only a large Produce is handed a view of the buffer)
 _DECODERS: dict[ApiKey, Callable[..., Any]] = {
@@ -189,39 +265,44 @@ _DECODERS: dict[ApiKey, Callable[..., Any]] = {
 # each client API's error response (Kafka's AbstractRequest.getErrorResponse), next to
 # its handler: a new API adds a row above, a handler and one of these
 _ERROR_RESPONSES: dict[int, ErrorResponseBuilder] = {
-    ApiKey.PRODUCE: produce_error_response,
-    ApiKey.FETCH: fetch_error_response,
-    ApiKey.LIST_OFFSETS: list_offsets_error_response,
-    ApiKey.METADATA: metadata_error_response,
-    ApiKey.API_VERSIONS: api_versions_error_response,
-    ApiKey.CREATE_TOPICS: create_topics_error_response,
-    ApiKey.DELETE_TOPICS: delete_topics_error_response,
-    ApiKey.DELETE_RECORDS: delete_records_error_response,
-    ApiKey.INIT_PRODUCER_ID: init_producer_id_error_response,
-    ApiKey.DESCRIBE_CONFIGS: describe_configs_error_response,
-    ApiKey.ALTER_CONFIGS: alter_configs_error_response,
-    ApiKey.DESCRIBE_LOG_DIRS: describe_log_dirs_error_response,
-    ApiKey.CREATE_PARTITIONS: create_partitions_error_response,
-    ApiKey.INCREMENTAL_ALTER_CONFIGS: alter_configs_error_response,
-    ApiKey.DESCRIBE_CLUSTER: describe_cluster_error_response,
-    ApiKey.OFFSET_COMMIT: offset_commit_error_response,
-    ApiKey.OFFSET_FETCH: offset_fetch_error_response,
-    ApiKey.FIND_COORDINATOR: find_coordinator_error_response,
-    ApiKey.JOIN_GROUP: join_group_error_response,
-    ApiKey.HEARTBEAT: heartbeat_error_response,
-    ApiKey.LEAVE_GROUP: leave_group_error_response,
-    ApiKey.SYNC_GROUP: sync_group_error_response,
-    ApiKey.DESCRIBE_GROUPS: describe_groups_error_response,
-    ApiKey.LIST_GROUPS: list_groups_error_response,
-    ApiKey.DELETE_GROUPS: delete_groups_error_response,
-    OFFSET_DELETE: offset_delete_error_response,
-    ApiKey.ELECT_LEADERS: elect_leaders_error_response,
-    ApiKey.ALTER_PARTITION_REASSIGNMENTS: alter_partition_reassignments_error_response,
-    ApiKey.LIST_PARTITION_REASSIGNMENTS: list_partition_reassignments_error_response,
+    ApiKey.PRODUCE: produce.produce_error_response,
+    ApiKey.FETCH: fetch.fetch_error_response,
+    ApiKey.LIST_OFFSETS: list_offsets.list_offsets_error_response,
+    ApiKey.METADATA: metadata.metadata_error_response,
+    ApiKey.API_VERSIONS: api_versions.api_versions_error_response,
+    ApiKey.CREATE_TOPICS: topics.create_topics_error_response,
+    ApiKey.DELETE_TOPICS: topics.delete_topics_error_response,
+    ApiKey.DELETE_RECORDS: delete_records.delete_records_error_response,
+    ApiKey.INIT_PRODUCER_ID: init_producer_id.init_producer_id_error_response,
+    ApiKey.DESCRIBE_CONFIGS: configs.describe_configs_error_response,
+    ApiKey.ALTER_CONFIGS: configs.alter_configs_error_response,
+    ApiKey.DESCRIBE_LOG_DIRS: cluster.describe_log_dirs_error_response,
+    ApiKey.CREATE_PARTITIONS: topics.create_partitions_error_response,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: configs.alter_configs_error_response,
+    ApiKey.DESCRIBE_CLUSTER: cluster.describe_cluster_error_response,
+    ApiKey.OFFSET_COMMIT: groups.offset_commit_error_response,
+    ApiKey.OFFSET_FETCH: groups.offset_fetch_error_response,
+    ApiKey.FIND_COORDINATOR: groups.find_coordinator_error_response,
+    ApiKey.JOIN_GROUP: groups.join_group_error_response,
+    ApiKey.HEARTBEAT: groups.heartbeat_error_response,
+    ApiKey.LEAVE_GROUP: groups.leave_group_error_response,
+    ApiKey.SYNC_GROUP: groups.sync_group_error_response,
+    ApiKey.DESCRIBE_GROUPS: groups.describe_groups_error_response,
+    ApiKey.LIST_GROUPS: groups.list_groups_error_response,
+    ApiKey.DELETE_GROUPS: groups.delete_groups_error_response,
+    OFFSET_DELETE: groups.offset_delete_error_response,
+    ApiKey.ELECT_LEADERS: controller_requests.elect_leaders_error_response,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (
+        controller_requests.alter_partition_reassignments_error_response
+    ),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: (
+        controller_requests.list_partition_reassignments_error_response
+    ),
 }
 
 
-def build_api_table(broker: KafkaBroker | None) -> dict[int, ApiSpec]:
+def build_api_table(services: BrokerServices | None) -> dict[int, ApiSpec]:
+    bound = _collaborators(services)
     table = {}
     for key, lo, hi, handler, serial, notes in _TABLE:
         table[int(key)] = ApiSpec(
@@ -229,7 +310,7 @@ def build_api_table(broker: KafkaBroker | None) -> dict[int, ApiSpec]:
             key.name.title().replace("_", ""),
             lo,
             hi,
-            partial(handler, broker),
+            _bind(handler, bound),
             serial,
             notes,
             advertised_min_version=0 if key == ApiKey.PRODUCE else None,
@@ -264,16 +345,17 @@ _CONTROLLER_TABLE: list[tuple[Any, int, int, Any, bool, str]] = [
 ]
 
 
-def build_controller_api_table(broker: KafkaBroker | None) -> dict[int, ApiSpec]:
+def build_controller_api_table(services: BrokerServices | None) -> dict[int, ApiSpec]:
     """LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown (advertised in
     ApiVersions, as Kafka's ZooKeeper-mode brokers do)."""
+    bound = _collaborators(services)
     return {
         int(key): ApiSpec(
             int(key),
             key.name.title().replace("_", ""),
             lo,
             hi,
-            partial(handler, broker),
+            _bind(handler, bound),
             serial,
             notes,
             inter_broker=True,
@@ -282,9 +364,9 @@ def build_controller_api_table(broker: KafkaBroker | None) -> dict[int, ApiSpec]
     }
 
 
-def build_broker_api_table(broker: KafkaBroker | None) -> dict[int, ApiSpec]:
+def build_broker_api_table(services: BrokerServices | None) -> dict[int, ApiSpec]:
     """Everything a broker handles and advertises: client APIs and controller APIs.
 
     docs/compatibility.md is generated from this same table.
     """
-    return build_api_table(broker) | build_controller_api_table(broker)
+    return build_api_table(services) | build_controller_api_table(services)

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kafkalite.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from kafkalite.network.api_spec import RequestContext
-    from kafkalite.server.broker import KafkaBroker
+    from kafkalite.server.apis.request_types import ApiVersionsRequest
 
 
-def handle_api_versions(broker: KafkaBroker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+def handle_api_versions(
+    api_versions: Callable[[], list[dict[str, int]]], ctx: RequestContext, req: ApiVersionsRequest
+) -> dict[str, Any]:
+    """``api_versions``: the channel's advertised table (RequestChannel.api_versions_list)."""
     # validate: v3+ carries client software name/version (KIP-511)
     name = getattr(req, "client_software_name", None)
     version = getattr(req, "client_software_version", None)
@@ -24,7 +28,7 @@ def handle_api_versions(broker: KafkaBroker, ctx: RequestContext, req: Any) -> d
     # respond
     return {
         "error_code": ErrorCode.none,
-        "api_keys": broker.channel.api_versions_list(),
+        "api_keys": api_versions(),
         "throttle_time": 0,
         "finalized_features_epoch": -1,
         "zk_migration_ready": False,

@@ -3,21 +3,32 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kafkalite.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
+    from kafkalite.log.log_manager import LogManager
     from kafkalite.network.api_spec import RequestContext
-    from kafkalite.server.broker import KafkaBroker
+    from kafkalite.server.apis.request_types import DescribeClusterRequest, DescribeLogDirsRequest
+    from kafkalite.server.metadata_cache import MetadataCache
 
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 BROKER_ENDPOINT_TYPE = 1
 CONTROLLER_ENDPOINT_TYPE = 2
 
 
-def handle_describe_cluster(broker: KafkaBroker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class ClusterDeps:
+    metadata_cache: MetadataCache
+    log_manager: LogManager
+
+
+def handle_describe_cluster(
+    deps: ClusterDeps, ctx: RequestContext, req: DescribeClusterRequest
+) -> dict[str, Any]:
     endpoint_type = int(getattr(req, "endpoint_type", BROKER_ENDPOINT_TYPE))
     if endpoint_type != BROKER_ENDPOINT_TYPE:
         # Kafka: an unknown type is UNSUPPORTED_ENDPOINT_TYPE, a controller (2) request
@@ -39,13 +50,13 @@ def handle_describe_cluster(broker: KafkaBroker, ctx: RequestContext, req: Any) 
             "error_code": code,
             "error_message": message,
             "endpoint_type": endpoint_type,
-            "cluster_id": broker.cluster_id,
+            "cluster_id": deps.metadata_cache.cluster_id,
             "controller_id": -1,
             "brokers": [],
             "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
         }
     brokers = []
-    for b in broker.metadata_cache.brokers.values():
+    for b in deps.metadata_cache.brokers.values():
         ep = b.endpoints.get(ctx.listener)
         if ep is not None:
             brokers.append({"broker_id": b.broker_id, "host": ep[0], "port": ep[1], "rack": b.rack})
@@ -54,14 +65,16 @@ def handle_describe_cluster(broker: KafkaBroker, ctx: RequestContext, req: Any) 
         "error_code": 0,
         "error_message": None,
         "endpoint_type": endpoint_type,
-        "cluster_id": broker.cluster_id,
-        "controller_id": broker.metadata_cache.controller_id,
+        "cluster_id": deps.metadata_cache.cluster_id,
+        "controller_id": deps.metadata_cache.controller_id,
         "brokers": brokers,
         "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
     }
 
 
-def handle_describe_log_dirs(broker: KafkaBroker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+def handle_describe_log_dirs(
+    deps: ClusterDeps, ctx: RequestContext, req: DescribeLogDirsRequest
+) -> dict[str, Any]:
     """Every configured log dir with its logs (Kafka's ReplicaManager.describeLogDirs).
 
     An offline dir (I/O error, or failed at start-up) is reported with
@@ -70,7 +83,7 @@ def handle_describe_log_dirs(broker: KafkaBroker, ctx: RequestContext, req: Any)
     wanted: set[tuple[str, int]] | None = None
     if req.topics is not None:
         wanted = {(t.topic, int(p)) for t in req.topics for p in t.partitions}
-    lm = broker.log_manager
+    lm = deps.log_manager
     results = []
     for d, logs in lm.logs_by_dir().items():
         if d in lm.offline_dirs:

@@ -14,6 +14,7 @@ INVALID_CONFIG with a message and leaves every config as it was.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -24,8 +25,15 @@ from kafkalite.server.config import CONFIG_DEFS, ConfigError, broker_synonyms
 
 if TYPE_CHECKING:
     from kafkalite.network.api_spec import RequestContext
-    from kafkalite.server.broker import KafkaBroker
+    from kafkalite.server.admin_manager import AdminManager
+    from kafkalite.server.apis.request_types import (
+        AlterConfigsRequest,
+        DescribeConfigsRequest,
+        IncrementalAlterConfigsRequest,
+    )
     from kafkalite.server.config import BrokerConfig
+    from kafkalite.server.dynamic_broker_config import DynamicBrokerConfig
+    from kafkalite.server.metadata_cache import MetadataCache
 
 TOPIC = 2
 BROKER = 4
@@ -54,8 +62,19 @@ _BROKER_TYPE_CODES = {
 Synonym = dict[str, Any]
 
 
+@dataclass(frozen=True, slots=True)
+class ConfigDeps:
+    broker_id: int
+    config: BrokerConfig
+    metadata_cache: MetadataCache
+    admin: AdminManager
+    dynamic_config: DynamicBrokerConfig
+
+
 # ---- DescribeConfigs ---------------------------------------------------------
-def handle_describe_configs(broker: KafkaBroker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+def handle_describe_configs(
+    deps: ConfigDeps, ctx: RequestContext, req: DescribeConfigsRequest
+) -> dict[str, Any]:
     include_synonyms = bool(getattr(req, "include_synonyms", False))
     include_docs = bool(getattr(req, "include_documentation", False))
     results = []
@@ -66,27 +85,27 @@ def handle_describe_configs(broker: KafkaBroker, ctx: RequestContext, req: Any) 
         base = {"resource_type": rtype, "resource_name": name}
         try:
             if rtype == TOPIC:
-                if name not in broker.metadata_cache.topics:
+                if name not in deps.metadata_cache.topics:
                     raise KafkaError(
                         ErrorCode.unknown_topic_or_partition, f"Topic '{name}' does not exist."
                     )
                 configs = topic_config_entries(
-                    broker.config,
-                    broker.admin.topic_configs.get(name, {}),
-                    broker.admin.log_config(name),
+                    deps.config,
+                    deps.admin.topic_configs.get(name, {}),
+                    deps.admin.log_config(name),
                     include_synonyms=include_synonyms,
                     include_docs=include_docs,
                     keys=keys,
                 )
             elif rtype == BROKER:
-                per_broker = _broker_resource(broker, name)
+                per_broker = _broker_resource(deps, name)
                 configs = _describe_broker(
-                    broker.config, per_broker, keys, include_synonyms, include_docs
+                    deps.config, per_broker, keys, include_synonyms, include_docs
                 )
             elif rtype == BROKER_LOGGER:
                 if not name:
                     raise KafkaError(ErrorCode.invalid_request, "Broker id must not be empty")
-                _broker_resource(broker, name)
+                _broker_resource(deps, name)
                 configs = []  # loggers are not exposed (see docs/status.md)
             else:
                 raise KafkaError(ErrorCode.invalid_request, f"Unsupported resource type: {rtype}")
@@ -98,7 +117,7 @@ def handle_describe_configs(broker: KafkaBroker, ctx: RequestContext, req: Any) 
     return {"throttle_time": 0, "results": results}
 
 
-def _broker_resource(broker: KafkaBroker, name: str) -> bool:
+def _broker_resource(deps: ConfigDeps, name: str) -> bool:
     """True for this broker's id, False for "" (the cluster-wide dynamic defaults)."""
     if not name:
         return False
@@ -108,11 +127,10 @@ def _broker_resource(broker: KafkaBroker, name: str) -> bool:
         raise KafkaError(
             ErrorCode.invalid_request, f"Broker id must be an integer, but it is: {name}"
         ) from None
-    if broker_id != broker.broker_id:
+    if broker_id != deps.broker_id:
         raise KafkaError(
             ErrorCode.invalid_request,
-            f"Unexpected broker id, expected {broker.broker_id} or empty string, "
-            f"but received {name}",
+            f"Unexpected broker id, expected {deps.broker_id} or empty string, but received {name}",
         )
     return True
 
@@ -252,14 +270,14 @@ def _incremental_change(
 
 
 async def handle_alter_configs(
-    broker: KafkaBroker, ctx: RequestContext, req: Any
+    deps: ConfigDeps, ctx: RequestContext, req: AlterConfigsRequest
 ) -> dict[str, Any]:
     responses = []
     for res in req.resources:
         rtype, name = int(res.resource_type), res.resource_name
         try:
             new = {c.name: c.value for c in res.configs}
-            await _apply(broker, rtype, name, partial(_replace_all, new), req.validate_only)
+            await _apply(deps, rtype, name, partial(_replace_all, new), req.validate_only)
             responses.append(_alter_result(rtype, name))
         except KafkaError as e:
             responses.append(_alter_result(rtype, name, e))
@@ -267,7 +285,7 @@ async def handle_alter_configs(
 
 
 async def handle_incremental_alter_configs(
-    broker: KafkaBroker, ctx: RequestContext, req: Any
+    deps: ConfigDeps, ctx: RequestContext, req: IncrementalAlterConfigsRequest
 ) -> dict[str, Any]:
     responses = []
     for res in req.resources:
@@ -280,7 +298,7 @@ async def handle_incremental_alter_configs(
                     "Error due to duplicate config keys",
                 )
             await _apply(
-                broker,
+                deps,
                 rtype,
                 name,
                 partial(_incremental_change, rtype, ops),
@@ -336,45 +354,41 @@ def _incremental(
 
 
 async def _apply(
-    broker: KafkaBroker, rtype: int, name: str, change: Change, validate_only: bool
+    deps: ConfigDeps, rtype: int, name: str, change: Change, validate_only: bool
 ) -> None:
     """Validate the whole new config set, then (unless validate_only) write it."""
     if rtype == TOPIC:
-        if name not in broker.metadata_cache.topics:
+        if name not in deps.metadata_cache.topics:
             raise KafkaError(
                 ErrorCode.unknown_topic_or_partition, f"Topic '{name}' does not exist."
             )
-        new = change(broker.admin.topic_configs.get(name, {}))
+        new = change(deps.admin.topic_configs.get(name, {}))
         for k, v in new.items():
             if v is None:
                 raise KafkaError(
                     ErrorCode.invalid_config, f"Null value not supported for topic configs: {k}"
                 )
-        broker.admin.validate_topic_configs(new)
+        deps.admin.validate_topic_configs(new)
         if not validate_only:
-            await broker.admin.write_topic_config(name, {k: str(v) for k, v in new.items()})
+            await deps.admin.write_topic_config(name, {k: str(v) for k, v in new.items()})
     elif rtype == BROKER:
-        per_broker = _broker_resource(broker, name)
-        layer = broker.dynamic_broker_configs if per_broker else broker.dynamic_default_configs
+        per_broker = _broker_resource(deps, name)
+        dynamic = deps.dynamic_config
+        layer = dynamic.per_broker if per_broker else dynamic.cluster_default
         new = change(dict(layer))
-        _validate_broker_configs(broker, new, per_broker)
+        _validate_broker_configs(deps, new, per_broker)
         if not validate_only:
-            await broker.set_dynamic_broker_configs(
-                {k: str(v) for k, v in new.items()}, per_broker=per_broker
-            )
+            await dynamic.set({k: str(v) for k, v in new.items()}, per_broker=per_broker)
     elif rtype == BROKER_LOGGER:
         raise KafkaError(ErrorCode.invalid_request, "broker logger configs are not supported")
     else:
         raise KafkaError(ErrorCode.invalid_request, f"Unsupported resource type: {rtype}")
 
 
-def _validate_broker_configs(broker: KafkaBroker, new: dict[str, Any], per_broker: bool) -> None:
+def _validate_broker_configs(deps: ConfigDeps, new: dict[str, Any], per_broker: bool) -> None:
     """Every key dynamic, every value valid, and the topic defaults they imply consistent."""
     try:
-        candidate = broker.config.with_dynamic(
-            new if per_broker else broker.dynamic_broker_configs,
-            broker.dynamic_default_configs if per_broker else new,
-        )
+        candidate = deps.dynamic_config.candidate(new, per_broker=per_broker)
         props = {
             k: render_broker_value(v)
             for k, v in candidate.items()

@@ -23,13 +23,15 @@ is ignored with STALE_CONTROLLER_EPOCH, one that does not list this broker as a
 replica gets UNKNOWN_TOPIC_OR_PARTITION, and a StopReplica with an older leader
 epoch gets FENCED_LEADER_EPOCH. Topic names that could not be directories (Kafka's
 topic rules) get INVALID_TOPIC_EXCEPTION and never reach the log manager. The
-accepted parts are applied by the existing ``KafkaBroker.handle_*`` methods.
+accepted parts are applied by ``ReplicaManager.become_leader_or_follower`` /
+``stop_replicas`` and ``MetadataCache.update_metadata``.
 """
 
 from __future__ import annotations
 
 import struct
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kafkalite.network.api_spec import RequestContext
@@ -49,7 +51,14 @@ from kafkalite.server.controller_identity import (
 from kafkalite.server.topic_names import validate_topic_name
 
 if TYPE_CHECKING:
-    from kafkalite.server.broker import KafkaBroker
+    from kafkalite.controller.kafka_controller import KafkaController
+    from kafkalite.replica.replica_manager import ReplicaManager
+    from kafkalite.server.apis.request_types import (
+        AlterPartitionReassignmentsRequest,
+        ElectLeadersRequest,
+        ListPartitionReassignmentsRequest,
+    )
+    from kafkalite.server.metadata_cache import MetadataCache
 
 TopicPartition = tuple[str, int]
 
@@ -62,6 +71,18 @@ INVALID_TOPIC = int(ErrorCode.invalid_topic_exception)
 UNKNOWN_TOPIC_OR_PARTITION = int(ErrorCode.unknown_topic_or_partition)
 #: RequestContext.extra key: why the channel refused the request's authenticator
 _UNAUTHENTICATED = "controller_request_unauthenticated"
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerRequestDeps:
+    broker_id: int
+    #: Kafka's broker epoch (czxid of /brokers/ids/<id>): changes when the broker
+    #: registers again after a session expiry, so it is read per request
+    broker_epoch: Callable[[], int]
+    controller_gate: ControllerRequestGate
+    metadata_cache: MetadataCache
+    replica_manager: ReplicaManager
+    controller: KafkaController
 
 
 class ControllerRequestChannel(RequestChannel):
@@ -130,14 +151,14 @@ class ControllerRequestChannel(RequestChannel):
         return spec.handler(ctx, request), encode, spec.serial
 
 
-def _stale_broker_epoch(broker: KafkaBroker, request_epoch: int) -> bool:
+def _stale_broker_epoch(deps: ControllerRequestDeps, request_epoch: int) -> bool:
     """-1 means the controller did not say; a newer epoch than ours can precede our own
     registration news, so only an older one is stale (Kafka's rule)."""
-    return request_epoch != -1 and request_epoch < broker.broker_epoch
+    return request_epoch != -1 and request_epoch < deps.broker_epoch()
 
 
 async def _admit(
-    broker: KafkaBroker,
+    deps: ControllerRequestDeps,
     ctx: RequestContext,
     controller_id: int,
     controller_epoch: int,
@@ -145,20 +166,20 @@ async def _admit(
 ) -> int:
     """0, or the error the whole request gets (Kafka's order: authorization, broker
     epoch, controller epoch); a refusal is logged once and changes nothing."""
-    gate = broker.controller_gate
+    gate = deps.controller_gate
     rejection: Rejection | None = ctx.extra.get(_UNAUTHENTICATED)
     if rejection is None:
         rejection = gate.check_listener(ctx.api_key, ctx.listener)
-    if rejection is None and _stale_broker_epoch(broker, broker_epoch):
+    if rejection is None and _stale_broker_epoch(deps, broker_epoch):
         rejection = Rejection(
             STALE_BROKER_EPOCH,
-            f"broker epoch {broker_epoch} is older than ours ({broker.broker_epoch})",
+            f"broker epoch {broker_epoch} is older than ours ({deps.broker_epoch()})",
         )
-    if rejection is None and controller_epoch < broker.metadata_cache.controller_epoch:
+    if rejection is None and controller_epoch < deps.metadata_cache.controller_epoch:
         rejection = Rejection(
             STALE_CONTROLLER_EPOCH,
             f"controller epoch {controller_epoch} is older than "
-            f"{broker.metadata_cache.controller_epoch}",
+            f"{deps.metadata_cache.controller_epoch}",
         )
     if rejection is None:
         rejection = await gate.check_controller(controller_id, controller_epoch)
@@ -204,14 +225,14 @@ def _leader_and_isr_response(
 
 
 async def handle_leader_and_isr(
-    broker: KafkaBroker, ctx: RequestContext, req: ib.LeaderAndIsrRequest
+    deps: ControllerRequestDeps, ctx: RequestContext, req: ib.LeaderAndIsrRequest
 ) -> ib.LeaderAndIsrResponse:
-    error = await _admit(broker, ctx, req.controller_id, req.controller_epoch, req.broker_epoch)
+    error = await _admit(deps, ctx, req.controller_id, req.controller_epoch, req.broker_epoch)
     if error:
         return _leader_and_isr_response(req, {}, ctx.api_version, error)
     errors: dict[TopicPartition, int] = {}
     states: list[dict[str, Any]] = []
-    me = broker.broker_id
+    me = deps.broker_id
     for t in req.topic_states:
         for s in t.partition_states:
             tp = (t.topic_name, s.partition_index)
@@ -222,11 +243,11 @@ async def handle_leader_and_isr(
                 # Kafka: "itself is not in assigned replica list"
                 errors[tp] = UNKNOWN_TOPIC_OR_PARTITION
                 continue
-            if tp in broker.replica_manager.offline_partitions:
+            if tp in deps.replica_manager.offline_partitions:
                 # its log dir failed: how the controller learns the replica is offline
                 errors[tp] = int(ErrorCode.kafka_storage_error)
                 continue
-            current = broker.replica_manager.get_partition(tp)
+            current = deps.replica_manager.get_partition(tp)
             topic_id = t.topic_id
             if topic_id == ZERO_UUID and current is not None:  # v0-4: no topic ids
                 topic_id = current.topic_id
@@ -256,7 +277,9 @@ async def handle_leader_and_isr(
             )
     if states:
         errors.update(
-            await broker.handle_leader_and_isr(req.controller_id, req.controller_epoch, states)
+            await deps.replica_manager.become_leader_or_follower(
+                req.controller_id, req.controller_epoch, states
+            )
         )
     return _leader_and_isr_response(req, errors, ctx.api_version)
 
@@ -271,12 +294,12 @@ def _endpoint_text(e: ib.UpdateMetadataEndpoint) -> str:
 
 
 async def handle_update_metadata(
-    broker: KafkaBroker, ctx: RequestContext, req: ib.UpdateMetadataRequest
+    deps: ControllerRequestDeps, ctx: RequestContext, req: ib.UpdateMetadataRequest
 ) -> ib.UpdateMetadataResponse:
-    error = await _admit(broker, ctx, req.controller_id, req.controller_epoch, req.broker_epoch)
+    error = await _admit(deps, ctx, req.controller_id, req.controller_epoch, req.broker_epoch)
     if error:
         return ib.UpdateMetadataResponse(error)
-    cache = broker.metadata_cache
+    cache = deps.metadata_cache
     states: list[dict[str, Any]] = []
     deleted: list[str] = []
     for t in req.topic_states:
@@ -306,7 +329,7 @@ async def handle_update_metadata(
         {"id": b.id, "endpoints": [_endpoint_text(e) for e in b.endpoints], "rack": b.rack}
         for b in req.live_brokers
     ]
-    await broker.handle_update_metadata(
+    await deps.metadata_cache.update_metadata(
         req.controller_id, req.controller_epoch, states, live, deleted
     )
     return ib.UpdateMetadataResponse(0)
@@ -316,17 +339,17 @@ async def handle_update_metadata(
 
 
 async def handle_stop_replica(
-    broker: KafkaBroker, ctx: RequestContext, req: ib.StopReplicaRequest
+    deps: ControllerRequestDeps, ctx: RequestContext, req: ib.StopReplicaRequest
 ) -> ib.StopReplicaResponse:
     all_tps = [
         (t.topic_name, p.partition_index) for t in req.topic_states for p in t.partition_states
     ]
-    error = await _admit(broker, ctx, req.controller_id, req.controller_epoch, req.broker_epoch)
+    error = await _admit(deps, ctx, req.controller_id, req.controller_epoch, req.broker_epoch)
     if error:
         return ib.StopReplicaResponse(
             error, [ib.StopReplicaPartitionError(t, p, error) for t, p in all_tps]
         )
-    broker.metadata_cache.controller_epoch = req.controller_epoch
+    deps.metadata_cache.controller_epoch = req.controller_epoch
     errors: dict[TopicPartition, int] = {}
     by_delete: dict[bool, list[TopicPartition]] = {False: [], True: []}
     for t in req.topic_states:
@@ -335,7 +358,7 @@ async def handle_stop_replica(
             if path_error := _path_error(*tp):
                 errors[tp] = path_error
                 continue
-            current = broker.replica_manager.get_partition(tp)
+            current = deps.replica_manager.get_partition(tp)
             if (
                 current is not None
                 and p.leader_epoch not in (ib.NO_EPOCH, ib.EPOCH_DURING_DELETE)
@@ -346,7 +369,9 @@ async def handle_stop_replica(
             by_delete[p.delete_partition].append(tp)
     for delete, tps in by_delete.items():
         if tps:
-            errors.update(await broker.handle_stop_replica(req.controller_epoch, tps, delete))
+            errors.update(
+                await deps.replica_manager.stop_replicas(req.controller_epoch, tps, delete)
+            )
     return ib.StopReplicaResponse(
         0, [ib.StopReplicaPartitionError(t, p, int(errors.get((t, p), 0))) for t, p in all_tps]
     )
@@ -356,26 +381,23 @@ async def handle_stop_replica(
 
 
 async def handle_controlled_shutdown(
-    broker: KafkaBroker, ctx: RequestContext, req: ib.ControlledShutdownRequest
+    deps: ControllerRequestDeps, ctx: RequestContext, req: ib.ControlledShutdownRequest
 ) -> ib.ControlledShutdownResponse:
     """Validate, then run ``shutdownBroker`` as an event on the controller's queue.
 
     CLUSTER_AUTHORIZATION_FAILED without a valid authenticator or on a listener that
     is not the inter-broker (or control-plane) one, NOT_CONTROLLER if this broker is
-    not the active controller, BROKER_NOT_AVAILABLE for an unregistered broker, STALE_BROKER_EPOCH for an
+    not the active controller, BROKER_NOT_AVAILABLE for an unregistered deps, STALE_BROKER_EPOCH for an
     earlier incarnation; otherwise error 0 and the partitions the broker still leads
     (with another live replica), which makes it retry.
     """
     rejection: Rejection | None = ctx.extra.get(_UNAUTHENTICATED)
     if rejection is None:
-        rejection = broker.controller_gate.check_listener(ctx.api_key, ctx.listener)
+        rejection = deps.controller_gate.check_listener(ctx.api_key, ctx.listener)
     if rejection is not None:
         log_rejection("ControlledShutdown", ctx.connection.peer, ctx.listener, rejection)
         return ib.ControlledShutdownResponse(rejection.error_code)
-    controller = broker.controller
-    if controller is None:
-        return ib.ControlledShutdownResponse(int(ErrorCode.not_controller))
-    error, remaining = await controller.controlled_shutdown(req.broker_id, req.broker_epoch)
+    error, remaining = await deps.controller.controlled_shutdown(req.broker_id, req.broker_epoch)
     return ib.ControlledShutdownResponse(error, [ib.RemainingPartition(t, p) for t, p in remaining])
 
 
@@ -392,20 +414,19 @@ def _by_topic(results: dict[TopicPartition, tuple[int, str | None]]) -> dict[str
 
 
 async def handle_elect_leaders(
-    broker: KafkaBroker, ctx: RequestContext, req: Any
+    deps: ControllerRequestDeps, ctx: RequestContext, req: ElectLeadersRequest
 ) -> dict[str, Any]:
     """Preferred (0) or unclean (1) election, run as a controller event; only the
     active controller answers (others: NOT_CONTROLLER, which makes clients retry there)."""
     election_type = int(getattr(req, "election_type", 0))
-    partitions = (
+    partitions: list[TopicPartition] | None = (
         None
         if req.topic_partitions is None
         else [(t.topic, int(p)) for t in req.topic_partitions for p in t.partitions]
     )
-    controller = broker.controller
     results = None
-    if election_type in (0, 1) and controller is not None:
-        results = await controller.elect_leaders(partitions, election_type)
+    if election_type in (0, 1):
+        results = await deps.controller.elect_leaders(partitions, election_type)
     if election_type not in (0, 1):
         code, top = int(ErrorCode.invalid_request), 0
         results = {tp: (code, f"unknown election type {election_type}") for tp in partitions or []}
@@ -431,7 +452,7 @@ async def handle_elect_leaders(
 
 
 async def handle_alter_partition_reassignments(
-    broker: KafkaBroker, ctx: RequestContext, req: Any
+    deps: ControllerRequestDeps, ctx: RequestContext, req: AlterPartitionReassignmentsRequest
 ) -> dict[str, Any]:
     wanted: dict[TopicPartition, list[int] | None] = {
         (t.name, int(p.partition_index)): (
@@ -440,10 +461,7 @@ async def handle_alter_partition_reassignments(
         for t in req.topics
         for p in t.partitions
     }
-    controller = broker.controller
-    results = (
-        await controller.alter_partition_reassignments(wanted) if controller is not None else None
-    )
+    results = await deps.controller.alter_partition_reassignments(wanted)
     if results is None:
         return {"throttle_time": 0, "error_code": NOT_CONTROLLER, "responses": []}
     return {
@@ -463,10 +481,9 @@ async def handle_alter_partition_reassignments(
 
 
 async def handle_list_partition_reassignments(
-    broker: KafkaBroker, ctx: RequestContext, req: Any
+    deps: ControllerRequestDeps, ctx: RequestContext, req: ListPartitionReassignmentsRequest
 ) -> dict[str, Any]:
-    controller = broker.controller
-    ongoing = controller.list_partition_reassignments() if controller is not None else None
+    ongoing = deps.controller.list_partition_reassignments()
     if ongoing is None:
         return {"throttle_time": 0, "error_code": NOT_CONTROLLER, "topics": []}
     if req.topics is not None:

@@ -6,16 +6,19 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from kafkalite.network.api_spec import RequestContext
-    from kafkalite.server.broker import KafkaBroker
+    from kafkalite.replica.replica_manager import ReplicaManager
+    from kafkalite.server.apis.request_types import DeleteRecordsRequest
 
 
-def handle_delete_records(broker: KafkaBroker, ctx: RequestContext, req: Any) -> Any:
+def handle_delete_records(
+    rm: ReplicaManager, ctx: RequestContext, req: DeleteRecordsRequest
+) -> Any:
     # validate and act: per-partition errors come back from the replica manager
-    offsets = {
+    offsets: dict[tuple[str, int], int] = {
         (t.name, int(p.partition_index)): int(p.offset) for t in req.topics for p in t.partitions
     }
     timeout_ms = int(req.timeout.total_seconds() * 1000)
-    result = broker.replica_manager.delete_records(timeout_ms, offsets)
+    result = rm.delete_records(timeout_ms, offsets)
 
     # respond, in request order
     def respond(done: dict[tuple[str, int], tuple[int, int]]) -> dict[str, Any]:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kafkalite.network.responses import FileRange
@@ -22,8 +24,11 @@ from kafkalite.server.fetch_session import (
 )
 
 if TYPE_CHECKING:
+    from kafkalite.log.log_manager import LogManager
     from kafkalite.network.api_spec import RequestContext
-    from kafkalite.server.broker import KafkaBroker
+    from kafkalite.replica.replica_manager import ReplicaManager
+    from kafkalite.server.fetch_session import FetchSessionCache
+    from kafkalite.server.metadata_cache import MetadataCache
 
 TopicPartition = tuple[str, int]
 _ZERO_UUID = uuid.UUID(int=0)
@@ -31,14 +36,27 @@ _ZERO_UUID = uuid.UUID(int=0)
 FIRST_ZSTD_FETCH = 10
 
 
-def handle_fetch(broker: KafkaBroker, ctx: RequestContext, req: FetchRequest) -> Any:
+@dataclass(frozen=True, slots=True)
+class FetchDeps:
+    """What Fetch uses (bound once into the API table: no lookups per request)."""
+
+    clock_ms: Callable[[], int]
+    metadata_cache: MetadataCache
+    replica_manager: ReplicaManager
+    log_manager: LogManager
+    fetch_sessions: FetchSessionCache
+    #: fetch.max.bytes, read once: it bounds every response
+    fetch_max_bytes: int
+
+
+def handle_fetch(deps: FetchDeps, ctx: RequestContext, req: FetchRequest) -> Any:
     version = ctx.api_version
-    cache = broker.metadata_cache
+    cache = deps.metadata_cache
     replica_id = req.replica_id
     epoch = req.session_epoch
     uses_topic_ids = version >= FIRST_TOPIC_ID
     # Kafka's KafkaApis: the response is bounded by fetch.max.bytes whatever the request asks
-    max_bytes = min(req.max_bytes, broker.fetch_max_bytes)
+    max_bytes = min(req.max_bytes, deps.fetch_max_bytes)
     params = FetchParams(
         replica_id=replica_id,
         max_wait_ms=req.max_wait_ms,
@@ -83,7 +101,7 @@ def handle_fetch(broker: KafkaBroker, ctx: RequestContext, req: FetchRequest) ->
             forgotten.extend((fname, p) for p in f.partitions)
 
     context = new_context(
-        broker.fetch_sessions,
+        deps.fetch_sessions,
         req.session_id,
         epoch,
         is_follower=replica_id >= 0,
@@ -104,7 +122,7 @@ def handle_fetch(broker: KafkaBroker, ctx: RequestContext, req: FetchRequest) ->
             for tp, info in requested
         ],
         forgotten=forgotten,
-        now_ms=broker.clock_ms(),
+        now_ms=deps.clock_ms(),
     )
     if context.kind == "error":
         return encode_fetch_response(version, [], error_code=context.error, session_id=0)
@@ -133,7 +151,7 @@ def handle_fetch(broker: KafkaBroker, ctx: RequestContext, req: FetchRequest) ->
     zstd_refused: set[str] = set()
     if replica_id < 0 and version < FIRST_ZSTD_FETCH:
         for tp, _ in to_fetch:
-            lg = broker.log_manager.get_log(*tp)
+            lg = deps.log_manager.get_log(*tp)
             if lg is not None and lg.config.compression_type == "zstd":
                 zstd_refused.add(tp[0])
 
@@ -183,7 +201,7 @@ def handle_fetch(broker: KafkaBroker, ctx: RequestContext, req: FetchRequest) ->
             )
         return encode_fetch_response(version, order, session_id=new_session_id)
 
-    return broker.replica_manager.fetch_messages(params, to_fetch, respond)
+    return deps.replica_manager.fetch_messages(params, to_fetch, respond)
 
 
 def _has_news(session: FetchSession, tp: TopicPartition, r: FetchPartitionResult) -> bool:

@@ -10,6 +10,8 @@ group semantics live in :mod:`kafkalite.coordinator.group`.
 from __future__ import annotations
 
 import datetime
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kafkalite.coordinator.group.group_coordinator import CLASSIC_GROUP_TYPE, JoinRequest
@@ -20,7 +22,20 @@ from kafkalite.protocol.errors import ErrorCode
 if TYPE_CHECKING:
     from kafkalite.coordinator.group.group_coordinator import GroupCoordinator
     from kafkalite.network.api_spec import RequestContext
-    from kafkalite.server.broker import KafkaBroker
+    from kafkalite.server.apis.request_types import (
+        DeleteGroupsRequest,
+        DescribeGroupsRequest,
+        FindCoordinatorRequest,
+        HeartbeatRequest,
+        JoinGroupRequest,
+        LeaveGroupRequest,
+        ListGroupsRequest,
+        OffsetCommitRequest,
+        OffsetDeleteRequest,
+        OffsetFetchRequest,
+        SyncGroupRequest,
+    )
+    from kafkalite.server.metadata_cache import MetadataCache
 
 
 OFFSET_DELETE = ApiKey.OFFSET_DELETE
@@ -38,8 +53,15 @@ def _ms(v: Any) -> int:
     return int(v)
 
 
-def _coordinator(broker: KafkaBroker) -> GroupCoordinator:
-    return broker.group_coordinator
+@dataclass(frozen=True, slots=True)
+class GroupDeps:
+    coordinator: GroupCoordinator
+    metadata_cache: MetadataCache
+    clock_ms: Callable[[], int]
+
+
+def _coordinator(deps: GroupDeps) -> GroupCoordinator:
+    return deps.coordinator
 
 
 def _client_host(ctx: RequestContext) -> str:
@@ -51,19 +73,20 @@ def _client_host(ctx: RequestContext) -> str:
 
 
 async def handle_find_coordinator(
-    broker: KafkaBroker, ctx: RequestContext, req: Any
+    deps: GroupDeps, ctx: RequestContext, req: FindCoordinatorRequest
 ) -> dict[str, Any]:
     version = ctx.api_version
     key_type = int(getattr(req, "key_type", COORDINATOR_TYPE_GROUP))
-    keys = list(req.coordinator_keys) if version >= 4 else [req.key]
-    found = [await _find_coordinator(broker, ctx, key_type, k) for k in keys]
+    # v4+ batches keys; the field each version has tells them apart for the type checker
+    keys = list(req.coordinator_keys) if hasattr(req, "coordinator_keys") else [req.key]
+    found = [await _find_coordinator(deps, ctx, key_type, k) for k in keys]
     if version >= 4:
         return {"throttle_time": 0, "coordinators": found}
     return {"throttle_time": 0, **{k: v for k, v in found[0].items() if k != "key"}}
 
 
 async def _find_coordinator(
-    broker: KafkaBroker, ctx: RequestContext, key_type: int, key: str
+    deps: GroupDeps, ctx: RequestContext, key_type: int, key: str
 ) -> dict[str, Any]:
     def error(code: int, message: str | None = None) -> dict[str, Any]:
         return {
@@ -81,10 +104,10 @@ async def _find_coordinator(
         )
     if key_type != COORDINATOR_TYPE_GROUP:
         return error(ErrorCode.invalid_request, f"unsupported coordinator key type {key_type}")
-    coordinator = _coordinator(broker)
+    coordinator = _coordinator(deps)
     await coordinator.ensure_offsets_topic()
     leader = coordinator.coordinator_for(key)
-    info = broker.metadata_cache.brokers.get(leader)
+    info = deps.metadata_cache.brokers.get(leader)
     endpoint = info.endpoints.get(ctx.listener) if info is not None else None
     if endpoint is None:
         return error(ErrorCode.coordinator_not_available)
@@ -101,11 +124,13 @@ async def _find_coordinator(
 # ---- JoinGroup (11) / SyncGroup (14) / Heartbeat (12) / LeaveGroup (13) ----------------
 
 
-async def handle_join_group(broker: KafkaBroker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle_join_group(
+    deps: GroupDeps, ctx: RequestContext, req: JoinGroupRequest
+) -> dict[str, Any]:
     version = ctx.api_version
     session_ms = _ms(req.session_timeout)
     instance_id = getattr(req, "group_instance_id", None)
-    r = await _coordinator(broker).handle_join_group(
+    r = await _coordinator(deps).handle_join_group(
         JoinRequest(
             group_id=req.group_id,
             member_id=req.member_id,
@@ -136,8 +161,10 @@ async def handle_join_group(broker: KafkaBroker, ctx: RequestContext, req: Any) 
     }
 
 
-async def handle_sync_group(broker: KafkaBroker, ctx: RequestContext, req: Any) -> dict[str, Any]:
-    r = await _coordinator(broker).handle_sync_group(
+async def handle_sync_group(
+    deps: GroupDeps, ctx: RequestContext, req: SyncGroupRequest
+) -> dict[str, Any]:
+    r = await _coordinator(deps).handle_sync_group(
         req.group_id,
         int(req.generation_id),
         req.member_id,
@@ -155,20 +182,22 @@ async def handle_sync_group(broker: KafkaBroker, ctx: RequestContext, req: Any) 
     }
 
 
-def handle_heartbeat(broker: KafkaBroker, ctx: RequestContext, req: Any) -> dict[str, Any]:
-    error = _coordinator(broker).handle_heartbeat(
+def handle_heartbeat(deps: GroupDeps, ctx: RequestContext, req: HeartbeatRequest) -> dict[str, Any]:
+    error = _coordinator(deps).handle_heartbeat(
         req.group_id, req.member_id, getattr(req, "group_instance_id", None), int(req.generation_id)
     )
     return {"throttle_time": 0, "error_code": error}
 
 
-def handle_leave_group(broker: KafkaBroker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+def handle_leave_group(
+    deps: GroupDeps, ctx: RequestContext, req: LeaveGroupRequest
+) -> dict[str, Any]:
     version = ctx.api_version
-    if version >= 3:
+    if hasattr(req, "members"):  # v3+: batched members
         leaving = [(m.member_id, m.group_instance_id) for m in req.members]
     else:
         leaving = [(req.member_id, None)]
-    error, member_errors = _coordinator(broker).handle_leave_group(req.group_id, leaving)
+    error, member_errors = _coordinator(deps).handle_leave_group(req.group_id, leaving)
     if version < 3:
         # one member, one error: the member's unless the whole request failed
         return {
@@ -191,11 +220,11 @@ def handle_leave_group(broker: KafkaBroker, ctx: RequestContext, req: Any) -> di
 
 
 async def handle_offset_commit(
-    broker: KafkaBroker, ctx: RequestContext, req: Any
+    deps: GroupDeps, ctx: RequestContext, req: OffsetCommitRequest
 ) -> dict[str, Any]:
     version = ctx.api_version
-    cache = broker.metadata_cache
-    now = broker.clock_ms()
+    cache = deps.metadata_cache
+    now = deps.clock_ms()
     retention_ms = (
         _ms(req.retention_time) if version <= 4 and hasattr(req, "retention_time") else -1
     )
@@ -203,8 +232,10 @@ async def handle_offset_commit(
     to_commit: dict[TopicPartition, OffsetAndMetadata] = {}
     where: dict[tuple[int, int], TopicPartition] = {}
 
+    # the topic entry classes differ per version (v10 names topics by id): read alike
+    topics_in: tuple[Any, ...] = req.topics
     # validate: topics and partitions must exist
-    for ti, t in enumerate(req.topics):
+    for ti, t in enumerate(topics_in):
         name = cache.topic_name(t.topic_id) if version >= 10 else t.name
         meta = cache.get_topic(name) if name is not None else None
         for p in t.partitions:
@@ -226,7 +257,7 @@ async def handle_offset_commit(
 
     # act
     if to_commit:
-        results = await _coordinator(broker).handle_commit_offsets(
+        results = await _coordinator(deps).handle_commit_offsets(
             req.group_id,
             req.member_id,
             getattr(req, "group_instance_id", None),
@@ -239,7 +270,7 @@ async def handle_offset_commit(
 
     # respond
     topics = []
-    for ti, t in enumerate(req.topics):
+    for ti, t in enumerate(topics_in):
         entry: dict[str, Any] = {"topic_id": t.topic_id} if version >= 10 else {"name": t.name}
         entry["partitions"] = [
             {
@@ -252,12 +283,14 @@ async def handle_offset_commit(
     return {"throttle_time": 0, "topics": topics}
 
 
-def handle_offset_fetch(broker: KafkaBroker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+def handle_offset_fetch(
+    deps: GroupDeps, ctx: RequestContext, req: OffsetFetchRequest
+) -> dict[str, Any]:
     version = ctx.api_version
-    if version >= 8:
-        groups = [_fetch_group(broker, version, g.group_id, g.topics) for g in req.groups]
+    if hasattr(req, "groups"):  # v8+: batched groups
+        groups = [_fetch_group(deps, version, g.group_id, g.topics) for g in req.groups]
         return {"throttle_time": 0, "groups": groups}
-    g = _fetch_group(broker, version, req.group_id, req.topics)
+    g = _fetch_group(deps, version, req.group_id, req.topics)
     if version < 2:
         # no top-level error code yet: every partition carries the group's error
         for t in g["topics"]:
@@ -267,8 +300,8 @@ def handle_offset_fetch(broker: KafkaBroker, ctx: RequestContext, req: Any) -> d
     return {"throttle_time": 0, "error_code": g["error_code"], "topics": g["topics"]}
 
 
-def _fetch_group(broker: KafkaBroker, version: int, group_id: str, topics: Any) -> dict[str, Any]:
-    cache = broker.metadata_cache
+def _fetch_group(deps: GroupDeps, version: int, group_id: str, topics: Any) -> dict[str, Any]:
+    cache = deps.metadata_cache
     use_ids = version >= 10
 
     def partition(idx: int, om: OffsetAndMetadata | None, error: int = 0) -> dict[str, Any]:
@@ -292,7 +325,7 @@ def _fetch_group(broker: KafkaBroker, version: int, group_id: str, topics: Any) 
         return {"topic_id": topic_id} if use_ids else {"name": name}
 
     if topics is None:
-        error, committed = _coordinator(broker).handle_fetch_offsets(group_id, None)
+        error, committed = _coordinator(deps).handle_fetch_offsets(group_id, None)
         by_topic: dict[str, list[tuple[int, OffsetAndMetadata | None]]] = {}
         for (name, idx), om in sorted(committed.items()):
             by_topic.setdefault(name, []).append((idx, om))
@@ -318,7 +351,7 @@ def _fetch_group(broker: KafkaBroker, version: int, group_id: str, topics: Any) 
         else:
             requested.append((t.name, None, [int(i) for i in t.partition_indexes]))
     wanted = [(name, i) for name, _, idxs in requested if name is not None for i in idxs]
-    error, committed = _coordinator(broker).handle_fetch_offsets(group_id, wanted)
+    error, committed = _coordinator(deps).handle_fetch_offsets(group_id, wanted)
     if error and version >= 2:
         return {"group_id": group_id, "error_code": error, "topics": []}
     topics_out = []
@@ -332,9 +365,9 @@ def _fetch_group(broker: KafkaBroker, version: int, group_id: str, topics: Any) 
 
 
 async def handle_offset_delete(
-    broker: KafkaBroker, ctx: RequestContext, req: Any
+    deps: GroupDeps, ctx: RequestContext, req: OffsetDeleteRequest
 ) -> dict[str, Any]:
-    cache = broker.metadata_cache
+    cache = deps.metadata_cache
     errors: dict[TopicPartition, int] = {}
     wanted: list[TopicPartition] = []
     for t in req.topics:
@@ -345,7 +378,7 @@ async def handle_offset_delete(
                 errors[tp] = ErrorCode.unknown_topic_or_partition
             else:
                 wanted.append(tp)
-    error, results = await _coordinator(broker).handle_delete_offsets(req.group_id, wanted)
+    error, results = await _coordinator(deps).handle_delete_offsets(req.group_id, wanted)
     errors.update(results)
     return {
         "throttle_time": 0,
@@ -371,7 +404,9 @@ async def handle_offset_delete(
 # ---- DescribeGroups (15) / ListGroups (16) / DeleteGroups (42) -------------------------
 
 
-def handle_describe_groups(broker: KafkaBroker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+def handle_describe_groups(
+    deps: GroupDeps, ctx: RequestContext, req: DescribeGroupsRequest
+) -> dict[str, Any]:
     version = ctx.api_version
     ops = (
         GROUP_AUTHORIZED_OPERATIONS
@@ -380,7 +415,7 @@ def handle_describe_groups(broker: KafkaBroker, ctx: RequestContext, req: Any) -
     )
     out = []
     for group_id in req.groups:
-        s = _coordinator(broker).handle_describe_group(group_id)
+        s = _coordinator(deps).handle_describe_group(group_id)
         error, message = s.error, None
         if error == ErrorCode.group_id_not_found:
             if version >= 6:
@@ -412,10 +447,12 @@ def handle_describe_groups(broker: KafkaBroker, ctx: RequestContext, req: Any) -
     return {"throttle_time": 0, "groups": out}
 
 
-def handle_list_groups(broker: KafkaBroker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+def handle_list_groups(
+    deps: GroupDeps, ctx: RequestContext, req: ListGroupsRequest
+) -> dict[str, Any]:
     states = {s.lower() for s in getattr(req, "states_filter", ()) or ()}
     types = {t.lower() for t in getattr(req, "types_filter", ()) or ()}
-    error, groups = _coordinator(broker).handle_list_groups(states, types)
+    error, groups = _coordinator(deps).handle_list_groups(states, types)
     return {
         "throttle_time": 0,
         "error_code": error,
@@ -432,11 +469,11 @@ def handle_list_groups(broker: KafkaBroker, ctx: RequestContext, req: Any) -> di
 
 
 async def handle_delete_groups(
-    broker: KafkaBroker, ctx: RequestContext, req: Any
+    deps: GroupDeps, ctx: RequestContext, req: DeleteGroupsRequest
 ) -> dict[str, Any]:
     results = []
     for group_id in req.groups_names:
-        error = await _coordinator(broker).handle_delete_group(group_id)
+        error = await _coordinator(deps).handle_delete_group(group_id)
         results.append({"group_id": group_id, "error_code": error})
     return {"throttle_time": 0, "results": results}
 

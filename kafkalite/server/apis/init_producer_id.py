@@ -13,14 +13,15 @@ from typing import TYPE_CHECKING, Any
 from kafkalite.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
+    from kafkalite.coordinator.transaction.producer_id_manager import ProducerIdManager
     from kafkalite.network.api_spec import RequestContext
-    from kafkalite.server.broker import KafkaBroker
+    from kafkalite.server.apis.request_types import InitProducerIdRequest
 
 MAX_EPOCH = 32767
 
 
 async def handle_init_producer_id(
-    broker: KafkaBroker, ctx: RequestContext, req: Any
+    producer_ids: ProducerIdManager, ctx: RequestContext, req: InitProducerIdRequest
 ) -> dict[str, Any]:
     # validate
     if req.transactional_id is not None:
@@ -41,7 +42,7 @@ async def handle_init_producer_id(
             "producer_id": pid,
             "producer_epoch": epoch + 1,
         }
-    new_pid = await broker.producer_ids.generate_producer_id()
+    new_pid = await producer_ids.generate_producer_id()
     # respond
     return {"throttle_time": 0, "error_code": 0, "producer_id": new_pid, "producer_epoch": 0}
 

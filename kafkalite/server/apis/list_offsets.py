@@ -8,11 +8,13 @@ from kafkalite.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
     from kafkalite.network.api_spec import RequestContext
-    from kafkalite.server.broker import KafkaBroker
+    from kafkalite.replica.replica_manager import ReplicaManager
+    from kafkalite.server.apis.request_types import ListOffsetsRequest
 
 
-def handle_list_offsets(broker: KafkaBroker, ctx: RequestContext, req: Any) -> dict[str, Any]:
-    rm = broker.replica_manager
+def handle_list_offsets(
+    rm: ReplicaManager, ctx: RequestContext, req: ListOffsetsRequest
+) -> dict[str, Any]:
     # v0 had no isolation level; a consumer (-1) gets HW, a replica the LEO
     isolation = getattr(req, "isolation_level", 0) if req.replica_id < 0 else None
     topics = []

@@ -7,6 +7,7 @@ bytes cached per version in the metadata cache.
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kafkalite.protocol.errors import ErrorCode
@@ -19,13 +20,23 @@ from kafkalite.server.topic_names import validate_topic_name
 
 if TYPE_CHECKING:
     from kafkalite.network.api_spec import RequestContext
-    from kafkalite.server.broker import KafkaBroker
+    from kafkalite.server.admin_manager import AdminManager
+    from kafkalite.server.apis.request_types import MetadataRequest
+    from kafkalite.server.config import BrokerConfig
+    from kafkalite.server.metadata_cache import MetadataCache
 
 _ZERO_UUID = uuid.UUID(int=0)
 
 
-def handle_metadata(broker: KafkaBroker, ctx: RequestContext, req: Any) -> Any:
-    cache = broker.metadata_cache
+@dataclass(frozen=True, slots=True)
+class MetadataDeps:
+    metadata_cache: MetadataCache
+    config: BrokerConfig
+    admin: AdminManager
+
+
+def handle_metadata(deps: MetadataDeps, ctx: RequestContext, req: MetadataRequest) -> Any:
+    cache = deps.metadata_cache
     version = ctx.api_version
     requested = req.topics  # None = all topics (v1+); empty = none
     if version == 0 and not requested:
@@ -50,27 +61,27 @@ def handle_metadata(broker: KafkaBroker, ctx: RequestContext, req: Any) -> Any:
             names.append(name)
 
     to_create = []
-    if requested is not None and allow_auto and broker.config["auto.create.topics.enable"]:
+    if requested is not None and allow_auto and deps.config["auto.create.topics.enable"]:
         for n in names:
             if n is not None and n not in cache.topics and validate_topic_name(n) is None:
                 to_create.append(n)
 
     def respond(create_errors: dict[str, int] | None = None) -> list[bytes]:
-        topics = [_topic_entry(broker, version, n, create_errors) for n in names]
+        topics = [_topic_entry(deps, version, n, create_errors) for n in names]
         topics += [
             encode_topic(version, ErrorCode.unknown_topic_id, None, tid, False, [])
             for tid in unknown_ids
         ]
         return encode_metadata_response(
             version,
-            _brokers(broker, ctx),
-            broker.cluster_id,
+            _brokers(deps, ctx),
+            cache.cluster_id,
             cache.controller_id,
             topics,
         )
 
     if to_create:
-        return _after(broker.admin.auto_create_topics(to_create), respond)
+        return _after(deps.admin.auto_create_topics(to_create), respond)
     return respond()
 
 
@@ -78,9 +89,9 @@ async def _after(coro: Any, fn: Any) -> Any:
     return fn(await coro)
 
 
-def _brokers(broker: KafkaBroker, ctx: RequestContext) -> list[BrokerEntry]:
+def _brokers(deps: MetadataDeps, ctx: RequestContext) -> list[BrokerEntry]:
     out = []
-    for b in broker.metadata_cache.brokers.values():
+    for b in deps.metadata_cache.brokers.values():
         ep = b.endpoints.get(ctx.listener)
         if ep is None:
             continue
@@ -89,7 +100,7 @@ def _brokers(broker: KafkaBroker, ctx: RequestContext) -> list[BrokerEntry]:
 
 
 def _topic_entry(
-    broker: KafkaBroker,
+    deps: MetadataDeps,
     version: int,
     name: str | None,
     create_errors: dict[str, int] | None = None,
@@ -97,7 +108,7 @@ def _topic_entry(
     """The topic's entry: cached bytes for a known topic, else its error."""
     if name is None:
         return _error_entry(version, ErrorCode.invalid_topic_exception, name)
-    cached = broker.metadata_cache.encoded_topic(name, version)
+    cached = deps.metadata_cache.encoded_topic(name, version)
     if cached is not None:
         return cached
     if validate_topic_name(name) is not None:
@@ -105,7 +116,7 @@ def _topic_entry(
     if create_errors and name in create_errors:
         # e.g. a '.'/'_' collision found while auto-creating (Kafka: INVALID_TOPIC_EXCEPTION)
         return _error_entry(version, create_errors[name], name)
-    if name in broker.admin.creating:
+    if name in deps.admin.creating:
         return _error_entry(version, ErrorCode.leader_not_available, name)
     return _error_entry(version, ErrorCode.unknown_topic_or_partition, name)
 

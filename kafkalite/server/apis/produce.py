@@ -8,6 +8,8 @@ kio entity per partition on this path.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kafkalite.network.responses import CloseConnection
@@ -29,7 +31,9 @@ from kafkalite.server.topic_names import INTERNAL_TOPICS
 if TYPE_CHECKING:
     from kafkalite.log.log_config import LogConfig
     from kafkalite.network.api_spec import RequestContext
-    from kafkalite.server.broker import KafkaBroker
+    from kafkalite.replica.replica_manager import ReplicaManager
+    from kafkalite.server.append_sequencer import AppendSequencer
+    from kafkalite.server.metadata_cache import MetadataCache
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +43,17 @@ ADMIN_CLIENT_ID = "__admin_client"
 TP = tuple[str, int]
 
 
-def handle_produce(broker: KafkaBroker, ctx: RequestContext, req: ProduceRequest) -> Any:
+@dataclass(frozen=True, slots=True)
+class ProduceDeps:
+    """What Produce uses (bound once into the API table: no lookups per request)."""
+
+    clock_ms: Callable[[], int]
+    metadata_cache: MetadataCache
+    replica_manager: ReplicaManager
+    append_sequencer: AppendSequencer
+
+
+def handle_produce(deps: ProduceDeps, ctx: RequestContext, req: ProduceRequest) -> Any:
     acks = req.acks
     timeout_ms = req.timeout_ms
     entries: dict[TP, WritableBuffer] = {}
@@ -48,7 +62,7 @@ def handle_produce(broker: KafkaBroker, ctx: RequestContext, req: ProduceRequest
     record_errors: dict[TP, list[tuple[int, str]]] = {}
     pending: dict[TP, BatchCheck] = {}  # batches checked in slices, after this dispatch
     order: list[tuple[str, list[int]]] = []
-    now = broker.clock_ms()
+    now = deps.clock_ms()
 
     def outcome(tp: TP, result: CheckedBatch | Exception) -> None:
         """A batch check's verdict: the batch to append, or the partition's error."""
@@ -80,7 +94,7 @@ def handle_produce(broker: KafkaBroker, ctx: RequestContext, req: ProduceRequest
                     ErrorCode.transactional_id_authorization_failed,
                     error_message="transactions are not supported yet",
                 )
-            elif name not in broker.metadata_cache.topics:
+            elif name not in deps.metadata_cache.topics:
                 results[tp] = ProduceResult(ErrorCode.unknown_topic_or_partition)
             elif name in INTERNAL_TOPICS and ctx.client_id != ADMIN_CLIENT_ID:
                 # Kafka's ReplicaManager: only the coordinators write them (or its admin tools)
@@ -95,7 +109,7 @@ def handle_produce(broker: KafkaBroker, ctx: RequestContext, req: ProduceRequest
                     # (Connection._hand_over): appended from where it is, not copied
                     view = memoryview(records)[:size]
                     data = bytearray(view) if view.readonly else view
-                    cfg = _leader_config(broker, tp)
+                    cfg = _leader_config(deps, tp)
                     if cfg is None:
                         # the append answers UNKNOWN_TOPIC_OR_PARTITION / NOT_LEADER_OR_FOLLOWER
                         entries[tp] = data
@@ -126,11 +140,11 @@ def handle_produce(broker: KafkaBroker, ctx: RequestContext, req: ProduceRequest
             ],
         )
 
-    sequencer = broker.append_sequencer
+    sequencer = deps.append_sequencer
     if not pending and not sequencer.busy(entries):
         if not entries:
             return respond({})
-        return broker.replica_manager.append_records(
+        return deps.replica_manager.append_records(
             timeout_ms, acks, entries, respond, validated=validated
         )
 
@@ -139,7 +153,7 @@ def handle_produce(broker: KafkaBroker, ctx: RequestContext, req: ProduceRequest
             outcome(tp, result)
         if not entries:
             return respond({})
-        return broker.replica_manager.append_records(
+        return deps.replica_manager.append_records(
             timeout_ms, acks, entries, respond, validated=validated
         )
 
@@ -147,10 +161,10 @@ def handle_produce(broker: KafkaBroker, ctx: RequestContext, req: ProduceRequest
     return sequencer.defer([*entries, *pending], pending, append)
 
 
-def _leader_config(broker: KafkaBroker, tp: TP) -> LogConfig | None:
+def _leader_config(deps: ProduceDeps, tp: TP) -> LogConfig | None:
     """The partition's log config when this broker leads it (LogValidator runs on the
     leader); None otherwise."""
-    p = broker.replica_manager.get_partition(tp)
+    p = deps.replica_manager.get_partition(tp)
     if p is None or p.log is None or not p.is_leader:
         return None
     return p.log.config

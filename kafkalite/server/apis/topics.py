@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kafkalite.protocol.errors import ErrorCode, KafkaError
@@ -11,12 +12,25 @@ from kafkalite.server.admin_limits import (
     create_partitions_partitions,
     create_topics_partitions,
 )
-from kafkalite.server.admin_manager import CreateTopicResult
+from kafkalite.server.admin_manager import AdminManager, CreateTopicResult
 from kafkalite.server.apis.configs import topic_config_entries
 
 if TYPE_CHECKING:
     from kafkalite.network.api_spec import RequestContext
-    from kafkalite.server.broker import KafkaBroker
+    from kafkalite.server.apis.request_types import (
+        CreatePartitionsRequest,
+        CreateTopicsRequest,
+        DeleteTopicsRequest,
+    )
+    from kafkalite.server.config import BrokerConfig
+    from kafkalite.server.metadata_cache import MetadataCache
+
+
+@dataclass(frozen=True, slots=True)
+class TopicDeps:
+    config: BrokerConfig
+    metadata_cache: MetadataCache
+    admin: AdminManager
 
 
 def _ms(td: Any) -> int:
@@ -24,22 +38,22 @@ def _ms(td: Any) -> int:
 
 
 async def handle_create_topics(
-    broker: KafkaBroker, ctx: RequestContext, req: Any
+    deps: TopicDeps, ctx: RequestContext, req: CreateTopicsRequest
 ) -> dict[str, Any]:
-    if not broker.is_controller_reachable():
+    if deps.metadata_cache.controller_id < 0:
         return {
             "throttle_time": 0,
             "topics": [
                 {"name": t.name, "error_code": ErrorCode.not_controller} for t in req.topics
             ],
         }
-    limit = int(broker.config["kafkalite.max.partitions.per.request"])
-    if create_topics_partitions(req.topics, int(broker.config["num.partitions"])) > limit:
+    limit = int(deps.config["kafkalite.max.partitions.per.request"])
+    if create_topics_partitions(req.topics, int(deps.config["num.partitions"])) > limit:
         results = [
             CreateTopicResult(t.name, POLICY_VIOLATION, TOO_MANY_PARTITIONS) for t in req.topics
         ]
     else:
-        results = await broker.admin.create_topics(
+        results = await deps.admin.create_topics(
             req.topics, validate_only=req.validate_only, timeout_ms=_ms(req.timeout)
         )
     out = []
@@ -62,7 +76,7 @@ async def handle_create_topics(
                     "is_sensitive": c["is_sensitive"],
                     "config_source": c["config_source"],
                 }
-                for c in topic_config_entries(broker.config, r.overrides or {}, r.log_config)
+                for c in topic_config_entries(deps.config, r.overrides or {}, r.log_config)
             ]
         else:
             entry["configs"] = None if r.error else []
@@ -71,25 +85,26 @@ async def handle_create_topics(
 
 
 async def handle_delete_topics(
-    broker: KafkaBroker, ctx: RequestContext, req: Any
+    deps: TopicDeps, ctx: RequestContext, req: DeleteTopicsRequest
 ) -> dict[str, Any]:
-    cache = broker.metadata_cache
+    cache = deps.metadata_cache
     names: list[str] = []
     responses: list[dict[str, Any]] = []
-    if ctx.api_version >= 6:
+    entries: list[tuple[str | None, Any]]
+    if hasattr(req, "topics"):  # v6+: names or topic ids
         entries = [(t.name, t.topic_id) for t in req.topics]
     else:
         entries = [(n, None) for n in req.topic_names]
     resolved: list[tuple[str | None, Any, int]] = []
     for name, tid in entries:
-        if name is None and tid is not None:
-            name = cache.topic_name(tid)
+        if name is None:  # v6+ names a topic by id
+            name = None if tid is None else cache.topic_name(tid)
             if name is None:
                 resolved.append((None, tid, ErrorCode.unknown_topic_id))
                 continue
         resolved.append((name, tid, 0))
         names.append(name)
-    errors = await broker.admin.delete_topics(names, _ms(req.timeout)) if names else {}
+    errors = await deps.admin.delete_topics(names, _ms(req.timeout)) if names else {}
     for name, tid, err in resolved:
         code = err or errors.get(name or "", 0)
         t = cache.get_topic(name) if name else None
@@ -105,11 +120,11 @@ async def handle_delete_topics(
 
 
 async def handle_create_partitions(
-    broker: KafkaBroker, ctx: RequestContext, req: Any
+    deps: TopicDeps, ctx: RequestContext, req: CreatePartitionsRequest
 ) -> dict[str, Any]:
     results = []
-    limit = int(broker.config["kafkalite.max.partitions.per.request"])
-    cache = broker.metadata_cache
+    limit = int(deps.config["kafkalite.max.partitions.per.request"])
+    cache = deps.metadata_cache
 
     def current_count(name: str) -> int | None:
         topic = cache.get_topic(name)
@@ -129,7 +144,7 @@ async def handle_create_partitions(
         }
     for t in req.topics:
         try:
-            await broker.admin.create_partitions(
+            await deps.admin.create_partitions(
                 t.name,
                 int(t.count),
                 t.assignments,
