@@ -17,11 +17,16 @@ import threading
 import time
 
 import pytest
-from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
+from kio.schema.create_topics.v7.request import (
+    CreatableTopic,
+    CreatableTopicConfig,
+    CreateTopicsRequest,
+)
 
 from kafkalite.protocol.records import build_batch
 from kafkalite.testing import hostile_connections as hc
-from tests.server.raw_client import RawClient, api_versions, fetch, produce
+from kafkalite.testing.bombs import bomb_batch
+from tests.server.raw_client import RawClient, api_versions, fetch, produce, request_bytes
 from tests.server.test_server_process import _free_port, _start
 
 MB = 1_000_000
@@ -155,3 +160,51 @@ def test_client_that_never_reads_is_muted_and_others_are_served(broker_process):
     finally:
         c.close()
     assert peak - base < 100 * MB, f"{(peak - base) / MB:.1f} MB while a client did not read"
+
+
+def peak_rss(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmHWM")
+
+
+def test_snappy_bomb_of_one_gib_costs_its_48_mib_request_once(broker_process):
+    """Snappy's best ratio is about 21, so a 1 GiB snappy bomb is a 48 MiB request: what
+    bounds it is the request's own copies, not decompression. The frame is received into
+    one mapping (no doubling copies), handed to the Produce path, and the batch is
+    appended from it. Before: the doubling buffers, a copy of the frame and the produce
+    copy, +144 MB; the bound is issue 13's 100 MB for a 1 GiB bomb."""
+    pid, port = broker_process
+    c = RawClient("127.0.0.1", port, timeout=60)
+    configs = (
+        CreatableTopicConfig(name="max.message.bytes", value=str(64 << 20)),
+        CreatableTopicConfig(name="segment.bytes", value=str(128 << 20)),
+    )
+    topic = CreatableTopic(
+        name="bomb48", num_partitions=1, replication_factor=1, assignments=(), configs=configs
+    )
+    created = c.call(
+        CREATE_TOPICS,
+        7,
+        CreateTopicsRequest(
+            topics=(topic,), timeout=datetime.timedelta(seconds=10), validate_only=False
+        ),
+    )
+    assert created.topics[0].error_code == 0
+    batch = bomb_batch("snappy-xerial", 1, 1 << 30)
+    frame = request_bytes(PRODUCE, 9, 7, produce("bomb48", batch))
+    assert len(frame) > 40 * MB
+    base = settled_rss(pid)
+    with open(f"/proc/{pid}/clear_refs", "w") as f:
+        f.write("5")  # resets VmHWM to the current RSS
+    c.send_raw(frame)
+    cid, resp = c.read_response(PRODUCE, 9)
+    extra = peak_rss(pid) - base
+    r = resp.responses[0].partition_responses[0]
+    assert (cid, r.error_code, r.base_offset) == (7, 0, 0), r.error_message
+    assert extra < 100 * MB, f"{extra / MB:.1f} MB for a 48 MiB produce"
+    after = c.call(PRODUCE, 9, produce("bomb48", build_batch([(b"k", b"after")])))
+    assert after.responses[0].partition_responses[0].base_offset == 1
+    c.close()
