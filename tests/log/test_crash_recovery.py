@@ -151,41 +151,49 @@ def _consume_all(bootstrap: str, topic: str, partitions: int) -> list[tuple[int,
     return out
 
 
-def test_kill_9_mid_stream_loses_no_acknowledged_record(broker_process: Any) -> None:
-    rng = random.Random(int(os.environ.get("KAFKALITE_CRASH_SEED", "0")) or None)
-    b: BrokerProcess = broker_process()
-    b.start()
-    topic = "crash-stream"
-    acked: list[tuple[int, int, bytes]] = []
-    failed = 0
+class Deliveries:
+    """Every acknowledged (partition, offset, value), and how many sends failed."""
 
-    def report(err: Any, msg: Any) -> None:
-        nonlocal failed
+    def __init__(self) -> None:
+        self.acked: list[tuple[int, int, bytes]] = []
+        self.failed = 0
+
+    def report(self, err: Any, msg: Any) -> None:
         if err is None:
-            acked.append((msg.partition(), msg.offset(), msg.value()))
+            self.acked.append((msg.partition(), msg.offset(), msg.value()))
         else:
-            failed += 1
+            self.failed += 1
 
-    p = Producer(
+
+def _crash_producer(bootstrap: str, **config: object) -> Producer:
+    """No retries (each value is sent once) and quick reconnects to a restarted broker."""
+    return Producer(
         {
-            "bootstrap.servers": b.bootstrap,
-            "acks": 1,
-            "linger.ms": 2,
+            "bootstrap.servers": bootstrap,
             "retries": 0,
             "enable.idempotence": False,
             "message.timeout.ms": 20_000,
             "reconnect.backoff.ms": 20,
             "reconnect.backoff.max.ms": 100,
-            "retry.backoff.ms": 20,
             "topic.metadata.refresh.interval.ms": 500,
+            **config,
         }
     )
+
+
+def test_kill_9_mid_stream_loses_no_acknowledged_record(broker_process: Any) -> None:
+    rng = random.Random(int(os.environ.get("KAFKALITE_CRASH_SEED", "0")) or None)
+    b: BrokerProcess = broker_process()
+    b.start()
+    topic = "crash-stream"
+    acks = Deliveries()
+    p = _crash_producer(b.bootstrap, **{"acks": 1, "linger.ms": 2, "retry.backoff.ms": 20})
     seq = 0
     for _ in range(KILLS):
         kill_at = time.monotonic() + rng.uniform(0.05, 0.4)
         while time.monotonic() < kill_at:
             for _ in range(20):
-                p.produce(topic, value=b"v%08d" % seq, on_delivery=report)
+                p.produce(topic, value=b"v%08d" % seq, on_delivery=acks.report)
                 seq += 1
             p.poll(0)
             time.sleep(0.002)
@@ -194,14 +202,14 @@ def test_kill_9_mid_stream_loses_no_acknowledged_record(broker_process: Any) -> 
         b.start()
     remaining = p.flush(30)
     assert remaining == 0
-    assert len(acked) + failed == seq
-    assert len(acked) > seq // 4, (len(acked), seq)
+    assert len(acks.acked) + acks.failed == seq
+    assert len(acks.acked) > seq // 4, (len(acks.acked), seq)
     # one more crash before checking, so the final read is itself after a recovery
     b.kill()
     b.start()
     got = _consume_all(b.bootstrap, topic, 3)
     at = {(part, off): v for part, off, v in got}
-    missing = [(part, off, v) for part, off, v in acked if at.get((part, off)) != v]
+    missing = [(part, off, v) for part, off, v in acks.acked if at.get((part, off)) != v]
     assert not missing, f"{len(missing)} acknowledged records lost or moved, e.g. {missing[:5]}"
     dupes = [v for v, n in Counter(v for _p, _o, v in got).items() if n > 1]
     assert not dupes, f"values stored twice: {dupes[:5]}"
@@ -277,35 +285,20 @@ def test_kill_9_after_produce_requests_over_1_mib_loses_no_acknowledged_record(
     )
     b.start()
     topic = "crash-large"
-    acked: list[tuple[int, int, bytes]] = []
-    failed = 0
-
-    def report(err: Any, msg: Any) -> None:
-        nonlocal failed
-        if err is None:
-            acked.append((msg.partition(), msg.offset(), msg.value()))
-        else:
-            failed += 1
-
-    p = Producer(
-        {
-            "bootstrap.servers": b.bootstrap,
+    acks = Deliveries()
+    p = _crash_producer(
+        b.bootstrap,
+        **{
             "acks": "all",
             "linger.ms": 100,
             "batch.size": 3_000_000,
             "message.max.bytes": 4_000_000,
-            "retries": 0,
-            "enable.idempotence": False,
-            "message.timeout.ms": 20_000,
-            "reconnect.backoff.ms": 20,
-            "reconnect.backoff.max.ms": 100,
-            "topic.metadata.refresh.interval.ms": 500,
-        }
+        },
     )
     seq = 0
     for _ in range(3):
         for _ in range(6000):  # about two 3 MB requests
-            p.produce(topic, value=_big_value(seq), on_delivery=report)
+            p.produce(topic, value=_big_value(seq), on_delivery=acks.report)
             seq += 1
             if seq % 500 == 0:
                 p.poll(0)
@@ -313,13 +306,13 @@ def test_kill_9_after_produce_requests_over_1_mib_loses_no_acknowledged_record(
         b.kill()
         b.start()
     assert p.flush(30) == 0
-    assert len(acked) + failed == seq
-    assert len(acked) > seq // 2, (len(acked), seq)
+    assert len(acks.acked) + acks.failed == seq
+    assert len(acks.acked) > seq // 2, (len(acks.acked), seq)
     segs = sorted((b.data / f"{topic}-0").glob("*.log"))
     assert max(size for seg in segs for _pos, size, _off in _batches(seg)) > 1 << 20
     got = _consume_all(b.bootstrap, topic, 1)
     at = {(part, off): v for part, off, v in got}
-    missing = [(part, off) for part, off, v in acked if at.get((part, off)) != v]
+    missing = [(part, off) for part, off, v in acks.acked if at.get((part, off)) != v]
     assert not missing, f"{len(missing)} acknowledged records lost or changed, e.g. {missing[:5]}"
     assert all(v == _big_value(int(v[1:9])) for _p, _o, v in got)
     b.stop()
