@@ -57,6 +57,8 @@ def split_ranges(ranges: list[OffsetRange], min_partitions: int | None) -> list[
         step = r.size / parts
         bounds = [r.start + int(i * step) for i in range(parts)] + [r.end]
         out.extend(
-            OffsetRange(r.topic, r.partition, a, b) for a, b in zip(bounds, bounds[1:]) if b > a
+            OffsetRange(r.topic, r.partition, a, b)
+            for a, b in zip(bounds, bounds[1:], strict=False)
+            if b > a
         )
     return out
