@@ -106,12 +106,27 @@ def watermarks(
     consumer's isolation.level is passed to ListOffsets."""
     from confluent_kafka import TopicPartition
 
-    out = {}
-    for topic, p in parts:
-        out[(topic, p)] = consumer.get_watermark_offsets(
-            TopicPartition(topic, p), timeout=timeout, cached=False
-        )
-    return out
+    return {(t, p): _watermark(consumer, TopicPartition(t, p), timeout) for t, p in parts}
+
+
+def _watermark(consumer: Any, tp: Any, timeout: float) -> tuple[int, int]:
+    """One partition's (log start, latest), refreshing a long-lived client's metadata when the
+    partition is newer than its cache (librdkafka answers _UNKNOWN_PARTITION from the cache)."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            low, high = consumer.get_watermark_offsets(tp, timeout=timeout, cached=False)
+            return int(low), int(high)
+        except KafkaException as e:
+            code = e.args[0].code()
+            if code not in (KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC):
+                raise
+            if time.monotonic() > deadline:
+                raise
+            consumer.list_topics(tp.topic, timeout=timeout)
+            time.sleep(0.05)
 
 
 def _by_timestamp(
@@ -225,7 +240,7 @@ def read_range(
         return
     consumer = _executor_consumer(client)
     tp = TopicPartition(rng.topic, rng.partition)
-    low, high = consumer.get_watermark_offsets(tp, timeout=poll_timeout_ms / 1000, cached=False)
+    low, high = _watermark(consumer, tp, poll_timeout_ms / 1000)
     start = rng.start
     if low > start:
         check_data_loss(
@@ -270,7 +285,7 @@ def read_range(
                 if pos >= rng.end:
                     break
                 if time.monotonic() > deadline:
-                    low, high = consumer.get_watermark_offsets(tp, timeout=10, cached=False)
+                    low, high = _watermark(consumer, tp, 10)
                     if high <= max(pos, start):
                         check_data_loss(
                             f"{rng.topic}-{rng.partition} ends at {high}, before the planned end"
