@@ -90,7 +90,7 @@ def list_partitions(
         rx = re.compile(opts.subscribe_pattern)
         # as the Java consumer's exclude.internal.topics=true
         names = [t for t in md.topics if rx.fullmatch(t) and not t.startswith("__")]
-    out = []
+    out: list[tuple[str, int]] = []
     for name in names:
         topic = md.topics[name]
         if topic.error is not None:

@@ -51,7 +51,7 @@ def split_ranges(ranges: list[OffsetRange], min_partitions: int | None) -> list[
     if not min_partitions or min_partitions <= len(ranges):
         return ranges
     total = sum(r.size for r in ranges)
-    out = []
+    out: list[OffsetRange] = []
     for r in ranges:
         parts = max(1, round(r.size / total * min_partitions))
         step = r.size / parts

@@ -166,12 +166,14 @@ def _committed_batch(opts: SinkOptions, marker_key: bytes) -> int:
             m = consumer.poll(10)
             if m is None:
                 raise TimeoutError(f"reading the sink's marker topic {opts.marker_topic}")
-            if m.error() is not None:
-                if m.error().code() == KafkaError._PARTITION_EOF:
+            err = m.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
                     return last
-                raise RuntimeError(f"reading {opts.marker_topic}: {m.error()}")
-            if m.key() == marker_key:
-                last = max(last, int(json.loads(m.value())["batchId"]))
+                raise RuntimeError(f"reading {opts.marker_topic}: {err}")
+            value = m.value()
+            if m.key() == marker_key and value is not None:
+                last = max(last, int(json.loads(value)["batchId"]))
     finally:
         consumer.close()
 
