@@ -172,7 +172,7 @@ def test_exactly_once_sink_no_duplicate_under_forced_restart(
     eo = {"exactlyOnce": "true", "transactionalIdPrefix": f"eo-{topic_name}"}
 
     # 1. batch 1 fails mid-write (its transaction holds 5 records): aborted, never visible
-    with pytest.raises(Exception, match="poisoned"):
+    with pytest.raises(Exception, match=r"USER_RAISED_EXCEPTION\] poisoned"):
         _copy_stream(spark, spark_broker.bootstrap_servers, src, dst, cp, poison=15, **eo)
     assert sorted(_committed_values(spark_broker.bootstrap_servers, dst)) == sorted(
         s.value for s in sent[:10]

@@ -87,7 +87,7 @@ def test_killed_after_offsets_before_commit_restarts_exactly_once(
         "offset",
     )
     out, cp = tmp_path / "out", tmp_path / "cp"
-    with pytest.raises(Exception, match="killed mid-batch"):
+    with pytest.raises(Exception, match=r"USER_RAISED_EXCEPTION\] killed mid-batch"):
         _to_parquet(poisoned, out, cp)
     assert (cp / "offsets" / "1").exists() and not (cp / "commits" / "1").exists()
     assert _values(spark, out) == sorted(s.value.decode() for s in sent[:10])
