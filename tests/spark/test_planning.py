@@ -112,3 +112,20 @@ def test_split_ranges_by_min_partitions() -> None:
         mine = [r for r in parts if r.partition == p]
         assert mine[0].start == ranges[p].start and mine[-1].end == ranges[p].end
         assert all(a.end == b.start for a, b in zip(mine, mine[1:], strict=False))
+
+
+def test_spark_finds_the_top_level_entry_module() -> None:
+    """Spark's look-up registers ``DefaultSource`` of every top-level ``pyspark_*`` module on
+    the path (``pyspark/sql/worker/lookup_data_sources.py``); an installed wheel puts
+    ``pyspark_kafkalite`` there."""
+    import pkgutil
+    from pathlib import Path
+
+    from pyspark.sql.datasource import DataSource
+
+    import pyspark_kafkalite
+
+    root = Path(__file__).resolve().parents[2]
+    assert "pyspark_kafkalite" in {m.name for m in pkgutil.iter_modules([str(root)])}
+    assert issubclass(pyspark_kafkalite.DefaultSource, DataSource)
+    assert pyspark_kafkalite.DefaultSource.name() == "kafkalite"
