@@ -34,6 +34,8 @@ __all__ = ["KafkaBatchWriter", "KafkaStreamWriter", "SinkCommit"]
 #: the local properties Spark's micro-batch execution sets on every task of a batch
 _BATCH_ID = "streaming.sql.batchId"
 _QUERY_ID = "sql.streaming.queryId"
+#: keyed records land where the Java client (so Spark's JVM sink) puts them
+_PARTITIONER = {"partitioner": "murmur2_random"}
 
 
 @dataclass
@@ -129,7 +131,7 @@ def _produce_all(producer: Any, rows: Iterator[tuple[Any, ...]], errors: list[An
 def _write_at_least_once(opts: SinkOptions, batches: Iterator[Any]) -> SinkCommit:
     from confluent_kafka import Producer
 
-    conf: dict[str, Any] = {"linger.ms": 5, "enable.idempotence": True}
+    conf: dict[str, Any] = {"linger.ms": 5, "enable.idempotence": True, **_PARTITIONER}
     conf.update(opts.client)
     producer = Producer(conf)
     errors: list[Any] = []
@@ -192,6 +194,7 @@ def _write_exactly_once(opts: SinkOptions, batches: Iterator[Any]) -> SinkCommit
     conf: dict[str, Any] = {
         "linger.ms": 5,
         "transactional.id": f"{opts.transactional_id_prefix}-{slot}",
+        **_PARTITIONER,
     }
     conf.update(opts.client)
     producer = Producer(conf)

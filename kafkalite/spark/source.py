@@ -98,7 +98,8 @@ class KafkaBatchReader(_ReaderBase, DataSourceReader):
         try:
             parts, marks = self._marks()
             start = self._resolve(self.opts.starting, parts, marks)
-            end = self._resolve(self.opts.ending, parts, marks)
+            # an ending timestamp nothing reaches means latest (Spark's rule), never an error
+            end = kc.resolve(self.consumer, self.opts.ending, parts, marks, "latest")
         finally:
             self._close()
         for tp in parts:
@@ -160,7 +161,8 @@ class KafkaStreamReader(_ReaderBase, DataSourceStreamReader, SupportsTriggerAvai
         end = {tp: max(latest[tp], 0) for tp in parts}
         if isinstance(limit, ReadMaxRows):
             end = rate_limit(limit.max_rows, begin, end)
-        elif isinstance(limit, ReadMinRows):
+        elif isinstance(limit, ReadMinRows) and self._target is None:
+            # (under AvailableNow no more data is coming: read what there is)
             if sum(max(0, end[tp] - begin[tp]) for tp in end) < limit.min_rows:
                 return start
         for tp, off in begin.items():

@@ -51,6 +51,27 @@ def test_batch_write_round_trip(spark: Any, spark_broker: Any, topic_name: str) 
     )
 
 
+def test_keyed_rows_go_where_the_java_client_puts_them(
+    spark: Any, spark_broker: Any, topic_name: str
+) -> None:
+    """Without a partition column a key picks its partition by murmur2, as Spark's JVM sink
+    (the Java producer) does, so keyed data lands in the same partitions either way."""
+    from kafka.partitioner.default import murmur2
+
+    spark_broker.create_topic(topic_name, 5)
+    df = spark.createDataFrame(
+        [(f"user-{i}", str(i)) for i in range(40)], "key string, value string"
+    )
+    df.write.format("kafkalite").mode("append").option(
+        "kafka.bootstrap.servers", spark_broker.bootstrap_servers
+    ).option("topic", topic_name).save()
+    got = kafka_rows(_read(spark, spark_broker.bootstrap_servers, topic_name))
+    assert len(got) == 40
+    for s in got:
+        assert s.key is not None
+        assert s.partition == (murmur2(s.key) & 0x7FFFFFFF) % 5
+
+
 def test_batch_write_topic_column_and_validation(
     spark: Any, spark_broker: Any, topic_name: str
 ) -> None:
