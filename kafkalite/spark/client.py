@@ -34,6 +34,8 @@ Offsets = dict[str, dict[int, int]]
 
 #: rows per Arrow batch an executor yields
 BATCH_ROWS = 8192
+#: empty one-second polls after which the rest of a range the broker holds is taken as gaps
+IDLE_POLLS_TO_GAP = 3
 
 
 class DataLossError(RuntimeError):
@@ -62,7 +64,9 @@ def _consumer_conf(client: dict[str, str], role: str) -> dict[str, Any]:
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
         "enable.partition.eof": False,
-        "auto.offset.reset": "earliest",
+        # an offset deleted under a reader is an error to decide on (failOnDataLoss), never
+        # a silent jump to the log start
+        "auto.offset.reset": "error",
         "allow.auto.create.topics": False,
     }
     conf.update(client)
@@ -253,30 +257,35 @@ def read_range(
         return
     consumer.assign([TopicPartition(rng.topic, rng.partition, start)])
     ts_type = pa.timestamp("us", tz="UTC")
-    keys: list[Any] = []
-    values: list[Any] = []
-    offsets: list[int] = []
-    stamps: list[int] = []
-    types: list[int] = []
-    headers: list[Any] = []
+    pending: list[Any] = []  # messages of the next batch
 
-    def batch() -> Any:
-        n = len(offsets)
+    def batch(ms: list[Any]) -> Any:
+        """Columns by comprehension over the messages: cheaper than appends per record."""
+        n = len(ms)
+        stamps = [m.timestamp() for m in ms]
         cols = [
-            pa.array(keys, pa.binary()),
-            pa.array(values, pa.binary()),
+            pa.array([m.key() for m in ms], pa.binary()),
+            pa.array([m.value() for m in ms], pa.binary()),
             pa.array([rng.topic] * n, pa.string()),
             pa.array([rng.partition] * n, pa.int32()),
-            pa.array(offsets, pa.int64()),
-            pc.multiply(pa.array(stamps, pa.int64()), 1000).cast(ts_type),
-            pa.array(types, pa.int32()),
+            pa.array([m.offset() for m in ms], pa.int64()),
+            pc.multiply(pa.array([t[1] for t in stamps], pa.int64()), 1000).cast(ts_type),
+            # confluent-kafka: 1 create time, 2 log append time; Spark: 0 and 1
+            pa.array([1 if t[0] == 2 else 0 for t in stamps], pa.int32()),
         ]
         if include_headers:
-            cols.append(pa.array(headers, arrow_schema.field("headers").type))
+            cols.append(
+                pa.array(
+                    [[{"key": k, "value": v} for k, v in m.headers() or ()] for m in ms],
+                    arrow_schema.field("headers").type,
+                )
+            )
         return pa.RecordBatch.from_arrays(cols, schema=arrow_schema)
 
     deadline = time.monotonic() + poll_timeout_ms / 1000
     done = False
+    next_off = start
+    idle = 0
     try:
         while not done:
             msgs = consumer.consume(num_messages=min(BATCH_ROWS, rng.end - start + 1), timeout=1.0)
@@ -284,6 +293,14 @@ def read_range(
                 pos = consumer.position([tp])[0].offset
                 if pos >= rng.end:
                     break
+                idle += 1
+                if idle >= IDLE_POLLS_TO_GAP:
+                    # the broker has records up to `end` but hands none over: what is left of
+                    # the range is gaps (transaction markers, aborted records), whether or not
+                    # the client moved its position over them
+                    _, high = _watermark(consumer, tp, 10)
+                    if high >= rng.end:
+                        break
                 if time.monotonic() > deadline:
                     low, high = _watermark(consumer, tp, 10)
                     if high <= max(pos, start):
@@ -299,38 +316,44 @@ def read_range(
                     )
                 continue
             deadline = time.monotonic() + poll_timeout_ms / 1000
+            idle = 0
             for m in msgs:
                 err = m.error()
                 if err is not None:
                     if err.code() == KafkaError._PARTITION_EOF:
                         continue
-                    if err.code() == KafkaError.OFFSET_OUT_OF_RANGE:
+                    if err.code() in (
+                        KafkaError.OFFSET_OUT_OF_RANGE,
+                        KafkaError._AUTO_OFFSET_RESET,
+                    ):
+                        # retention removed records while this range was being read
+                        low, _ = _watermark(consumer, tp, 10)
+                        resume = next_off
                         check_data_loss(
-                            f"offset out of range in {rng.topic}-{rng.partition}", fail_on_data_loss
+                            f"Cannot fetch offsets {resume} to {low} of {rng.topic}-{rng.partition}:"
+                            f" the log start moved to {low} during the read",
+                            fail_on_data_loss,
                         )
-                        done = True
+                        if low >= rng.end:
+                            done = True
+                            break
+                        consumer.assign(
+                            [TopicPartition(rng.topic, rng.partition, max(low, resume))]
+                        )
                         break
                     raise RuntimeError(f"reading {rng.topic}-{rng.partition}: {err}")
                 off = m.offset()
                 if off >= rng.end:
                     done = True
                     break
-                keys.append(m.key())
-                values.append(m.value())
-                offsets.append(off)
-                kind, ts = m.timestamp()
-                stamps.append(ts)
-                # confluent-kafka: 1 create time, 2 log append time; Spark: 0 and 1
-                types.append(1 if kind == 2 else 0)
-                if include_headers:
-                    hs = m.headers()
-                    headers.append([{"key": k, "value": v} for k, v in hs] if hs else [])
+                next_off = off + 1
+                pending.append(m)
                 if off == rng.end - 1:
                     done = True
-            if len(offsets) >= BATCH_ROWS:
-                yield batch()
-                keys, values, offsets, stamps, types, headers = [], [], [], [], [], []
-        if offsets:
-            yield batch()
+            if len(pending) >= BATCH_ROWS:
+                yield batch(pending)
+                pending = []
+        if pending:
+            yield batch(pending)
     finally:
         consumer.unassign()
