@@ -4,6 +4,7 @@ embedded broker for the Spark tests."""
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import uuid
 from collections.abc import Iterator
@@ -30,6 +31,9 @@ def spark() -> Iterator[Any]:
     from pyspark.sql import SparkSession
 
     import kafkalite.spark
+
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        pytest.skip("Spark needs a Java runtime (make system-deps installs default-jre-headless)")
 
     # Python workers must be this interpreter (the one with pyspark, pyarrow, confluent-kafka)
     os.environ["PYSPARK_PYTHON"] = sys.executable
