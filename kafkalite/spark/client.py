@@ -68,6 +68,8 @@ def _consumer_conf(client: dict[str, str], role: str) -> dict[str, Any]:
         # a silent jump to the log start
         "auto.offset.reset": "error",
         "allow.auto.create.topics": False,
+        # Spark's (the Java client's) default; librdkafka's own is read_committed
+        "isolation.level": "read_uncommitted",
     }
     conf.update(client)
     return conf

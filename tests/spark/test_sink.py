@@ -244,6 +244,7 @@ def test_read_committed_hides_aborted(spark: Any, spark_broker: Any, topic_name:
         p.begin_transaction()
         for i in range(n):
             p.produce(topic_name, value=f"{'c' if commit else 'a'}{i}".encode())
+        p.flush(30)  # on the broker before the abort (else the client just drops them)
         if commit:
             p.commit_transaction(30)
         else:
