@@ -169,8 +169,8 @@ def resolve(
     strategy: str = "error",
     timeout: float = 30.0,
 ) -> dict[tuple[str, int], int]:
-    """Concrete offsets for ``parts`` from a spec (partitions a JSON spec leaves out get
-    earliest for a start... and latest for an end: the caller passes which by ``spec``)."""
+    """Concrete offsets for ``parts`` from a spec. A partition a JSON spec leaves out, or one
+    no record reaches by timestamp (strategy ``latest``), gets the latest offset."""
     if spec.kind == "earliest":
         return {tp: marks[tp][0] for tp in parts}
     if spec.kind == "latest":

@@ -151,7 +151,7 @@ class KafkaStreamReader(_ReaderBase, DataSourceStreamReader, SupportsTriggerAvai
         begin = from_json(start)
         latest = self._available(begin)
         self._latest = latest
-        parts, marks = (list(latest), None)
+        parts = list(latest)
         new = [tp for tp in parts if tp not in begin]
         if new:
             marks = kc.watermarks(self.consumer, new)
