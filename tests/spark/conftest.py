@@ -1,5 +1,6 @@
 """One SparkSession for every test marked ``spark`` (a JVM start costs seconds), and one
-embedded broker for the Spark tests."""
+embedded broker for them; both package-scoped, so the session is stopped once the Spark tests
+are done rather than held through the rest of the suite."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.spark)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def spark() -> Iterator[Any]:
     from pyspark.sql import SparkSession
 
@@ -58,7 +59,7 @@ def spark() -> Iterator[Any]:
         session.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def spark_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadedBroker]:
     b = ThreadedBroker(tmp_path_factory.mktemp("spark-broker"))
     b.start()
