@@ -125,3 +125,24 @@ def test_fail_on_data_loss_in_a_stream(
         _to_parquet(df, out, cp)
         kept = sent + [s for s in more if s.offset >= 15]
         assert _values(spark, out) == sorted(s.value.decode() for s in kept)
+
+
+def test_streaming_starts_at_latest_by_default(
+    spark: Any, spark_broker: Any, topic_name: str, tmp_path: Path
+) -> None:
+    """As Spark's Kafka source: a new query without startingOffsets reads only what comes
+    after it started; its checkpoint then carries it on."""
+    spark_broker.create_topic(topic_name, 2)
+    produce(spark_broker.bootstrap_servers, topic_name, 10, partitions=2)
+    df = (
+        spark.readStream.format("kafkalite")
+        .option("kafka.bootstrap.servers", spark_broker.bootstrap_servers)
+        .option("subscribe", topic_name)
+        .load()
+    )
+    out, cp = tmp_path / "out", tmp_path / "cp"
+    q = _to_parquet(df, out, cp)
+    assert not any(p["numInputRows"] for p in q.recentProgress)
+    later = produce(spark_broker.bootstrap_servers, topic_name, 6, partitions=2, start=10)
+    _to_parquet(df, out, cp)
+    assert _values(spark, out) == sorted(s.value.decode() for s in later)
