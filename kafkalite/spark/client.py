@@ -34,8 +34,8 @@ Offsets = dict[str, dict[int, int]]
 
 #: rows per Arrow batch an executor yields
 BATCH_ROWS = 8192
-#: empty one-second polls after which the rest of a range the broker holds is taken as gaps
-IDLE_POLLS_TO_GAP = 3
+#: one poll's wait: a range ending in a transaction marker ends after one empty poll
+POLL_SECONDS = 0.1
 
 
 class DataLossError(RuntimeError):
@@ -236,7 +236,9 @@ def read_range(
     """Yield ``pyarrow.RecordBatch`` es of the records in ``[rng.start, rng.end)``.
 
     Gaps (compacted records, transaction markers, aborted records under read_committed)
-    are skipped: the read ends when the consumer's position reaches ``end``.
+    are skipped: the read ends when the consumer's position reaches ``end`` (librdkafka moves
+    it over markers and aborted records it filters). A position that stops short of ``end``
+    fails after ``kafkaConsumer.pollTimeoutMs`` rather than dropping what it did not see.
     """
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -287,22 +289,15 @@ def read_range(
     deadline = time.monotonic() + poll_timeout_ms / 1000
     done = False
     next_off = start
-    idle = 0
     try:
         while not done:
-            msgs = consumer.consume(num_messages=min(BATCH_ROWS, rng.end - start + 1), timeout=1.0)
+            # asking for no more than the range holds returns as soon as it is all there
+            want = max(1, min(BATCH_ROWS, rng.end - next_off))
+            msgs = consumer.consume(num_messages=want, timeout=POLL_SECONDS)
             if not msgs:
                 pos = consumer.position([tp])[0].offset
                 if pos >= rng.end:
                     break
-                idle += 1
-                if idle >= IDLE_POLLS_TO_GAP:
-                    # the broker has records up to `end` but hands none over: what is left of
-                    # the range is gaps (transaction markers, aborted records), whether or not
-                    # the client moved its position over them
-                    _, high = _watermark(consumer, tp, 10)
-                    if high >= rng.end:
-                        break
                 if time.monotonic() > deadline:
                     low, high = _watermark(consumer, tp, 10)
                     if high <= max(pos, start):
@@ -318,7 +313,6 @@ def read_range(
                     )
                 continue
             deadline = time.monotonic() + poll_timeout_ms / 1000
-            idle = 0
             for m in msgs:
                 err = m.error()
                 if err is not None:
