@@ -108,6 +108,8 @@ class Connection:
         "_max_queued",
         "_queue",
         "_on_close",
+        "_throttled",
+        "_throttle_handle",
     )
 
     _next_id = 0
@@ -176,6 +178,9 @@ class Connection:
         self._max_queued = limits.max_queued_bytes
         self._queue = queue if queue is not None else RequestQueue()
         self._on_close = on_close
+        #: muted by a quota (KIP-219) until ``_throttle_handle`` fires
+        self._throttled = False
+        self._throttle_handle: asyncio.TimerHandle | None = None
 
     # ---- lifecycle ----------------------------------------------------------
     def start(self) -> None:
@@ -200,6 +205,9 @@ class Connection:
         if self._trim_handle is not None:
             self._trim_handle.cancel()
             self._trim_handle = None
+        if self._throttle_handle is not None:
+            self._throttle_handle.cancel()
+            self._throttle_handle = None
         self._drop_buffer()
         self._release_reservation()
         self._queue.forget(self.id)
@@ -235,11 +243,46 @@ class Connection:
         """Bytes of encoded responses not yet written to the socket."""
         return self._unsent
 
+    @property
+    def throttled(self) -> bool:
+        """Muted by a quota (:meth:`throttle`)."""
+        return self._throttled
+
+    def throttle(self, ms: int) -> None:
+        """Read no request for ``ms`` (KIP-219): the response owing it still goes out now.
+
+        Kafka's processor mutes the channel after sending a throttled response;
+        here reading stops at once and the responses already queued are written
+        as usual, which is the same for the client: it hears its answer with
+        ``throttle_time_ms`` and the broker reads nothing more from it until the
+        time is over. A longer throttle extends the mute; a shorter one does not
+        shorten it.
+        """
+        if ms <= 0 or self._closed:
+            return
+        until = self.loop.time() + ms / 1000
+        h = self._throttle_handle
+        if h is not None:
+            if h.when() >= until:
+                return
+            h.cancel()
+        self._throttled = True
+        self._throttle_handle = self.loop.call_at(until, self._unthrottle)
+        if self._reading:
+            self._stop_reading()
+
+    def _unthrottle(self) -> None:
+        self._throttle_handle = None
+        self._throttled = False
+        if not self._closed:
+            self._resume()  # reads again, and dispatches what arrived meanwhile
+
     # ---- flow control -------------------------------------------------------
     def _may_dispatch(self) -> bool:
         """Whether the next request may start: the connection's and the broker's bounds."""
         return (
             self._serial_wait is None
+            and not self._throttled
             and not self._yielded
             and len(self._pending) < self._max_inflight
             and self._unsent < self._max_queued
@@ -249,7 +292,13 @@ class Connection:
 
     def _want_read(self) -> bool:
         """Whether to read the socket: ``_may_dispatch``, or finish a frame the queue counts."""
-        if self._closed or self._eof or self._serial_wait is not None or self._yielded:
+        if (
+            self._closed
+            or self._eof
+            or self._serial_wait is not None
+            or self._yielded
+            or self._throttled
+        ):
             return False
         if len(self._pending) >= self._max_inflight or self._unsent >= self._max_queued:
             return False  # muted until its responses drain (the client is not reading)
@@ -447,6 +496,7 @@ class Connection:
                 self.control_plane = view[start + 4] == 0 and 4 <= view[start + 5] <= 7
             if (  # _may_dispatch, inlined: this runs for every request
                 self._serial_wait is not None
+                or self._throttled
                 or len(pending) >= max_inflight
                 or self._unsent >= max_queued
                 or (queue.paused and not self.control_plane and not self._counted(view, start))

@@ -140,7 +140,7 @@ class RequestChannel:
             except Exception as e:  # kio raises many kinds on garbage input
                 raise MalformedRequest(f"cannot decode {spec.name} v{version}: {e!r}") from None
         ctx = RequestContext(
-            conn, hdr.api_key, version, hdr.correlation_id, hdr.client_id, flexible
+            conn, hdr.api_key, version, hdr.correlation_id, hdr.client_id, flexible, size=len(frame)
         )
         # ApiVersions responses always use header v0 (KIP-511)
         resp_flexible = flexible and hdr.api_key != ApiKey.API_VERSIONS

@@ -136,6 +136,37 @@ _DEFS: list[ConfigDef] = [
     ConfigDef("max.connections.per.ip", "int", INT_MAX, validator=at_least(0)),
     ConfigDef("max.connections.per.ip.overrides", "string", ""),
     ConfigDef(
+        "max.connection.creation.rate",
+        "int",
+        INT_MAX,
+        "KIP-612: new connections accepted per second broker-wide (per listener:"
+        " listener.name.<name>.max.connection.creation.rate); over it, accepting waits.",
+        validator=at_least(0),
+    ),
+    # client quotas (docs/quotas.md)
+    ConfigDef("quota.window.num", "int", 11, "Samples kept for client quota rates.", at_least(1)),
+    ConfigDef(
+        "quota.window.size.seconds",
+        "int",
+        1,
+        "Time span of one client quota sample.",
+        at_least(1),
+    ),
+    ConfigDef(
+        "controller.quota.window.num",
+        "int",
+        11,
+        "Samples of the controller mutation quota (its burst is num * size seconds).",
+        at_least(1),
+    ),
+    ConfigDef(
+        "controller.quota.window.size.seconds",
+        "int",
+        1,
+        "Time span of one controller mutation quota sample.",
+        at_least(1),
+    ),
+    ConfigDef(
         "kafkalite.connection.max.inflight.requests",
         "int",
         100,
