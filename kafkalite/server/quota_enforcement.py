@@ -9,8 +9,9 @@ or request quota.
 - ``consumer_byte_rate``: in the Fetch handler, which bounds the response by what
   the quota allows over its window and answers an empty response when the client
   is over (the records are not recorded then: Kafka's ``unrecordQuotaSensor``);
-- ``request_percentage``: the time a request holds the event loop (its handler's
-  synchronous part), as a percentage of the loop, Kafka's I/O-thread time;
+- ``request_percentage``: the time a request holds the event loop (decoding and
+  its handler's synchronous part; not the response's encoding and writing), as a
+  percentage of the loop, Kafka's I/O-thread time;
 - ``controller_mutation_rate``: in the topic handlers (KIP-599).
 
 While no quota is configured at all, a request costs one attribute check here.
@@ -67,11 +68,11 @@ def enforce(quotas: QuotaManagers, key: int, handler: Handler) -> Handler:
         if timed:
             ms = max(ms, request.throttle_ms(user, client))
         ctx.throttle_ms = ms
-        t0 = perf() if timed else 0.0
         result = handler(ctx, req)
         if timed:
-            # percent of the loop: seconds held * 100, per second of the window
-            request.record(user, client, (perf() - t0) * 100.0)
+            # percent of the loop: seconds held (decoding and handling) * 100, per
+            # second of the window
+            request.record(user, client, (perf() - ctx.received) * 100.0)
         if ms > 0:
             ctx.connection.throttle(ms)
             return with_throttle(result, ms)
