@@ -131,6 +131,7 @@ def producer(
     *,
     size: int,
     rate: float | None,
+    batch_size: int | None = None,
 ) -> None:
     from confluent_kafka import Producer
 
@@ -142,6 +143,7 @@ def producer(
             "acks": 1,
             # a greedy producer queues at most this much (stopping purges it)
             "queue.buffering.max.kbytes": 16384,
+            **({"batch.size": batch_size} if batch_size else {}),
             "throttle_cb": lambda ev: setattr(stats, "throttles", stats.throttles + 1),
         }
     )
@@ -190,7 +192,7 @@ def run_producers(
         threading.Thread(
             target=producer,
             args=(bootstrap, cid, "fair", stop, st),
-            kwargs={"size": size, "rate": rate},
+            kwargs={"size": size, "rate": rate, "batch_size": batch_size},
         )
         for (cid, size, rate), st in zip(specs, stats, strict=True)
     ]
@@ -243,12 +245,16 @@ def fairness(bootstrap: str, seconds: float, quota: int, with_quota: bool, skip_
     )
 
 
-def produce_rate(bootstrap: str, seconds: float, quota: int, skip_s: float) -> None:
-    set_quota(bootstrap, "greedy", {"producer_byte_rate": quota})
-    [g] = run_producers(bootstrap, [("greedy", 16384, None)], seconds)
+def produce_rate(
+    bootstrap: str, seconds: float, quota: int, skip_s: float, batch_size: int | None
+) -> None:
+    client = f"greedy-{batch_size or 'default'}"
+    set_quota(bootstrap, client, {"producer_byte_rate": quota})
+    [g] = run_producers(bootstrap, [(client, 16384, None)], seconds, batch_size)
     steady = steady_rate(g, skip_s)
+    what = f"batch.size {batch_size}" if batch_size else "librdkafka's default batch.size (1 MB)"
     print(
-        f"  producer_byte_rate={quota}: whole run {total_rate(g) / 1e6:.3f} MB/s,"
+        f"  producer_byte_rate={quota}, {what}: whole run {total_rate(g) / 1e6:.3f} MB/s,"
         f" steady (after {skip_s:.0f} s) {steady / 1e6:.3f} MB/s"
         f" = {steady / quota * 100:.1f}% of the quota; throttle callbacks {g.throttles},"
         f" failed deliveries {g.failed}"
@@ -390,22 +396,34 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=30)
     ap.add_argument("--rate-seconds", type=float, default=30)
     ap.add_argument("--quota", type=int, default=1048576)
+    ap.add_argument("--phases", default="1234", help="which of the four parts to run")
     args = ap.parse_args()
     skip = 10.0  # quota.window.num - 1 windows of 1 s (Kafka's defaults: 11 x 1 s)
     with tempfile.TemporaryDirectory(prefix="quota-bench-") as d:
         server = Server(Path(d))
         try:
             print(f"kafkalite quota bench (pid {os.getpid()}, broker {server.bootstrap})")
-            print("1. fairness: 1 greedy + 10 polite producers")
-            fairness(server.bootstrap, args.seconds, args.quota, False, skip)
-            fairness(server.bootstrap, args.seconds, args.quota, True, skip)
-            print(f"2. producer rate under the quota ({args.rate_seconds:.0f} s)")
-            produce_rate(server.bootstrap, args.rate_seconds + skip, args.quota, skip)
-            print(f"3. consumer rate under the quota ({args.rate_seconds:.0f} s)")
-            consume_rate(server.bootstrap, args.rate_seconds + skip, args.quota, skip)
-            print("4. request_percentage: 4 Metadata flooders and one producer")
-            request_percentage(server.bootstrap, args.rate_seconds + skip, False, skip)
-            request_percentage(server.bootstrap, args.rate_seconds + skip, True, skip)
+            if "1" in args.phases:
+                print("1. fairness: 1 greedy + 10 polite producers")
+                fairness(server.bootstrap, args.seconds, args.quota, False, skip)
+                fairness(server.bootstrap, args.seconds, args.quota, True, skip)
+            if "2" in args.phases:
+                print(
+                    f"2. producer rate under the quota ({args.rate_seconds:.0f} s after the burst)"
+                )
+                for batch_size in (None, 65536):
+                    produce_rate(
+                        server.bootstrap, args.rate_seconds + skip, args.quota, skip, batch_size
+                    )
+            if "3" in args.phases:
+                print(
+                    f"3. consumer rate under the quota ({args.rate_seconds:.0f} s after the burst)"
+                )
+                consume_rate(server.bootstrap, args.rate_seconds + skip, args.quota, skip)
+            if "4" in args.phases:
+                print("4. request_percentage: 4 Metadata flooders and one producer")
+                request_percentage(server.bootstrap, args.rate_seconds + skip, False, skip)
+                request_percentage(server.bootstrap, args.rate_seconds + skip, True, skip)
         finally:
             server.stop()
 

@@ -60,6 +60,7 @@ _FRAMES_PER_TURN = 128
 _NO_BUFFER = bytearray()
 _NO_VIEW = memoryview(_NO_BUFFER)
 _local = threading.local()
+_perf_counter = time.perf_counter
 
 
 def _thread_scratch() -> memoryview:
@@ -110,6 +111,9 @@ class Connection:
         "_on_close",
         "_throttled",
         "_throttle_handle",
+        "measure_busy",
+        "busy_s",
+        "busy_reported_s",
     )
 
     _next_id = 0
@@ -181,6 +185,13 @@ class Connection:
         #: muted by a quota (KIP-219) until ``_throttle_handle`` fires
         self._throttled = False
         self._throttle_handle: asyncio.TimerHandle | None = None
+        #: whether to add up the event-loop time this connection's reads take (set for
+        #: clients under a request_percentage quota: reading, decoding, handling and
+        #: writing what is ready, per callback); off, it costs one attribute check
+        self.measure_busy = False
+        self.busy_s = 0.0
+        #: the part of ``busy_s`` the request quota has counted already
+        self.busy_reported_s = 0.0
 
     # ---- lifecycle ----------------------------------------------------------
     def start(self) -> None:
@@ -368,6 +379,16 @@ class Connection:
         that sends half a request and resets would hold its connection until
         ``connections.max.idle.ms``).
         """
+        if self.measure_busy:
+            t0 = _perf_counter()
+            try:
+                self._read_ready()
+            finally:
+                self.busy_s += _perf_counter() - t0
+        else:
+            self._read_ready()
+
+    def _read_ready(self) -> None:
         self._turn_left = _FRAMES_PER_TURN
         if self._read_once() and self._rend and self._reading:
             for _ in range(_READS_PER_WAKEUP - 1):
@@ -541,10 +562,13 @@ class Connection:
         if self._closed:
             return
         self._turn_left = _FRAMES_PER_TURN
+        t0 = _perf_counter() if self.measure_busy else 0.0
         if self._reading:  # stopped only if another bound holds it too
             self._after_read()
         else:
             self._resume()
+        if t0:
+            self.busy_s += _perf_counter() - t0
 
     def _hand_over(self, start: int, size: int) -> bytes | memoryview:
         """A large frame that fills the end of our buffer: a Produce gets the buffer itself.

@@ -9,9 +9,9 @@ or request quota.
 - ``consumer_byte_rate``: in the Fetch handler, which bounds the response by what
   the quota allows over its window and answers an empty response when the client
   is over (the records are not recorded then: Kafka's ``unrecordQuotaSensor``);
-- ``request_percentage``: the time a request holds the event loop (decoding and
-  its handler's synchronous part; not the response's encoding and writing), as a
-  percentage of the loop, Kafka's I/O-thread time;
+- ``request_percentage``: the time a client's connection holds the event loop
+  (receiving, decoding, handling, writing what is ready), as a percentage of the
+  loop, Kafka's I/O-thread time (:func:`loop_percent_seconds`);
 - ``controller_mutation_rate``: in the topic handlers (KIP-599).
 
 While no quota is configured at all, a request costs one attribute check here.
@@ -70,9 +70,7 @@ def enforce(quotas: QuotaManagers, key: int, handler: Handler) -> Handler:
         ctx.throttle_ms = ms
         result = handler(ctx, req)
         if timed:
-            # percent of the loop: seconds held (decoding and handling) * 100, per
-            # second of the window
-            request.record(user, client, (perf() - ctx.received) * 100.0)
+            request.record(user, client, loop_percent_seconds(ctx, perf()))
         if ms > 0:
             ctx.connection.throttle(ms)
             return with_throttle(result, ms)
@@ -80,6 +78,24 @@ def enforce(quotas: QuotaManagers, key: int, handler: Handler) -> Handler:
 
     quota_handler.__wrapped__ = handler  # type: ignore[attr-defined]
     return quota_handler
+
+
+def loop_percent_seconds(ctx: RequestContext, now: float) -> float:
+    """What a request adds to its client's request_percentage: event-loop seconds * 100.
+
+    The connection adds up the time its read callbacks hold the loop (receiving,
+    decoding, handling, writing what is ready) once it is asked to; what it added
+    since the last request is counted now. Its first request under the quota
+    counts its own decoding and handling, until the connection measures.
+    """
+    conn = ctx.connection
+    if not conn.measure_busy:
+        conn.measure_busy = True
+        return (now - ctx.received) * 100.0
+    busy = conn.busy_s
+    delta = busy - conn.busy_reported_s
+    conn.busy_reported_s = busy
+    return delta * 100.0
 
 
 def with_throttle(result: Any, ms: int) -> Any:
