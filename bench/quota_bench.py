@@ -184,7 +184,10 @@ def producer(
 
 
 def run_producers(
-    bootstrap: str, specs: list[tuple[str, int, float | None]], seconds: float
+    bootstrap: str,
+    specs: list[tuple[str, int, float | None]],
+    seconds: float,
+    batch_size: int | None = None,
 ) -> list[Stats]:
     stop = threading.Event()
     stats = [Stats(cid) for cid, _, _ in specs]
