@@ -198,3 +198,20 @@ async def test_quotas_apply_on_every_broker_within_a_second_and_survive_restart(
         while configs.resolve(ANONYMOUS, "spread", "producer_byte_rate")[0] is not None:
             assert asyncio.get_running_loop().time() < deadline, "removal not applied within 1 s"
             await asyncio.sleep(0.02)
+
+
+async def test_quotas_survive_a_restart(tmp_path):
+    b = AsyncBroker(tmp_path)
+    await b.start()
+    try:
+        w = await Wire.connect(b.bootstrap_servers)
+        try:
+            r = await alter(w, {"user": ANONYMOUS}, {"request_percentage": 42})
+            assert r.error_code == 0
+        finally:
+            await w.close()
+        await b.restart()
+        assert b.broker.quotas.configs.resolve(ANONYMOUS, "any", "request_percentage")[0] == 42
+        assert b.broker.quotas.request.enabled
+    finally:
+        await b.stop()
