@@ -91,7 +91,7 @@ def _topics(args: argparse.Namespace) -> int:
 
 
 #: kafka-configs.sh's quota entity types and their protocol names
-_QUOTA_TYPES = {"clients": "client-id", "users": "user"}
+_QUOTA_TYPES = {"clients": "client-id", "users": "user", "ips": "ip"}
 _DESCRIBE_CLIENT_QUOTAS, _ALTER_CLIENT_QUOTAS = 48, 49
 _MATCH_EXACT, _MATCH_DEFAULT, _MATCH_ANY = 0, 1, 2
 

@@ -16,13 +16,16 @@ As in Kafka's ``ConnectionQuotas``:
 - over ``max.connection.creation.rate`` (broker-wide, the inter-broker listener
   exempt) or a listener's ``listener.name.<name>.max.connection.creation.rate``,
   accepting pauses for the throttle time of the windowed rate (KIP-612: new
-  connections are delayed, never refused).
+  connections are delayed, never refused);
+- over its address's ``connection_creation_rate`` quota (the ``ip`` entity of
+  AlterClientQuotas), a new connection is held unread for the throttle time and
+  then closed, as Kafka's acceptor does with a ``ConnectionThrottledException``.
 """
 
 from __future__ import annotations
 
 import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from kafkalite.quota.rate import WindowedRate
@@ -72,8 +75,12 @@ class ConnectionQuotas:
     total: int = 0
     per_ip: dict[str, int] = field(default_factory=dict)
     per_listener: dict[str, int] = field(default_factory=dict)
+    #: an address's ``connection_creation_rate`` quota (KIP-612's ip entity, set with
+    #: AlterClientQuotas), None: no quota
+    ip_rate: Callable[[str], float | None] = lambda _ip: None
     _broker_rate: WindowedRate | None = None
     _listener_rates: dict[str, WindowedRate] = field(default_factory=dict)
+    _ip_rates: dict[str, WindowedRate] = field(default_factory=dict)
 
     def limit_for(self, ip: str) -> int:
         return self.per_ip_overrides.get(ip, self.max_per_ip)
@@ -122,6 +129,28 @@ class ConnectionQuotas:
     def over_limit(self) -> bool:
         """More connections than ``max_connections`` (the protected listener went over)."""
         return self.total > self.max_connections
+
+    def ip_throttle_ms(self, ip: str, now_ms: int) -> int:
+        """KIP-612's per-address rate: 0 (counted), or how long to hold the new connection
+        before closing it (not counted, as Kafka unrecords a throttled connection)."""
+        bound = self.ip_rate(ip)
+        if bound is None:
+            if self._ip_rates:
+                self._ip_rates.pop(ip, None)
+            return 0
+        r = self._ip_rates.get(ip)
+        if r is None:
+            r = self._ip_rates[ip] = WindowedRate(
+                self.window_num, self.window_size_s * 1000, now_ms
+            )
+        r.record(1, now_ms)
+        if bound <= 0:
+            r.record(-1, now_ms)
+            return self.window_num * self.window_size_s * 1000
+        ms = r.throttle_ms(bound, now_ms)
+        if ms > 0:
+            r.record(-1, now_ms)
+        return ms
 
     def admit(self, ip: str, listener: str = "") -> bool:
         """Count a new connection from ``ip``; False: it is over the per-IP limit (close it)."""

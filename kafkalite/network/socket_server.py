@@ -90,6 +90,9 @@ class SocketServer:
         self._stopped = False
         #: times accepting paused for max.connection.creation.rate (KIP-612)
         self.accept_throttles = 0
+        #: connections held and closed for their address's connection_creation_rate
+        self.throttled_ip_connections = 0
+        self._held: set[socket.socket] = set()
         #: returns the heap of many closed connections to the OS
         self.heap_trimmer = HeapTrimmer(lambda: len(self._ips))
 
@@ -155,6 +158,18 @@ class SocketServer:
 
     def _setup(self, sock: socket.socket, addr: object, lst: _Listener) -> None:
         ip = str(addr[0]) if isinstance(addr, tuple) else str(addr)
+        throttle_ms = self.quotas.ip_throttle_ms(ip, int(time.monotonic() * 1000))
+        if throttle_ms > 0:
+            log.info(
+                "Throttling connection from %s for %d ms: connection_creation_rate exceeded",
+                ip,
+                throttle_ms,
+            )
+            self.throttled_ip_connections += 1
+            # held unread, then closed (Kafka's DelayedCloseSocket)
+            self._held.add(sock)
+            asyncio.get_running_loop().call_later(throttle_ms / 1000, self._close_held, sock)
+            return
         if not self.quotas.admit(ip, lst.name):
             log.info(
                 "Rejected connection from %s, address already has the configured maximum of %d"
@@ -195,6 +210,11 @@ class SocketServer:
         self.heap_trimmer.opened()
         if self.quotas.over_limit():
             self._close_least_recently_active()
+
+    def _close_held(self, sock: socket.socket) -> None:
+        if sock in self._held:
+            self._held.discard(sock)
+            sock.close()
 
     def _close_least_recently_active(self) -> None:
         protected = self.quotas.protected_listener
@@ -267,6 +287,8 @@ class SocketServer:
 
     async def stop(self) -> None:
         self._stopped = True
+        for sock in list(self._held):
+            self._close_held(sock)
         self.heap_trimmer.cancel()
         for lst in self._listeners:
             self._unpoll(lst)

@@ -35,6 +35,9 @@ ZK_DEFAULT = "<default>"
 USER = "user"
 CLIENT_ID = "client-id"
 ENTITY_TYPES = (USER, CLIENT_ID)
+#: KIP-612's per-address entity: only ``connection_creation_rate``, never combined
+IP = "ip"
+CONNECTION_CREATION_RATE = "connection_creation_rate"
 
 PRODUCER_BYTE_RATE = "producer_byte_rate"
 CONSUMER_BYTE_RATE = "consumer_byte_rate"
@@ -94,6 +97,8 @@ class ClientQuotaConfigs:
 
     def __init__(self) -> None:
         self.entries: dict[QuotaEntity, dict[str, float]] = {}
+        #: ``connection_creation_rate`` by IP address (or :data:`DEFAULT`), KIP-612
+        self.ip_rates: dict[str, float] = {}
         self._cache: dict[tuple[str, str, str], tuple[float | None, Tags]] = {}
         #: called after every change (the managers re-read their sensors' bounds)
         self.listeners: list[Callable[[], None]] = []
@@ -112,9 +117,29 @@ class ClientQuotaConfigs:
             self.entries.pop(entity, None)
         self._changed()
 
-    def replace_all(self, entries: Mapping[QuotaEntity, Mapping[str, float]]) -> None:
+    def replace_all(
+        self,
+        entries: Mapping[QuotaEntity, Mapping[str, float]],
+        ip_rates: Mapping[str, float] | None = None,
+    ) -> None:
         self.entries = {e: dict(v) for e, v in entries.items() if v}
+        if ip_rates is not None:
+            self.ip_rates = dict(ip_rates)
         self._changed()
+
+    def set_ip_rate(self, ip: str, rate: float | None) -> None:
+        if rate is None:
+            self.ip_rates.pop(ip, None)
+        else:
+            self.ip_rates[ip] = rate
+
+    def ip_rate(self, ip: str) -> float | None:
+        """The address's ``connection_creation_rate``: its own, else the default's."""
+        rates = self.ip_rates
+        if not rates:
+            return None
+        rate = rates.get(ip)
+        return rates.get(DEFAULT) if rate is None else rate
 
     def _changed(self) -> None:
         self._cache.clear()

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 import time
 import urllib.parse
@@ -26,8 +27,10 @@ from kafkalite.metadata.store import MetadataStore, MetadataStoreError, NoNodeEr
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.quota.entities import (
     CLIENT_ID,
+    CONNECTION_CREATION_RATE,
     DEFAULT,
     ENTITY_TYPES,
+    IP,
     QUOTA_KEYS,
     USER,
     ZK_DEFAULT,
@@ -79,6 +82,35 @@ def entity_path(entity: QuotaEntity) -> str:
     return f"clients/{_zk_name(entity.client_id)}"
 
 
+def parse_ip_entity(components: Sequence[tuple[str, str | None]]) -> str | None:
+    """The address of an ``ip`` entity (:data:`DEFAULT` for the default), None when the
+    entity has no ip component; an ip combined with another type is refused, as Kafka."""
+    ips = [name for etype, name in components if etype == IP]
+    if not ips:
+        return None
+    if len(components) > 1:
+        raise QuotaRequestError(
+            "Invalid quota entity combination, IP entity should not be combined with User or ClientId entities"
+        )
+    name = ips[0]
+    if name is None:
+        return DEFAULT
+    try:
+        return str(ipaddress.ip_address(name))
+    except ValueError:
+        raise QuotaRequestError(f"{name} is not a valid IP") from None
+
+
+def validate_ip_value(key: str, value: float) -> float:
+    if key != CONNECTION_CREATION_RATE:
+        raise QuotaRequestError(f"Invalid configuration key {key}")
+    if value != int(value):
+        raise QuotaRequestError(f"Configuration {key} must be an Integer value")
+    if value < 0:
+        raise QuotaRequestError(f"Configuration {key} must be >= 0")
+    return float(value)
+
+
 def parse_entity(components: Sequence[tuple[str, str | None]]) -> QuotaEntity:
     """The entity of AlterClientQuotas' ``entity`` list (None name: the default)."""
     user: str | None = None
@@ -111,10 +143,11 @@ def validate_value(key: str, value: float) -> float:
     return float(value)
 
 
-def _values(raw: Mapping[str, str]) -> dict[str, float]:
+def _values(raw: Mapping[str, str], kind: str = "") -> dict[str, float]:
     out: dict[str, float] = {}
+    keys = (CONNECTION_CREATION_RATE,) if kind == IP else QUOTA_KEYS
     for k, v in raw.items():
-        if k in QUOTA_KEYS:
+        if k in keys:
             try:
                 out[k] = float(v)
             except ValueError:
@@ -136,11 +169,13 @@ MATCH_EXACT, MATCH_DEFAULT, MATCH_ANY = 0, 1, 2
 
 def describe(
     configs: ClientQuotaConfigs, components: Sequence[FilterComponent], strict: bool
-) -> list[tuple[QuotaEntity, dict[str, float]]]:
-    """The entities matching the filter (Kafka's ``ZkAdminManager.describeClientQuotas``)."""
+) -> list[tuple[QuotaEntity | str, dict[str, float]]]:
+    """The entities matching the filter (Kafka's ``ZkAdminManager.describeClientQuotas``):
+    a user / client-id :class:`QuotaEntity`, or an IP address (a ``str``, :data:`DEFAULT`
+    for the default ip entity)."""
     seen: set[str] = set()
     for c in components:
-        if c.entity_type not in ENTITY_TYPES:
+        if c.entity_type not in (*ENTITY_TYPES, IP):
             raise QuotaRequestError(f"Custom entity type {c.entity_type!r} not supported")
         if c.entity_type in seen:
             raise QuotaRequestError(f"Duplicate {c.entity_type} filter component entity type")
@@ -149,7 +184,26 @@ def describe(
             raise QuotaRequestError(f"Unknown match type {c.match_type}")
         if c.match_type == MATCH_EXACT and c.match is None:
             raise QuotaRequestError("Exact match requires a name")
-    out = []
+    if IP in seen and len(seen) > 1:
+        raise QuotaRequestError(
+            "Invalid entity filter component combination, IP filter component should not"
+            " be used with User or ClientId filter component."
+        )
+    out: list[tuple[QuotaEntity | str, dict[str, float]]] = []
+    if IP in seen or (not seen and not strict):
+        ipc = next((c for c in components if c.entity_type == IP), None)
+        for ip, rate in configs.ip_rates.items():
+            if ipc is None or ipc.match_type == MATCH_ANY:
+                ok = True
+            elif ipc.match_type == MATCH_DEFAULT:
+                ok = ip == DEFAULT
+            else:
+                ok = ip == ipc.match
+            if ok:
+                out.append((ip, {CONNECTION_CREATION_RATE: rate}))
+        if IP in seen:
+            out.sort(key=lambda ev: str(ev[0]))
+            return out
     for entity, values in configs.entries.items():
         names = {USER: entity.user, CLIENT_ID: entity.client_id}
         present = {t for t, n in names.items() if n is not None}
@@ -168,7 +222,7 @@ def describe(
                 break
         if ok:
             out.append((entity, dict(values)))
-    out.sort(key=lambda ev: entity_path(ev[0]))
+    out.sort(key=lambda ev: ev[0] if isinstance(ev[0], str) else entity_path(ev[0]))
     return out
 
 
@@ -205,11 +259,11 @@ class ClientQuotaStore:
         except NoNodeError:
             return []
 
-    async def _config(self, path: str) -> dict[str, float]:
+    async def _config(self, path: str, kind: str = "") -> dict[str, float]:
         assert self._store is not None
         try:
             raw, _ = await self._store.get(path)
-            return _values(zk_data.EntityConfig.decode(raw).config)
+            return _values(zk_data.EntityConfig.decode(raw).config, kind)
         except (NoNodeError, zk_data.MetadataFormatError):
             return {}
 
@@ -228,12 +282,21 @@ class ClientQuotaStore:
             )
         return {e: v for e, v in entries.items() if v}
 
+    async def load_ips(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for ip in await self._children(zk_paths.CONFIG_IPS):
+            values = await self._config(f"{zk_paths.CONFIG_IPS}/{ip}", IP)
+            if CONNECTION_CREATION_RATE in values:
+                out[DEFAULT if ip == ZK_DEFAULT else ip] = values[CONNECTION_CREATION_RATE]
+        return out
+
     async def _load_and_watch(self) -> None:
         assert self._store is not None
         names = await self._store.get_children(zk_paths.CONFIG_CHANGES, watch=self._on_change)
         entries = await self.load()
-        if entries != self.configs.entries:
-            self.configs.replace_all(entries)
+        ips = await self.load_ips()
+        if entries != self.configs.entries or ips != self.configs.ip_rates:
+            self.configs.replace_all(entries, ips)
         await self._purge(names)
 
     def _on_change(self, _event: WatchedEvent) -> None:
@@ -269,6 +332,44 @@ class ClientQuotaStore:
                 pass
 
     # ---- writing ---------------------------------------------------------------
+    async def alter_ip(
+        self, ip: str, ops: Sequence[tuple[str, float | None]], validate_only: bool
+    ) -> None:
+        """``connection_creation_rate`` of an address (or the default): set or removed."""
+        rate = self.configs.ip_rates.get(ip)
+        seen: set[str] = set()
+        for key, value in ops:
+            if key in seen:
+                raise QuotaRequestError(f"Duplicate quota key {key}")
+            seen.add(key)
+            if value is None:
+                if key != CONNECTION_CREATION_RATE:
+                    raise QuotaRequestError(f"Invalid configuration key {key}")
+                rate = None
+            else:
+                rate = validate_ip_value(key, value)
+        if validate_only:
+            return
+        assert self._store is not None, "start() first"
+        name = ZK_DEFAULT if ip == DEFAULT else ip
+        stored = {} if rate is None else {CONNECTION_CREATION_RATE: str(int(rate))}
+        await self._write(f"{zk_paths.CONFIG_IPS}/{name}", stored, f"ips/{name}")
+        self.configs.set_ip_rate(ip, rate)
+
+    async def _write(self, path: str, stored: dict[str, str], change_path: str) -> None:
+        assert self._store is not None
+        data = zk_data.EntityConfig(stored).encode()
+        try:
+            await self._store.set(path, data)
+        except NoNodeError:
+            await self._store.create(path, data, makepath=True)
+        await self._store.create(
+            zk_paths.config_change_path(),
+            zk_data.ConfigChangeNotification(change_path).encode(),
+            sequential=True,
+            makepath=True,
+        )
+
     async def alter(
         self, entity: QuotaEntity, ops: Sequence[tuple[str, float | None]], validate_only: bool
     ) -> None:
@@ -288,19 +389,8 @@ class ClientQuotaStore:
         if validate_only:
             return
         assert self._store is not None, "start() first"
-        path = f"{zk_paths.CONFIG}/{entity_path(entity)}"
         stored = {k: _fmt(k, v) for k, v in sorted(new.items())}
-        data = zk_data.EntityConfig(stored).encode()
-        try:
-            await self._store.set(path, data)
-        except NoNodeError:
-            await self._store.create(path, data, makepath=True)
-        await self._store.create(
-            zk_paths.config_change_path(),
-            zk_data.ConfigChangeNotification(entity_path(entity)).encode(),
-            sequential=True,
-            makepath=True,
-        )
+        await self._write(f"{zk_paths.CONFIG}/{entity_path(entity)}", stored, entity_path(entity))
         self.configs.set(entity, new)
 
 

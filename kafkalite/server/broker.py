@@ -89,6 +89,8 @@ class KafkaBroker:
         ssl = any(e.security_protocol == "SSL" for e in config.listeners)
         tls = build_ssl_context(config) if ssl else None
         self.socket_server = build_socket_server(config, self.channel, ssl_context=tls)
+        # KIP-612's per-address connection_creation_rate, set with AlterClientQuotas
+        self.socket_server.quotas.ip_rate = self.quotas.configs.ip_rate
         #: this broker as a TLS client of other brokers (presents its keystore)
         as_client = tls is not None or config["ssl.truststore.location"]
         self.client_tls = build_client_ssl_context(config) if as_client else None

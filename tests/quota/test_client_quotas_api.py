@@ -93,7 +93,11 @@ async def test_alter_is_stored_as_kafka_zookeeper_mode_and_described(tmp_path):
         ({"client-id": "c"}, {"producer_byte_rate": 1.5}, "must be a Long"),
         ({"client-id": "c"}, {"no_such_quota": 1}, "Invalid configuration key"),
         ({"client-id": "c"}, {"consumer_byte_rate": -1}, "greater than 0"),
-        ({"ip": "1.2.3.4"}, {"producer_byte_rate": 1}, "Unsupported quota entity type"),
+        ({"ip": "1.2.3.4"}, {"producer_byte_rate": 1}, "Invalid configuration key"),
+        ({"ip": "1.2.3.4"}, {"connection_creation_rate": 1.5}, "Integer"),
+        ({"ip": "not-an-ip"}, {"connection_creation_rate": 1}, "not a valid IP"),
+        ({"ip": "1.2.3.4", "user": "u"}, {"connection_creation_rate": 1}, "combination"),
+        ({"client-id": "c"}, {"connection_creation_rate": 1}, "Invalid configuration key"),
         ({}, {"producer_byte_rate": 1}, "empty"),
     ],
 )
@@ -115,7 +119,9 @@ async def test_describe_refuses_a_duplicate_or_unknown_entity_type(tmp_path):
         try:
             r = await describe(w, [("user", ANY, None), ("user", DEFAULT, None)])
             assert r.error_code == INVALID_REQUEST and r.entries is None
-            r = await describe(w, [("ip", ANY, None)])
+            r = await describe(w, [("ip", ANY, None), ("user", ANY, None)])
+            assert r.error_code == INVALID_REQUEST
+            r = await describe(w, [("host", ANY, None)])
             assert r.error_code == INVALID_REQUEST
         finally:
             await w.close()
@@ -215,3 +221,29 @@ async def test_quotas_survive_a_restart(tmp_path):
         assert b.broker.quotas.request.enabled
     finally:
         await b.stop()
+
+
+async def test_ip_entities_are_stored_in_config_ips_and_described(tmp_path):
+    async with AsyncBroker(tmp_path) as b:
+        w = await Wire.connect(b.bootstrap_servers)
+        try:
+            assert (
+                await alter(w, {"ip": "10.0.0.1"}, {"connection_creation_rate": 5})
+            ).error_code == 0
+            assert (await alter(w, {"ip": None}, {"connection_creation_rate": 50})).error_code == 0
+            await alter(w, {"client-id": "c"}, {"producer_byte_rate": 1})
+            raw, _ = await b.broker.store.get("/config/ips/10.0.0.1")
+            assert json.loads(raw)["config"] == {"connection_creation_rate": "5"}
+            assert entries(await describe(w, [("ip", ANY, None)])) == {
+                (("ip", "10.0.0.1"),): {"connection_creation_rate": 5.0},
+                (("ip", None),): {"connection_creation_rate": 50.0},
+            }
+            assert list(entries(await describe(w, [("ip", DEFAULT, None)]))) == [(("ip", None),)]
+            assert len(entries(await describe(w, []))) == 3  # not strict: every entity
+            configs = b.broker.quotas.configs
+            assert configs.ip_rate("10.0.0.1") == 5 and configs.ip_rate("10.9.9.9") == 50
+            await alter(w, {"ip": "10.0.0.1"}, remove=["connection_creation_rate"])
+            assert configs.ip_rate("10.0.0.1") == 50
+            assert list(entries(await describe(w, [("ip", EXACT, "10.0.0.1")]))) == []
+        finally:
+            await w.close()

@@ -97,6 +97,26 @@ def test_alter_and_describe_client_and_user_quotas(kafka_broker, capsys):
     assert configs(bs, "--describe", "--client", "X") == 0
     assert "producer_byte_rate" not in capsys.readouterr().out
 
+    # KIP-612's ip entity
+    assert (
+        configs(
+            bs,
+            "--alter",
+            "--entity-type",
+            "ips",
+            "--entity-name",
+            "10.1.2.3",
+            "--add-config",
+            "connection_creation_rate=10",
+        )
+        == 0
+    )
+    capsys.readouterr()
+    assert configs(bs, "--describe", "--entity-type", "ips") == 0
+    assert capsys.readouterr().out.strip() == (
+        "Quota configs for ip '10.1.2.3' are connection_creation_rate=10.0"
+    )
+
     # Kafka's errors come back as such
     assert configs(bs, "--alter", "--client", "X", "--add-config", "producer_byte_rate=1.5") == 1
     assert "INVALID_REQUEST" in capsys.readouterr().err.upper()

@@ -4,12 +4,15 @@ max.connection.creation.rate (KIP-612: accepting is delayed, no connection refus
 
 from __future__ import annotations
 
+import asyncio
 import socket
 
 import pytest
 
 from kafkalite.server.config import BrokerConfig, ConfigError
+from tests.coordinator.wire import Wire
 from tests.network.test_connection_limits import API_VERSIONS, wait_until
+from tests.quota.quota_wire import alter
 from tests.server.raw_client import RawClient, api_versions
 
 
@@ -110,3 +113,37 @@ def test_listener_limit_keys_are_parsed_and_checked():
     assert c["quota.window.num"] == 11 and c["quota.window.size.seconds"] == 1
     with pytest.raises(ConfigError):
         BrokerConfig({"listener.name.plaintext.max.connections": "-1"})
+
+
+def test_an_address_over_its_connection_creation_rate_is_held_then_closed(kafka_broker_factory):
+    """KIP-612's ip entity: 2 connections/s for 127.0.0.2 (window 2 x 1 s); a burst of
+    connections from it sees some closed unanswered, 127.0.0.1 is not affected."""
+    b = kafka_broker_factory(**{"quota.window.num": 2, "quota.window.size.seconds": 1})
+
+    async def go() -> None:
+        w = await Wire.connect(b.bootstrap_servers, "admin")
+        try:
+            r = await alter(w, {"ip": "127.0.0.2"}, {"connection_creation_rate": 2})
+            assert r.error_code == 0
+        finally:
+            await w.close()
+
+    asyncio.run(go())
+    server = b.kafka.socket_server
+    burst = [connect_from(b.bootstrap_servers, "127.0.0.2", timeout=30) for _ in range(8)]
+    others = [RawClient.to(b.bootstrap_servers) for _ in range(8)]
+    try:
+        for c in others:
+            assert c.call(API_VERSIONS, 3, api_versions()).error_code == 0
+        answered = closed = 0
+        for c in burst:
+            try:
+                assert c.call(API_VERSIONS, 3, api_versions()).error_code == 0
+                answered += 1
+            except (ConnectionError, OSError):
+                closed += 1
+        assert answered >= 1 and closed >= 1
+        assert b.call(lambda: server.throttled_ip_connections) == closed
+    finally:
+        for c in burst + others:
+            c.close()

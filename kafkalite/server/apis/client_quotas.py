@@ -6,13 +6,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from kafkalite.quota.entities import ClientQuotaConfigs
+from kafkalite.quota.entities import DEFAULT, IP, ClientQuotaConfigs, QuotaEntity
 from kafkalite.quota.quota_store import (
     ClientQuotaStore,
     FilterComponent,
     QuotaRequestError,
     describe,
     parse_entity,
+    parse_ip_entity,
 )
 
 if TYPE_CHECKING:
@@ -45,12 +46,18 @@ def handle_describe_client_quotas(
         "error_message": None,
         "entries": [
             {
-                "entity": [{"entity_type": t, "entity_name": n} for t, n in entity.describe()],
+                "entity": _wire_entity(entity),
                 "values": [{"key": k, "value": v} for k, v in sorted(values.items())],
             }
             for entity, values in found
         ],
     }
+
+
+def _wire_entity(entity: QuotaEntity | str) -> list[dict[str, Any]]:
+    if isinstance(entity, str):  # an ip entity
+        return [{"entity_type": IP, "entity_name": None if entity == DEFAULT else entity}]
+    return [{"entity_type": t, "entity_name": n} for t, n in entity.describe()]
 
 
 async def handle_alter_client_quotas(
@@ -63,9 +70,14 @@ async def handle_alter_client_quotas(
         ]
         code, message = 0, None
         try:
-            entity = parse_entity([(e.entity_type, e.entity_name) for e in entry.entity])
+            components = [(e.entity_type, e.entity_name) for e in entry.entity]
             ops = [(op.key, None if op.remove else float(op.value)) for op in entry.ops]
-            await deps.store.alter(entity, ops, bool(req.validate_only))
+            ip = parse_ip_entity(components)
+            if ip is not None:
+                await deps.store.alter_ip(ip, ops, bool(req.validate_only))
+            else:
+                entity = parse_entity(components)
+                await deps.store.alter(entity, ops, bool(req.validate_only))
         except QuotaRequestError as e:
             code, message = e.code, e.message
         out.append({"error_code": code, "error_message": message, "entity": wire_entity})
