@@ -347,7 +347,12 @@ class Connection:
         self._turn_left = _FRAMES_PER_TURN
         if self._want_read():
             self._start_reading()
-            self._after_read()  # the frames that arrived while muted
+            if self.measure_busy:
+                t0 = _perf_counter()
+                self._after_read()  # the frames that arrived while muted
+                self.busy_s += _perf_counter() - t0
+            else:
+                self._after_read()
         elif self._queue.paused and not self.control_plane:
             self._queue.wait(self.id, self._resume)  # paused again meanwhile
 
@@ -562,13 +567,14 @@ class Connection:
         if self._closed:
             return
         self._turn_left = _FRAMES_PER_TURN
-        t0 = _perf_counter() if self.measure_busy else 0.0
-        if self._reading:  # stopped only if another bound holds it too
+        if not self._reading:  # stopped only if another bound holds it too
+            self._resume()  # (measures its own loop time)
+        elif self.measure_busy:
+            t0 = _perf_counter()
             self._after_read()
-        else:
-            self._resume()
-        if t0:
             self.busy_s += _perf_counter() - t0
+        else:
+            self._after_read()
 
     def _hand_over(self, start: int, size: int) -> bytes | memoryview:
         """A large frame that fills the end of our buffer: a Produce gets the buffer itself.
@@ -708,7 +714,12 @@ class Connection:
                 self._rend += n
                 self.last_active = time.monotonic()
                 self._turn_left = _FRAMES_PER_TURN
-                self._after_read()
+                if self.measure_busy:
+                    t0 = _perf_counter()
+                    self._after_read()
+                    self.busy_s += _perf_counter() - t0
+                else:
+                    self._after_read()
                 if self._closed or self._eof:
                     return
         except (ConnectionError, OSError):
