@@ -45,7 +45,12 @@ def throttled_responses(b: ThreadedBroker, kind: str, client_id: str) -> float:
 
 
 def produce_all(
-    bootstrap: str, client_id: str, topic: str, n: int, throttles: list[float]
+    bootstrap: str,
+    client_id: str,
+    topic: str,
+    n: int,
+    throttles: list[float],
+    extra: dict[str, str] | None = None,
 ) -> tuple[int, int, float]:
     """(delivered, failed, seconds) for ``n`` records of 1 kB."""
     delivered, failed = [0], [0]
@@ -64,6 +69,7 @@ def produce_all(
             # several requests, not one carrying everything
             "batch.size": 20000,
             "throttle_cb": lambda ev: throttles.append(ev.throttle_time),
+            **(extra or {}),
         }
     )
     t0 = time.monotonic()
