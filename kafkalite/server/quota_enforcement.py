@@ -64,7 +64,8 @@ def enforce(quotas: QuotaManagers, key: int, handler: Handler) -> Handler:
         ms = 0
         if key == _PRODUCE:
             ms = produce.record_and_get_throttle_ms(user, client, ctx.size)
-        timed = request.enabled
+        # measured only for clients a request_percentage applies to
+        timed = request.enabled and request.quota(user, client) is not None
         if timed:
             ms = max(ms, request.throttle_ms(user, client))
         ctx.throttle_ms = ms
