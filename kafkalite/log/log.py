@@ -57,6 +57,7 @@ from kafkalite.log.log_segment import (
 )
 from kafkalite.log.log_segments import LogSegments
 from kafkalite.log.segment_deleter import SegmentDeleter
+from kafkalite.log.txn_tracker import TxnTracker, control_type
 from kafkalite.protocol.compression import CompressionType, parse_compression_type
 from kafkalite.protocol.recompression import needs_recompression, recompress_batches
 from kafkalite.protocol.record_batch import (
@@ -206,6 +207,8 @@ class Log:
         self._hw = loaded.log_start_offset
         #: bytes recovery truncated at load (LogManager logs it)
         self.recovery_truncated_bytes = loaded.truncated_bytes
+        #: open transactions (built from the batch headers when first needed)
+        self._txns: TxnTracker | None = None
 
     # ------------------------------------------------------------ properties
 
@@ -240,8 +243,42 @@ class Log:
 
     @property
     def last_stable_offset(self) -> int:
-        """Equal to the high watermark until transactions track open ones."""
-        return self._hw
+        """min(first offset of an open transaction, high watermark): what read_committed sees."""
+        fuo = self.txn_tracker.first_unstable_offset
+        return self._hw if fuo is None or fuo > self._hw else fuo
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        return self.txn_tracker.first_unstable_offset
+
+    @property
+    def txn_tracker(self) -> TxnTracker:
+        t = self._txns
+        if t is None:
+            t = self._txns = TxnTracker.rebuild(list(self._segments), self._log_start_offset)
+        return t
+
+    def ongoing_transactions(self) -> dict[int, int]:
+        """Producer id -> first offset of its open transaction (DescribeProducers)."""
+        return dict(self.txn_tracker.ongoing)
+
+    def _track_txns(
+        self,
+        seg: LogSegment,
+        buf: bytes | bytearray | memoryview,
+        positions: Sequence[int],
+        headers: Sequence[BatchHeader],
+    ) -> None:
+        """Open and close transactions for appended batches; index the aborted ones."""
+        t = self.txn_tracker
+        for pos, h in zip(positions, headers, strict=True):
+            if h.is_control:
+                if h.is_transactional:
+                    aborted = t.on_marker(h, control_type(buf, pos))
+                    if aborted is not None:
+                        seg.txn_index.append(aborted)
+            elif h.is_transactional:
+                t.on_data(h)
 
     @property
     def size_in_bytes(self) -> int:
@@ -389,6 +426,8 @@ class Log:
         if leader_epoch >= 0 and self._epoch_cache.latest_epoch != leader_epoch:
             self._epoch_cache.assign(leader_epoch, first)
         seg.append(last, max_ts, off_max, buf, v.headers)
+        if self._txns is not None or any(h.is_transactional for h in v.headers):
+            self._track_txns(seg, buf, [p for p, _s in v.batches], v.headers)
         self._after_append(next_offset, v.record_count)
         return LogAppendInfo(
             first,
@@ -411,6 +450,7 @@ class Log:
         mv = memoryview(records)
         total = len(mv)
         headers: list[BatchHeader] = []
+        positions: list[int] = []
         pos = 0
         prev_last = self._leo - 1
         while pos + LOG_OVERHEAD <= total:
@@ -430,6 +470,7 @@ class Log:
                 raise OffsetsOutOfOrder(f"{self.name}: out of order offsets at {h.base_offset}")
             prev_last = h.base_offset + h.last_offset_delta
             headers.append(h)
+            positions.append(pos)
             pos += size
         if not headers:
             return self._empty_append_info()
@@ -454,6 +495,8 @@ class Log:
                 if latest is None or epoch > latest:
                     cache.assign(epoch, h.base_offset)
         seg.append(last, max_ts, off_max, valid, headers)
+        if self._txns is not None or any(h.is_transactional for h in headers):
+            self._track_txns(seg, valid, positions, headers)
         self._after_append(last + 1, count)
         return LogAppendInfo(
             first, last, max_ts, off_max, -1, self._log_start_offset, count, pos, len(headers)
@@ -771,6 +814,7 @@ class Log:
         self._log_start_offset = min(self._log_start_offset, self._leo)
         self.recovery_point = min(self.recovery_point, self._leo)
         self._hw = min(self._hw, self._leo)
+        self._txns = None  # rebuilt from what is left
         if self.on_truncate is not None:
             self.on_truncate(self, self._leo)
         return True
@@ -798,6 +842,7 @@ class Log:
         self._log_start_offset = offset
         self.recovery_point = offset
         self._hw = offset
+        self._txns = None
         if self.on_truncate is not None:
             self.on_truncate(self, offset)
 
@@ -838,6 +883,7 @@ class Log:
         self, start_offset: int, upper_bound_offset: int
     ) -> list[AbortedTxn]:
         """Aborted transactions overlapping [start_offset, upper_bound_offset) (read_committed fetch)."""
+        _ = self.txn_tracker  # a recovered segment's index is rebuilt first
         out: list[AbortedTxn] = []
         for seg, _next_base in self._segments.between(start_offset, upper_bound_offset):
             r = seg.txn_index.collect_aborted_txns(start_offset, upper_bound_offset)

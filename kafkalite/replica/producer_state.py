@@ -73,7 +73,17 @@ class ProducerStateManager:
         """
         for h in headers:
             pid = h.producer_id
-            if pid == NO_PRODUCER_ID or h.base_sequence == NO_SEQUENCE:
+            if pid == NO_PRODUCER_ID:
+                continue
+            if h.base_sequence == NO_SEQUENCE:
+                # transaction markers and transactional offset commits carry no sequence;
+                # a marker of an older epoch comes from a fenced coordinator request
+                entry = self.producers.get(pid)
+                if entry is not None and h.producer_epoch < entry.epoch:
+                    raise KafkaError(
+                        ErrorCode.invalid_producer_epoch,
+                        f"producer {pid} epoch {h.producer_epoch} is older than {entry.epoch}",
+                    )
                 continue
             entry = self.producers.get(pid)
             if entry is None:

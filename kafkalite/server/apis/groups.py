@@ -10,7 +10,7 @@ group semantics live in :mod:`kafkalite.coordinator.group`.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -58,6 +58,9 @@ class GroupDeps:
     coordinator: GroupCoordinator
     metadata_cache: MetadataCache
     clock_ms: Callable[[], int]
+    #: FindCoordinator key_type 1: the transactional id's coordinator (creating
+    #: __transaction_state on first use), a broker id or -1
+    find_txn_coordinator: Callable[[str], Awaitable[int]] | None = None
 
 
 def _coordinator(deps: GroupDeps) -> GroupCoordinator:
@@ -99,14 +102,17 @@ async def _find_coordinator(
         }
 
     if key_type == COORDINATOR_TYPE_TRANSACTION:
-        return error(
-            ErrorCode.coordinator_not_available, "kafkalite has no transaction coordinator yet"
-        )
-    if key_type != COORDINATOR_TYPE_GROUP:
+        if deps.find_txn_coordinator is None:
+            return error(ErrorCode.coordinator_not_available)
+        if not key:
+            return error(ErrorCode.invalid_request, "empty transactional id")
+        leader = await deps.find_txn_coordinator(key)
+    elif key_type != COORDINATOR_TYPE_GROUP:
         return error(ErrorCode.invalid_request, f"unsupported coordinator key type {key_type}")
-    coordinator = _coordinator(deps)
-    await coordinator.ensure_offsets_topic()
-    leader = coordinator.coordinator_for(key)
+    else:
+        coordinator = _coordinator(deps)
+        await coordinator.ensure_offsets_topic()
+        leader = coordinator.coordinator_for(key)
     info = deps.metadata_cache.brokers.get(leader)
     endpoint = info.endpoints.get(ctx.listener) if info is not None else None
     if endpoint is None:

@@ -89,11 +89,6 @@ def handle_produce(deps: ProduceDeps, ctx: RequestContext, req: ProduceRequest) 
             tp = (name, pd.index)
             if acks not in VALID_ACKS:
                 results[tp] = ProduceResult(ErrorCode.invalid_required_acks)
-            elif req.transactional_id is not None:
-                results[tp] = ProduceResult(
-                    ErrorCode.transactional_id_authorization_failed,
-                    error_message="transactions are not supported yet",
-                )
             elif name not in deps.metadata_cache.topics:
                 results[tp] = ProduceResult(ErrorCode.unknown_topic_or_partition)
             elif name in INTERNAL_TOPICS and ctx.client_id != ADMIN_CLIENT_ID:
