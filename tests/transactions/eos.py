@@ -71,7 +71,12 @@ def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int = 
 
 
 def read_all(
-    bootstrap: str, topic: str, isolation: str, expect_at_least: int, timeout_s: float = 60
+    bootstrap: str,
+    topic: str,
+    isolation: str,
+    expect_at_least: int,
+    timeout_s: float = 60,
+    partitions: int = 3,
 ) -> list[bytes]:
     """Every value of ``topic`` from the start, up to the (stable) end of each partition."""
     c = Consumer(
@@ -84,7 +89,7 @@ def read_all(
             "enable.partition.eof": True,
         }
     )
-    c.assign([TopicPartition(topic, p, 0) for p in range(3)])
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     values: list[bytes] = []
     eof: set[int] = set()
     deadline = time.monotonic() + timeout_s
@@ -97,7 +102,7 @@ def read_all(
                         eof.add(m.partition())
                     continue
                 values.append(m.value())
-            if len(eof) == 3 and len(values) >= expect_at_least and not msgs:
+            if len(eof) == partitions and len(values) >= expect_at_least and not msgs:
                 break
     finally:
         c.close()
