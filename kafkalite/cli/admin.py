@@ -5,6 +5,8 @@ kafkalite topics --bootstrap-server HOST:PORT --list | --create --topic T [--par
 kafkalite configs --bootstrap-server HOST:PORT --entity-type topics --entity-name T
                  [--describe | --alter --add-config k=v[,k=v] | --delete-config k[,k]]
 kafkalite dump-log FILE [--print-data-log] [--verify-index-only]
+kafkalite transactions --bootstrap-server HOST:PORT list | describe --transactional-id ID |
+                 describe-producers --topic T --partition P | abort --topic T --partition P --start-offset N
 kafkalite version
 """
 
@@ -14,6 +16,7 @@ import argparse
 import sys
 from typing import Any
 
+from kafkalite.cli import transactions
 from kafkalite.cli.wire_client import WireClient
 
 TOPIC_RESOURCE = 2
@@ -183,6 +186,9 @@ def main(argv: list[str] | None = None) -> int:
     else:
         d.add_argument("files", nargs="+")
 
+    x = sub.add_parser("transactions", help="list, describe and abort transactions")
+    transactions.add_arguments(x)
+
     sub.add_parser("version", help="print the kafkalite version")
 
     args, rest = ap.parse_known_args(argv)
@@ -192,6 +198,8 @@ def main(argv: list[str] | None = None) -> int:
         return _topics(args)
     if args.cmd == "configs":
         return _configs(args)
+    if args.cmd == "transactions":
+        return transactions.run(args)
     if args.cmd == "dump-log":
         if dump_log is None or not hasattr(dump_log, "main"):
             print("dump-log is not available in this build", file=sys.stderr)

@@ -61,7 +61,9 @@ def end_offsets(bootstrap: str, topic: str, partitions: int = 3) -> dict[int, in
         c.close()
 
 
-def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int = 3) -> dict[int, int]:
+def committed_offsets(
+    bootstrap: str, group: str, topic: str, partitions: int = 3
+) -> dict[int, int]:
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
     try:
         got = c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)

@@ -44,6 +44,8 @@ if TYPE_CHECKING:
     from kafkalite.server.metadata_cache import MetadataCache
 
 OFFSETS_TOPIC = "__consumer_offsets"
+#: -1 ms (kio's int64 timestamps are datetimes; Kafka writes -1 for "no transaction")
+_NO_TIME = datetime.datetime.fromtimestamp(-0.001, tz=datetime.UTC)
 
 
 @dataclass(frozen=True, slots=True)
@@ -409,7 +411,7 @@ def handle_describe_transactions(
             "transactional_id": tid,
             "transaction_state": "",
             "transaction_timeout": 0,
-            "transaction_start_time": -1,
+            "transaction_start_time": 0,
             "producer_id": -1,
             "producer_epoch": -1,
             "topics": [],
@@ -428,7 +430,7 @@ def handle_describe_transactions(
         entry.update(
             transaction_state=m.state.kafka_name,
             transaction_timeout=m.txn_timeout_ms,
-            transaction_start_time=m.txn_start_ms,
+            transaction_start_time=_NO_TIME if m.txn_start_ms < 0 else m.txn_start_ms,
             producer_id=m.producer_id,
             producer_epoch=m.producer_epoch,
             topics=[{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
@@ -446,7 +448,7 @@ def describe_transactions_error_response(req: Any, version: int, code: int) -> d
                 "transactional_id": tid,
                 "transaction_state": "",
                 "transaction_timeout": 0,
-                "transaction_start_time": -1,
+                "transaction_start_time": 0,
                 "producer_id": -1,
                 "producer_epoch": -1,
                 "topics": [],
