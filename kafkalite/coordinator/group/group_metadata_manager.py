@@ -386,7 +386,7 @@ class GroupMetadataManager:
             await asyncio.sleep(0)  # a big partition must not stall the broker
             if self._load_tokens.get(partition) is not token:
                 raise asyncio.CancelledError
-        replay.leftover(self)
+        replay.leftover(self, partition, apply, record_offset_of)
         return offsets, metadata
 
     @staticmethod

@@ -171,6 +171,12 @@ def complete_txn_offsets(
 ) -> None:
     """A marker reached ``__consumer_offsets-<partition>``: publish or drop the producer's offsets."""
     manager = gc.manager
+    if partition in manager.loading_partitions:
+        # the load may have read past the marker or not: it settles this one itself
+        deferred: dict[int, list[tuple[int, bool]]] = getattr(manager, "txn_deferred", None) or {}
+        manager.txn_deferred = deferred  # type: ignore[attr-defined]
+        deferred.setdefault(partition, []).append((producer_id, commit))
+        return
     taken = pending_of(manager).take(producer_id, lambda g: manager.partition_for(g) == partition)
     if not commit:
         return
@@ -200,14 +206,19 @@ class TxnReplay:
         if not header.is_control:
             self.open.setdefault(pid, []).extend(r for r in records if r.offset >= position)
             return
-        pending = self.open.pop(pid, [])
         if not records:
+            self.open.pop(pid, None)
             return
         try:
             ctype = parse_control_record(records[0])[0]
         except Exception:
+            self.open.pop(pid, None)
             return
-        if ctype != ControlRecordType.COMMIT:
+        self.complete(pid, ctype == ControlRecordType.COMMIT, apply, record_offset_of)
+
+    def complete(self, pid: int, commit: bool, apply: Any, record_offset_of: Any) -> None:
+        pending = self.open.pop(pid, [])
+        if not commit:
             return
         for rec in pending:
             if rec.key is None:
@@ -216,9 +227,18 @@ class TxnReplay:
             if current is None or current < rec.offset:
                 apply(rec.offset, rec.key, rec.value)
 
-    def leftover(self, manager: GroupMetadataManager) -> None:
-        """Transactions still open at the end of the log: their offsets are pending."""
+    def leftover(
+        self, manager: GroupMetadataManager, partition: int, apply: Any, record_offset_of: Any
+    ) -> None:
+        """Transactions still open at the end of the log: their offsets are pending, unless
+        a marker arrived while the partition loaded (after the read passed its offset)."""
+        deferred: dict[int, list[tuple[int, bool]]] = getattr(manager, "txn_deferred", None) or {}
+        for pid, commit in deferred.pop(partition, []):
+            self.complete(pid, commit, apply, record_offset_of)
         pending = pending_of(manager)
+        for groups in pending.by_pid.values():  # a previous leadership's leftovers
+            for gid in [g for g in groups if manager.partition_for(g) == partition]:
+                del groups[gid]
         for pid, recs in self.open.items():
             for rec in recs:
                 if rec.key is None or rec.value is None:
