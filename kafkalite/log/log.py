@@ -252,6 +252,11 @@ class Log:
         return self.txn_tracker.first_unstable_offset
 
     @property
+    def txn_state_loaded(self) -> bool:
+        """The open transactions are known (no rebuild pending): metrics read them only then."""
+        return self._txns is not None
+
+    @property
     def txn_tracker(self) -> TxnTracker:
         t = self._txns
         if t is None:

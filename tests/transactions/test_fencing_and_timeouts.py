@@ -12,7 +12,7 @@ from tests.transactions.eos import BROKER_CONFIG, create_topics, read_all, uniqu
 
 
 @pytest.fixture(scope="module")
-def bootstrap(tmp_path_factory):
+def broker(tmp_path_factory):
     from kafkalite.testing.embedded_broker import ThreadedBroker
 
     b = ThreadedBroker(
@@ -21,9 +21,18 @@ def bootstrap(tmp_path_factory):
     )
     b.start()
     try:
-        yield b.bootstrap_servers
+        yield b
     finally:
         b.stop()
+
+
+@pytest.fixture(scope="module")
+def bootstrap(broker):
+    return broker.bootstrap_servers
+
+
+def _metric(broker, name: str, **labels: str) -> float | None:
+    return broker.call(lambda: broker.kafka.metrics.value(name, **labels))
 
 
 def _producer(bootstrap: str, tid: str, **extra: object) -> Producer:
@@ -95,7 +104,7 @@ def test_kafka_python_zombie_is_fenced(bootstrap):
     assert read_all(bootstrap, topic, "read_committed", 1, timeout_s=10, partitions=1) == [b"fresh"]
 
 
-def test_timeout_abort_moves_the_lso(bootstrap):
+def test_timeout_abort_moves_the_lso(broker, bootstrap):
     topic = unique("timeout")
     create_topics(bootstrap, topic, partitions=1)
     slow = _producer(bootstrap, unique("slow"), **{"transaction.timeout.ms": 1000})
@@ -107,11 +116,17 @@ def test_timeout_abort_moves_the_lso(bootstrap):
     assert plain.flush(10) == 0
     lso, end = _lso_and_end(bootstrap, topic)
     assert (lso, end) == (0, 2)  # held at the open transaction's first offset
+    lag = "kafkalite_partition_last_stable_offset_lag"
+    assert _metric(broker, lag, topic=topic, partition="0") == 2
+    events = "kafkalite_transaction_coordinator_events_total"
+    before = _metric(broker, events, event="timed_out_aborts") or 0
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline and lso < end:
         time.sleep(0.1)
         lso, end = _lso_and_end(bootstrap, topic)
     assert lso == end == 3  # aborted by the coordinator: its marker is at offset 2
+    assert _metric(broker, lag, topic=topic, partition="0") is None
+    assert (_metric(broker, events, event="timed_out_aborts") or 0) >= before + 1
     # a read_committed consumer is not stuck behind it and never sees its record
     assert read_all(bootstrap, topic, "read_committed", 1, timeout_s=10, partitions=1) == [b"after"]
     with pytest.raises(KafkaException):
