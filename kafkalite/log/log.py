@@ -56,8 +56,12 @@ from kafkalite.log.log_segment import (
     check_stored_batch,
 )
 from kafkalite.log.log_segments import LogSegments
+from kafkalite.log.producer_state import (
+    ProducerStateManager,
+    control_type,
+    list_snapshots,
+)
 from kafkalite.log.segment_deleter import SegmentDeleter
-from kafkalite.log.txn_tracker import TxnTracker, control_type
 from kafkalite.protocol.compression import CompressionType, parse_compression_type
 from kafkalite.protocol.recompression import needs_recompression, recompress_batches
 from kafkalite.protocol.record_batch import (
@@ -207,8 +211,13 @@ class Log:
         self._hw = loaded.log_start_offset
         #: bytes recovery truncated at load (LogManager logs it)
         self.recovery_truncated_bytes = loaded.truncated_bytes
-        #: open transactions (built from the batch headers when first needed)
-        self._txns: TxnTracker | None = None
+        #: producer ids, sequences and open transactions (loaded when first needed)
+        self._producer_state: ProducerStateManager | None = None
+        if needs_recovery:
+            # recovery re-validated segments and reset their .txnindex: the next load
+            # must scan everything (and rebuild those), not start from a snapshot
+            for _offset, path in list_snapshots(self.dir):
+                path.unlink(missing_ok=True)
 
     # ------------------------------------------------------------ properties
 
@@ -244,46 +253,66 @@ class Log:
     @property
     def last_stable_offset(self) -> int:
         """min(first offset of an open transaction, high watermark): what read_committed sees."""
-        fuo = self.txn_tracker.first_unstable_offset
+        fuo = self.producer_state.first_unstable_offset
         return self._hw if fuo is None or fuo > self._hw else fuo
 
     @property
     def first_unstable_offset(self) -> int | None:
-        return self.txn_tracker.first_unstable_offset
+        return self.producer_state.first_unstable_offset
 
     @property
     def txn_state_loaded(self) -> bool:
-        """The open transactions are known (no rebuild pending): metrics read them only then."""
-        return self._txns is not None
+        """The producer state is loaded (metrics read it only then, never forcing a load)."""
+        return self._producer_state is not None
 
     @property
-    def txn_tracker(self) -> TxnTracker:
-        t = self._txns
-        if t is None:
-            t = self._txns = TxnTracker.rebuild(list(self._segments), self._log_start_offset)
-        return t
+    def producer_state(self) -> ProducerStateManager:
+        """Loaded on first use: the latest snapshot plus the batch headers after it."""
+        st = self._producer_state
+        if st is None:
+            st = self._producer_state = ProducerStateManager.load(
+                self.dir, list(self._segments), self._log_start_offset, self._leo
+            )
+        return st
 
     def ongoing_transactions(self) -> dict[int, int]:
         """Producer id -> first offset of its open transaction (DescribeProducers)."""
-        return dict(self.txn_tracker.ongoing)
+        return dict(self.producer_state.ongoing)
 
-    def _track_txns(
+    def take_producer_snapshot(self, *, sync: bool = True) -> None:
+        """Write ``<log end offset>.snapshot`` (at a roll and a clean close); keep the last two."""
+        st = self._producer_state
+        if st is None:
+            return
+        st.write_snapshot(self.dir, self._leo, sync=sync)
+        for _offset, path in list_snapshots(self.dir)[:-2]:
+            path.unlink(missing_ok=True)
+
+    def _delete_snapshots_above(self, offset: int) -> None:
+        for snap_offset, path in list_snapshots(self.dir):
+            if snap_offset > offset:
+                path.unlink(missing_ok=True)
+
+    def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> int:
+        """producer.id.expiration.ms (only a loaded state has anything to expire)."""
+        st = self._producer_state
+        return 0 if st is None else st.remove_expired(now_ms, expiration_ms)
+
+    def _track_producers(
         self,
         seg: LogSegment,
         buf: bytes | bytearray | memoryview,
         positions: Sequence[int],
         headers: Sequence[BatchHeader],
     ) -> None:
-        """Open and close transactions for appended batches; index the aborted ones."""
-        t = self.txn_tracker
+        """Update the producer state with appended batches; index aborted transactions."""
+        st = self.producer_state
+        st.update(headers)
         for pos, h in zip(positions, headers, strict=True):
-            if h.is_control:
-                if h.is_transactional:
-                    aborted = t.on_marker(h, control_type(buf, pos))
-                    if aborted is not None:
-                        seg.txn_index.append(aborted)
-            elif h.is_transactional:
-                t.on_data(h)
+            if h.is_control and h.is_transactional:
+                aborted = st.complete_txn(h, control_type(buf, pos))
+                if aborted is not None:
+                    seg.txn_index.append(aborted)
 
     @property
     def size_in_bytes(self) -> int:
@@ -431,8 +460,8 @@ class Log:
         if leader_epoch >= 0 and self._epoch_cache.latest_epoch != leader_epoch:
             self._epoch_cache.assign(leader_epoch, first)
         seg.append(last, max_ts, off_max, buf, v.headers)
-        if self._txns is not None or any(h.is_transactional for h in v.headers):
-            self._track_txns(seg, buf, [p for p, _s in v.batches], v.headers)
+        if self._producer_state is not None or any(h.producer_id >= 0 for h in v.headers):
+            self._track_producers(seg, buf, [p for p, _s in v.batches], v.headers)
         self._after_append(next_offset, v.record_count)
         return LogAppendInfo(
             first,
@@ -500,8 +529,8 @@ class Log:
                 if latest is None or epoch > latest:
                     cache.assign(epoch, h.base_offset)
         seg.append(last, max_ts, off_max, valid, headers)
-        if self._txns is not None or any(h.is_transactional for h in headers):
-            self._track_txns(seg, valid, positions, headers)
+        if self._producer_state is not None or any(h.producer_id >= 0 for h in headers):
+            self._track_producers(seg, valid, positions, headers)
         self._after_append(last + 1, count)
         return LogAppendInfo(
             first, last, max_ts, off_max, -1, self._log_start_offset, count, pos, len(headers)
@@ -563,6 +592,11 @@ class Log:
         active.on_become_inactive()
         seg = self._new_segment(new_offset)
         self._segments.add(seg)
+        try:
+            # as Kafka at every roll: loading starts from here next time
+            self.take_producer_snapshot(sync=False)
+        except OSError as e:
+            log.warning("%s: could not write the producer snapshot: %s", self.name, e)
         return seg
 
     def _new_segment(self, base_offset: int) -> LogSegment:
@@ -819,7 +853,8 @@ class Log:
         self._log_start_offset = min(self._log_start_offset, self._leo)
         self.recovery_point = min(self.recovery_point, self._leo)
         self._hw = min(self._hw, self._leo)
-        self._txns = None  # rebuilt from what is left
+        self._producer_state = None  # reloaded from what is left
+        self._delete_snapshots_above(self._leo)
         if self.on_truncate is not None:
             self.on_truncate(self, self._leo)
         return True
@@ -847,7 +882,8 @@ class Log:
         self._log_start_offset = offset
         self.recovery_point = offset
         self._hw = offset
-        self._txns = None
+        self._producer_state = None
+        self._delete_snapshots_above(-1)
         if self.on_truncate is not None:
             self.on_truncate(self, offset)
 
@@ -888,7 +924,7 @@ class Log:
         self, start_offset: int, upper_bound_offset: int
     ) -> list[AbortedTxn]:
         """Aborted transactions overlapping [start_offset, upper_bound_offset) (read_committed fetch)."""
-        _ = self.txn_tracker  # a recovered segment's index is rebuilt first
+        _ = self.producer_state  # a recovered segment's index is rebuilt first
         out: list[AbortedTxn] = []
         for seg, _next_base in self._segments.between(start_offset, upper_bound_offset):
             r = seg.txn_index.collect_aborted_txns(start_offset, upper_bound_offset)
@@ -937,6 +973,11 @@ class Log:
         ``sync=False`` leaves the leader-epoch checkpoint written but not fsynced
         (the LogManager syncs the whole filesystem once at shutdown).
         """
+        if not self._offline:
+            try:
+                self.take_producer_snapshot(sync=sync)
+            except OSError as e:
+                log.warning("%s: could not write the producer snapshot: %s", self.name, e)
         if sync:
             self._epoch_cache.sync_to_disk()
         elif not self._epoch_cache.load_truncation_pending:
