@@ -10,10 +10,13 @@ the partition's leader, as Kafka's ``Admin.abortTransaction`` does.
 from __future__ import annotations
 
 import argparse
+import struct
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 from kafkalite.cli.wire_client import WireClient
+from kafkalite.protocol.errors import ErrorCode
 
 METADATA, WRITE_TXN_MARKERS, DESCRIBE_PRODUCERS = 3, 27, 61
 DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS, FIND_COORDINATOR = 65, 66, 10
@@ -55,6 +58,68 @@ def _leader(c: WireClient, topic: str, partition: int) -> str | None:
             if int(p.partition_index) == partition:
                 return brokers.get(int(p.leader_id))
     return None
+
+
+@dataclass
+class _TxnState:
+    error_code: int
+    transactional_id: str
+    transaction_state: str
+    timeout_ms: int
+    start_ms: int
+    producer_id: int
+    producer_epoch: int
+    partitions: list[tuple[str, int]]
+
+
+def _describe_transactions(c: WireClient, ids: list[str]) -> list[_TxnState]:
+    """DescribeTransactions v0 decoded by hand: Kafka sends -1 as the start time of an id
+    with no transaction yet, which kio's timestamp reader refuses."""
+    frame, pos = c.call_raw(DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": ids})
+
+    def uvarint() -> int:
+        nonlocal pos
+        v, shift = 0, 0
+        while True:
+            b = frame[pos]
+            pos += 1
+            v |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return v
+            shift += 7
+
+    def fixed(fmt: str) -> int:
+        nonlocal pos
+        (v,) = struct.unpack_from(fmt, frame, pos)
+        pos += struct.calcsize(fmt)
+        return int(v)
+
+    def string() -> str:
+        nonlocal pos
+        n = uvarint() - 1
+        s = frame[pos : pos + n].decode()
+        pos += n
+        return s
+
+    def skip_tags() -> None:
+        nonlocal pos
+        for _ in range(uvarint()):
+            uvarint()
+            pos += uvarint()
+
+    fixed(">i")  # throttle time
+    out = []
+    for _ in range(uvarint() - 1):
+        err, tid, state = fixed(">h"), string(), string()
+        timeout, start, pid, epoch = fixed(">i"), fixed(">q"), fixed(">q"), fixed(">h")
+        parts = []
+        for _ in range(uvarint() - 1):
+            topic = string()
+            parts += [(topic, fixed(">i")) for _ in range(uvarint() - 1)]
+            skip_tags()
+        skip_tags()
+        out.append(_TxnState(err, tid, state, timeout, start, pid, epoch, parts))
+    return out
 
 
 def _producers(addr: str, topic: str, partition: int) -> Any:
@@ -109,21 +174,18 @@ def run(args: argparse.Namespace) -> int:
                 return 1
             b = WireClient(f"{coord.host}:{coord.port}")
             try:
-                r = b.call(DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [args.transactional_id]})
+                [st] = _describe_transactions(b, [args.transactional_id])
             finally:
                 b.close()
-            s = r.transaction_states[0]
-            if s.error_code:
-                print(f"Error: {s.error_code.name}", file=sys.stderr)
+            if st.error_code:
+                print(f"Error: {ErrorCode(st.error_code).name}", file=sys.stderr)
                 return 1
-            parts = ",".join(f"{t.topic}-{p}" for t in s.topics for p in t.partitions)
-            start = s.transaction_start_time
+            parts = ",".join(f"{t}-{p}" for t, p in st.partitions)
             print(
                 f"CoordinatorId\tTransactionalId\tProducerId\tProducerEpoch\tTransactionState"
                 f"\tTransactionTimeoutMs\tCurrentTransactionStartTimeMs\tTopicPartitions\n"
-                f"{coord.node_id}\t{s.transactional_id}\t{s.producer_id}\t{s.producer_epoch}"
-                f"\t{s.transaction_state}\t{int(s.transaction_timeout.total_seconds() * 1000)}"
-                f"\t{int(start.timestamp() * 1000) if start is not None else -1}\t{parts}"
+                f"{coord.node_id}\t{st.transactional_id}\t{st.producer_id}\t{st.producer_epoch}"
+                f"\t{st.transaction_state}\t{st.timeout_ms}\t{st.start_ms}\t{parts}"
             )
             return 0
         leader = _leader(c, args.topic, args.partition)

@@ -104,3 +104,15 @@ def test_find_coordinator_key_type_1_batched(bootstrap):
         assert r3.error_code.name == "none" and r3.node_id == 0
     finally:
         c.close()
+
+
+def test_cli_describes_an_id_without_a_transaction(bootstrap, capsys):
+    tid = unique("idle")
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid})
+    p.init_transactions(30)
+    args = ["transactions", "--bootstrap-server", bootstrap, "describe", "--transactional-id"]
+    assert main([*args, tid]) == 0
+    row = capsys.readouterr().out.splitlines()[1].split("\t")
+    assert row[1:3] == [tid, row[2]] and row[4] == "Empty" and row[6] == "-1"
+    assert main([*args, "never-seen"]) == 1
+    assert "TRANSACTIONAL_ID_NOT_FOUND" in capsys.readouterr().err.upper()
