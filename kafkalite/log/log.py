@@ -58,7 +58,7 @@ from kafkalite.log.log_segment import (
 from kafkalite.log.log_segments import LogSegments
 from kafkalite.log.producer_state import (
     ProducerStateManager,
-    control_type,
+    control_marker,
     list_snapshots,
 )
 from kafkalite.log.segment_deleter import SegmentDeleter
@@ -310,7 +310,7 @@ class Log:
         st.update(headers)
         for pos, h in zip(positions, headers, strict=True):
             if h.is_control and h.is_transactional:
-                aborted = st.complete_txn(h, control_type(buf, pos))
+                aborted = st.complete_txn(h, *control_marker(buf, pos))
                 if aborted is not None:
                     seg.txn_index.append(aborted)
 

@@ -99,15 +99,16 @@ def _in_sequence(last_seq: int, next_seq: int) -> bool:
     return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT_MAX)
 
 
-def control_type(batch: bytes | bytearray | memoryview, pos: int = 0) -> int | None:
-    """The marker type (ABORT 0, COMMIT 1) of the control batch at ``pos``; None if unreadable."""
+def control_marker(batch: bytes | bytearray | memoryview, pos: int = 0) -> tuple[int | None, int]:
+    """(marker type: ABORT 0 / COMMIT 1, coordinator epoch) of the control batch at ``pos``;
+    (None, -1) if unreadable."""
     try:
         _h, records = decode_batch(batch, pos, check_crc=False)
         if not records:
-            return None
-        return parse_control_record(records[0])[0]
+            return None, -1
+        return parse_control_record(records[0])
     except Exception:
-        return None
+        return None, -1
 
 
 def snapshot_file(dir: Path, offset: int) -> Path:
@@ -214,8 +215,13 @@ class ProducerStateManager:
                 )
             )
 
-    def complete_txn(self, h: BatchHeader, marker: int | None) -> AbortedTxn | None:
+    def complete_txn(
+        self, h: BatchHeader, marker: int | None, coordinator_epoch: int = -1
+    ) -> AbortedTxn | None:
         """A marker closes the producer's open transaction; the index entry of an ABORT."""
+        entry = self.producers.get(h.producer_id)
+        if entry is not None and coordinator_epoch > entry.coordinator_epoch:
+            entry.coordinator_epoch = coordinator_epoch
         first = self.ongoing.pop(h.producer_id, None)
         if marker != ControlRecordType.ABORT or first is None:
             return None
@@ -344,7 +350,7 @@ class ProducerStateManager:
                 self.update([h])
                 if h.is_control and h.is_transactional:
                     raw = seg.read_batch_bytes(pos, h.batch_length + 12)
-                    aborted = self.complete_txn(h, control_type(raw))
+                    aborted = self.complete_txn(h, *control_marker(raw))
                     if aborted is not None:
                         expected.append(aborted)
             if not rebuild_indexes:

@@ -267,3 +267,36 @@ def test_transactional_id_expiration(tmp_path):
     finally:
         wire.close()
         b.stop()
+
+
+def test_markers_of_an_older_coordinator_epoch_are_fenced(wire, broker):
+    topic, tid = unique("coord-epoch"), unique("tid")
+    create_topics(broker.bootstrap_servers, topic, partitions=1)
+    r = _init(wire, tid)
+    pid, epoch = int(r.producer_id), int(r.producer_epoch)
+
+    def marker(coordinator_epoch: int) -> str:
+        resp = wire.call(
+            27,
+            1,
+            {
+                "markers": [
+                    {
+                        "producer_id": pid,
+                        "producer_epoch": epoch,
+                        "transaction_result": False,
+                        "topics": [{"name": topic, "partition_indexes": [0]}],
+                        "coordinator_epoch": coordinator_epoch,
+                    }
+                ]
+            },
+        )
+        return resp.markers[0].topics[0].partitions[0].error_code.name
+
+    assert _produce(wire, tid, topic, [b"x"], pid, epoch, 0)[0] == "none"
+    assert marker(5) == "none"
+    assert marker(3) == "transaction_coordinator_fenced"
+    producers = wire.call(61, 0, {"topics": [{"name": topic, "partition_indexes": [0]}]})
+    [state] = producers.topics[0].partitions[0].active_producers
+    assert (int(state.producer_id), int(state.coordinator_epoch)) == (pid, 5)
+    assert int(state.current_txn_start_offset) == -1

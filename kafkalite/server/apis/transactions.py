@@ -209,9 +209,17 @@ async def handle_write_txn_markers(
         commit = bool(marker.transaction_result)
         ctype = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT
         entries: dict[TopicPartition, WritableBuffer] = {}
+        fenced: dict[TopicPartition, int] = {}
+        coordinator_epoch = int(marker.coordinator_epoch)
         for t in marker.topics:
             for p in t.partition_indexes:
-                entries[(t.name, int(p))] = bytearray(
+                tp: TopicPartition = (str(t.name), int(p))
+                if coordinator_epoch < _coordinator_epoch_of(rm, tp, pid):
+                    # a marker from a coordinator that has been superseded (Kafka's
+                    # ProducerAppendInfo.checkCoordinatorEpoch)
+                    fenced[tp] = ErrorCode.transaction_coordinator_fenced
+                    continue
+                entries[tp] = bytearray(
                     build_control_batch(
                         ctype,
                         int(marker.coordinator_epoch),
@@ -219,13 +227,14 @@ async def handle_write_txn_markers(
                         producer_epoch=epoch,
                     )
                 )
-        result: Any = rm.append_records(deps.request_timeout_ms, -1, entries)
+        result: Any = rm.append_records(deps.request_timeout_ms, -1, entries) if entries else {}
         if not isinstance(result, dict):
             result = await result
         errors: dict[TopicPartition, int] = {tp: int(r.error) for tp, r in result.items()}
-        for tp, e in errors.items():
-            if tp[0] == OFFSETS_TOPIC and e == 0:
-                complete_txn_offsets(deps.groups, tp[1], pid, commit)
+        errors.update(fenced)
+        for (topic, partition), e in errors.items():
+            if topic == OFFSETS_TOPIC and e == 0:
+                complete_txn_offsets(deps.groups, partition, pid, commit)
         by_topic: dict[str, list[dict[str, int]]] = defaultdict(list)
         for (topic, partition), e in errors.items():
             by_topic[topic].append({"partition_index": partition, "error_code": e})
@@ -236,6 +245,14 @@ async def handle_write_txn_markers(
             }
         )
     return {"markers": out}
+
+
+def _coordinator_epoch_of(rm: ReplicaManager, tp: TopicPartition, pid: int) -> int:
+    p = rm.get_partition(tp)
+    if p is None or p.log is None or not p.is_leader:
+        return -1
+    entry = p.log.producer_state.producers.get(pid)
+    return -1 if entry is None else entry.coordinator_epoch
 
 
 def write_txn_markers_error_response(req: Any, version: int, code: int) -> dict[str, Any]:
@@ -367,7 +384,7 @@ def handle_describe_producers(
                         "producer_epoch": pe.epoch if pe is not None else -1,
                         "last_sequence": last.last_seq if last is not None else -1,
                         "last_timestamp": last.max_timestamp if last is not None else -1,
-                        "coordinator_epoch": -1,
+                        "coordinator_epoch": pe.coordinator_epoch if pe is not None else -1,
                         "current_txn_start_offset": ongoing.get(pid, -1),
                     }
                 )
