@@ -14,16 +14,16 @@ import struct
 from dataclasses import dataclass, field
 from enum import IntEnum
 
+from kafkalite.common import structs
 from kafkalite.common.types import TopicPartition
 from kafkalite.coordinator.group.offset_codec import java_string_hash, kafka_abs
-from kafkalite.protocol.varint import decode_unsigned_varint, encode_unsigned_varint
+from kafkalite.protocol.varint import decode_unsigned_varint
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 MAX_EPOCH = 32767  # Short.MaxValue
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 
-_I16 = struct.Struct(">h")
 _VALUE_HEAD = struct.Struct(">qhib")  # producer id, epoch, timeout, status
 _TIMES = struct.Struct(">qq")  # last update, start
 
@@ -138,26 +138,26 @@ class TxnMetadata:
 
 def _string(s: str) -> bytes:
     b = s.encode("utf-8")
-    return _I16.pack(len(b)) + b
+    return structs.I16.pack(len(b)) + b
 
 
 def encode_key(transactional_id: str) -> bytes:
-    return _I16.pack(0) + _string(transactional_id)
+    return structs.I16.pack(0) + _string(transactional_id)
 
 
 def decode_key(data: bytes) -> str:
     if len(data) < 4:
         raise CodecError("transaction log key is too short")
-    version = _I16.unpack_from(data, 0)[0]
+    version = structs.I16.unpack_from(data, 0)[0]
     if version != 0:
         raise CodecError(f"unknown transaction log key version {version}")
-    n = _I16.unpack_from(data, 2)[0]
+    n = structs.I16.unpack_from(data, 2)[0]
     return data[4 : 4 + n].decode("utf-8")
 
 
 def encode_value(m: TxnMetadata) -> bytes:
     """TransactionLogValue v0. Empty and Complete* states store no partitions (as Kafka)."""
-    out = bytearray(_I16.pack(0))
+    out = bytearray(structs.I16.pack(0))
     out += _VALUE_HEAD.pack(m.producer_id, m.producer_epoch, m.txn_timeout_ms, int(m.state))
     by_topic: dict[str, list[int]] = {}
     for t, p in sorted(m.partitions):
@@ -178,7 +178,7 @@ def decode_value(transactional_id: str, data: bytes) -> TxnMetadata:
 
 
 def _decode_value(transactional_id: str, data: bytes) -> TxnMetadata:
-    version = _I16.unpack_from(data, 0)[0]
+    version = structs.I16.unpack_from(data, 0)[0]
     if version not in (0, 1):
         raise CodecError(f"unknown transaction log value version {version}")
     flexible = version >= 1
@@ -201,7 +201,7 @@ def _decode_value(transactional_id: str, data: bytes) -> TxnMetadata:
             n, pos = decode_unsigned_varint(data, pos)
             n -= 1
         else:
-            n = _I16.unpack_from(data, pos)[0]
+            n = structs.I16.unpack_from(data, pos)[0]
             pos += 2
         s = data[pos : pos + n].decode("utf-8")
         pos += n
@@ -256,7 +256,6 @@ __all__ = [
     "decode_key",
     "decode_value",
     "encode_key",
-    "encode_unsigned_varint",
     "encode_value",
     "partition_for",
 ]
