@@ -213,6 +213,9 @@ class Log:
         self.recovery_truncated_bytes = loaded.truncated_bytes
         #: producer ids, sequences and open transactions (loaded when first needed)
         self._producer_state: ProducerStateManager | None = None
+        #: recovery reset the .txnindex of the segments it re-validated: the first
+        #: producer-state load rebuilds them from the markers
+        self._rebuild_txn_indexes = needs_recovery
         if needs_recovery:
             # recovery re-validated segments and reset their .txnindex: the next load
             # must scan everything (and rebuild those), not start from a snapshot
@@ -271,8 +274,13 @@ class Log:
         st = self._producer_state
         if st is None:
             st = self._producer_state = ProducerStateManager.load(
-                self.dir, list(self._segments), self._log_start_offset, self._leo
+                self.dir,
+                list(self._segments),
+                self._log_start_offset,
+                self._leo,
+                rebuild_indexes=self._rebuild_txn_indexes,
             )
+            self._rebuild_txn_indexes = False
         return st
 
     def ongoing_transactions(self) -> dict[int, int]:

@@ -315,8 +315,11 @@ class ProducerStateManager:
         log_end_offset: int,
         *,
         use_snapshot: bool = True,
+        rebuild_indexes: bool = False,
     ) -> ProducerStateManager:
-        """The latest usable snapshot, then the batch headers after it; or a full scan."""
+        """The latest usable snapshot, then the batch headers after it; or a full scan,
+        which with ``rebuild_indexes`` (after crash recovery) also rewrites the ``.txnindex``
+        of every segment whose entries do not match its markers."""
         state: ProducerStateManager | None = None
         start = log_start_offset
         if use_snapshot:
@@ -332,7 +335,7 @@ class ProducerStateManager:
                 break
         if state is None:
             state = cls()
-            state._scan(segments, start, rebuild_indexes=True)
+            state._scan(segments, start, rebuild_indexes=rebuild_indexes)
         else:
             state._scan(segments, start, rebuild_indexes=False)
         return state

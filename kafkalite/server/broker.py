@@ -48,6 +48,7 @@ from kafkalite.server.metadata_cache import MetadataCache
 from kafkalite.server.metrics import BrokerMetrics, MetricsHttpServer
 from kafkalite.server.socket_server_config import build_socket_server
 from kafkalite.server.txn_marker_sender import TxnMarkerSender
+from kafkalite.server.txn_verifier import TxnVerifier
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +98,7 @@ class KafkaBroker:
         self.group_coordinator: GroupCoordinator = None  # type: ignore[assignment]
         self.transaction_coordinator: TransactionCoordinator = None  # type: ignore[assignment]
         self.txn_marker_sender: TxnMarkerSender | None = None
+        self.txn_verifier: TxnVerifier | None = None
         self.controller: KafkaController = None  # type: ignore[assignment]
         self.controller_gate = ControllerRequestGate(
             control_plane_listener=config.control_plane_listener,
@@ -185,6 +187,15 @@ class KafkaBroker:
             self.txn_marker_sender,
         )
         self.transaction_coordinator.startup()
+        self.txn_verifier = TxnVerifier(
+            self.broker_id,
+            self.transaction_coordinator,
+            cache,
+            cfg.inter_broker_listener,
+            ssl_context=self.client_tls,
+            request_timeout_ms=int(cfg["request.timeout.ms"]),
+            enabled=bool(cfg["transaction.partition.verification.enable"]),
+        )
         self.controller = KafkaController.for_broker(
             self.broker_id,
             self.store,
@@ -212,6 +223,7 @@ class KafkaBroker:
                 self.append_sequencer,
                 self.channel.api_versions_list,
                 self.transaction_coordinator,
+                self.txn_verifier,
             )
         )
         await self.socket_server.start()
@@ -253,6 +265,8 @@ class KafkaBroker:
             await self.transaction_coordinator.shutdown()
         if self.txn_marker_sender is not None:
             await self.txn_marker_sender.close()
+        if self.txn_verifier is not None:
+            await self.txn_verifier.close()
         if self.group_coordinator is not None:
             await self.group_coordinator.shutdown()
         if self.replica_manager is not None:

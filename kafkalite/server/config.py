@@ -174,6 +174,7 @@ _DEFS: list[ConfigDef] = [
     ConfigDef("transaction.state.log.segment.bytes", "int", 104857600, validator=at_least(1)),
     ConfigDef("transaction.state.log.load.buffer.size", "int", 5242880, validator=at_least(1)),
     ConfigDef("transaction.max.timeout.ms", "int", 900000, validator=at_least(1)),
+    ConfigDef("transaction.partition.verification.enable", "bool", True),
     ConfigDef("producer.id.expiration.ms", "int", 86400000, validator=at_least(1)),
     ConfigDef("producer.id.expiration.check.interval.ms", "int", 600000, validator=at_least(1)),
     ConfigDef("transactional.id.expiration.ms", "int", 604800000, validator=at_least(1)),

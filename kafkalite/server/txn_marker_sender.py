@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 WRITE_TXN_MARKERS_VERSION = 1
 
 
-class _BrokerConnection:
+class BrokerConnection:
     def __init__(self, host: str, port: int, ssl_context: ssl.SSLContext | None) -> None:
         self.host, self.port, self.ssl_context = host, port, ssl_context
         self.lock = asyncio.Lock()
@@ -94,7 +94,7 @@ class TxnMarkerSender:
         self.listener_name = listener_name
         self.ssl_context = ssl_context
         self.request_timeout_s = request_timeout_ms / 1000
-        self._connections: dict[tuple[int, str, int], _BrokerConnection] = {}
+        self._connections: dict[tuple[int, str, int], BrokerConnection] = {}
         self.requests_sent = 0
 
     def _leader(self, tp: TopicPartition) -> int:
@@ -149,7 +149,7 @@ class TxnMarkerSender:
         key = (leader, endpoint[0], endpoint[1])
         conn = self._connections.get(key)
         if conn is None:
-            conn = self._connections[key] = _BrokerConnection(
+            conn = self._connections[key] = BrokerConnection(
                 endpoint[0], endpoint[1], self.ssl_context
             )
         by_topic: dict[str, list[int]] = defaultdict(list)

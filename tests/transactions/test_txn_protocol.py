@@ -293,6 +293,7 @@ def test_markers_of_an_older_coordinator_epoch_are_fenced(wire, broker):
         )
         return resp.markers[0].topics[0].partitions[0].error_code.name
 
+    assert _add(wire, tid, pid, epoch, topic) == "none"
     assert _produce(wire, tid, topic, [b"x"], pid, epoch, 0)[0] == "none"
     assert marker(5) == "none"
     assert marker(3) == "transaction_coordinator_fenced"
@@ -300,3 +301,44 @@ def test_markers_of_an_older_coordinator_epoch_are_fenced(wire, broker):
     [state] = producers.topics[0].partitions[0].active_producers
     assert (int(state.producer_id), int(state.coordinator_epoch)) == (pid, 5)
     assert int(state.current_txn_start_offset) == -1
+
+
+def test_kip_890_verification_refuses_writes_outside_the_transaction(wire, broker):
+    topic, tid = unique("verify-produce"), unique("tid")
+    create_topics(broker.bootstrap_servers, topic, partitions=1)
+    r = _init(wire, tid)
+    pid, epoch = int(r.producer_id), int(r.producer_epoch)
+    # partition 0 was never added to a transaction: the leader asks the coordinator, no
+    assert _produce(wire, tid, topic, [b"stray"], pid, epoch, 0)[0] == "invalid_txn_state"
+    assert _add(wire, tid, pid, epoch, topic) == "none"
+    assert _produce(wire, tid, topic, [b"in"], pid, epoch, 0)[0] == "none"
+    assert _end(wire, tid, pid, epoch, False) == "none"
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        p = _fetch(wire, topic, 0)
+        if int(p.last_stable_offset) == int(p.high_watermark):
+            break  # the abort marker is written
+        time.sleep(0.05)
+    # a late write after the abort would open a transaction nobody closes: refused
+    assert _produce(wire, tid, topic, [b"late"], pid, epoch, 1)[0] == "invalid_txn_state"
+    p = _fetch(wire, topic, 0)
+    assert int(p.last_stable_offset) == int(p.high_watermark)  # nothing left hanging
+
+
+def test_without_verification_a_late_write_hangs_until_its_timeout(tmp_path):
+    b = ThreadedBroker(
+        tmp_path, **{**BROKER_CONFIG, "transaction.partition.verification.enable": False}
+    )
+    b.start()
+    wire = WireClient(b.bootstrap_servers)
+    try:
+        topic, tid = unique("no-verify"), unique("tid")
+        create_topics(b.bootstrap_servers, topic, partitions=1)
+        r = _init(wire, tid)
+        pid, epoch = int(r.producer_id), int(r.producer_epoch)
+        assert _produce(wire, tid, topic, [b"stray"], pid, epoch, 0)[0] == "none"
+        p = _fetch(wire, topic, 0)
+        assert (int(p.last_stable_offset), int(p.high_watermark)) == (0, 1)
+    finally:
+        wire.close()
+        b.stop()

@@ -111,6 +111,7 @@ if TYPE_CHECKING:
     from kafkalite.server.dynamic_broker_config import DynamicBrokerConfig
     from kafkalite.server.fetch_session import FetchSessionCache
     from kafkalite.server.metadata_cache import MetadataCache
+    from kafkalite.server.txn_verifier import TxnVerifier
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +141,7 @@ class BrokerServices:
     #: the advertised API versions (the request channel's, for ApiVersions)
     api_versions: Callable[[], list[dict[str, int]]]
     transaction_coordinator: TransactionCoordinator
+    txn_verifier: TxnVerifier | None = None
 
 
 def _collaborators(s: BrokerServices | None) -> dict[str, Any] | None:
@@ -149,7 +151,7 @@ def _collaborators(s: BrokerServices | None) -> dict[str, Any] | None:
         return None
     cache, rm = s.metadata_cache, s.replica_manager
     return {
-        produce.__name__: ProduceDeps(s.clock_ms, cache, rm, s.append_sequencer),
+        produce.__name__: ProduceDeps(s.clock_ms, cache, rm, s.append_sequencer, s.txn_verifier),
         fetch.__name__: FetchDeps(
             s.clock_ms,
             cache,
