@@ -76,7 +76,6 @@ class Partition:
         self.isr: list[int] = []
         self.remote_replicas: dict[int, ReplicaState] = {}
         self.min_insync_replicas = 1
-        self._producer_state: ProducerStateManager | None = None
 
     @property
     def key(self) -> TopicPartition:
@@ -97,8 +96,6 @@ class Partition:
     def make_leader(self, state: LeaderAndIsrState, log: Log) -> bool:
         """Become leader; returns True if this is a new leadership (epoch changed)."""
         is_new = self.leader_id != self.local_broker_id or self.leader_epoch != state.leader_epoch
-        if is_new:
-            self._producer_state = None
         self.log = log
         self.leader_id = state.leader
         self.leader_epoch = state.leader_epoch
@@ -118,7 +115,6 @@ class Partition:
 
     def make_follower(self, state: LeaderAndIsrState, log: Log) -> bool:
         changed = self.leader_id != state.leader or self.leader_epoch != state.leader_epoch
-        self._producer_state = None
         self.log = log
         self.leader_id = state.leader
         self.leader_epoch = state.leader_epoch
