@@ -46,18 +46,22 @@ def copy_with_confluent(bootstrap: str, source: str, sink: str, group: str, n: i
     )
     producer.init_transactions(30)
     consumer.assign([TopicPartition(source, p, 0) for p in range(3)])
+    # the loop keeps its own positions: librdkafka's position() is unset (-1001) for a
+    # partition after a seek until a message of it is consumed
+    position = dict.fromkeys(range(3), 0)
     copied = txn_no = aborted = 0
     try:
         while copied < n:
-            start = consumer.position([TopicPartition(source, p) for p in range(3)])
+            start = dict(position)
             msgs = [m for m in consumer.consume(PER_TXN, timeout=2) if not m.error()]
             if not msgs:
                 continue
             producer.begin_transaction()
             for m in msgs:
                 producer.produce(sink, value=transform(m.value()), partition=m.partition())
+                position[m.partition()] = m.offset() + 1
             producer.send_offsets_to_transaction(
-                consumer.position([TopicPartition(source, p) for p in range(3)]),
+                [TopicPartition(source, p, o) for p, o in position.items()],
                 consumer.consumer_group_metadata(),
                 30,
             )
@@ -65,8 +69,9 @@ def copy_with_confluent(bootstrap: str, source: str, sink: str, group: str, n: i
                 producer.flush(30)  # the records reach the log, then are aborted
                 producer.abort_transaction(30)
                 aborted += 1
-                for tp in start:  # redo: rewind to where this transaction began
-                    consumer.seek(TopicPartition(source, tp.partition, max(tp.offset, 0)))
+                for p, o in start.items():  # redo: rewind to where this transaction began
+                    consumer.seek(TopicPartition(source, p, o))
+                position = start
             else:
                 producer.commit_transaction(30)
                 copied += len(msgs)
