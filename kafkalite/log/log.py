@@ -214,13 +214,12 @@ class Log:
         #: producer ids, sequences and open transactions (loaded when first needed)
         self._producer_state: ProducerStateManager | None = None
         #: recovery reset the .txnindex of the segments it re-validated: the first
-        #: producer-state load rebuilds them from the markers
-        self._rebuild_txn_indexes = needs_recovery
-        if needs_recovery:
-            # recovery re-validated segments and reset their .txnindex: the next load
-            # must scan everything (and rebuild those), not start from a snapshot
-            for _offset, path in list_snapshots(self.dir):
-                path.unlink(missing_ok=True)
+        #: producer-state load starts from a snapshot no later than the first of them
+        #: and rebuilds their indexes from the markers (as Kafka's recoverSegment)
+        recovered = loaded.first_recovered_offset
+        self._rebuild_txn_indexes = recovered is not None
+        if recovered is not None:
+            self._delete_snapshots_above(recovered)
 
     # ------------------------------------------------------------ properties
 
@@ -288,13 +287,17 @@ class Log:
         return dict(self.producer_state.ongoing)
 
     def take_producer_snapshot(self, *, sync: bool = True) -> None:
-        """Write ``<log end offset>.snapshot`` (at a roll and a clean close); keep the last two."""
+        """Write ``<log end offset>.snapshot`` (at a roll and a clean close). As Kafka, one
+        is kept per segment roll until retention deletes the segments below it: crash
+        recovery loads from the last one before the segments it re-validated."""
         st = self._producer_state
         if st is None:
             return
         st.write_snapshot(self.dir, self._leo, sync=sync)
-        for _offset, path in list_snapshots(self.dir)[:-2]:
-            path.unlink(missing_ok=True)
+        first = self._segments.first.base_offset
+        for offset, path in list_snapshots(self.dir):
+            if offset < first:
+                path.unlink(missing_ok=True)
 
     def _delete_snapshots_above(self, offset: int) -> None:
         for snap_offset, path in list_snapshots(self.dir):

@@ -14,10 +14,10 @@ transaction.
 
 The state is saved in ``<offset>.snapshot`` files (Kafka's format, below) when
 a segment rolls and when the log is closed cleanly; loading it reads the latest
-snapshot and then only the batch headers after it. Without a usable snapshot
-(first start, or after an unclean shutdown, whose recovery re-validated and
-re-indexed segments) the whole log's headers are scanned, which also rewrites
-any ``.txnindex`` that does not match its segment.
+snapshot and then only the batch headers after it (the whole log's without one).
+After an unclean shutdown the log keeps only the snapshots up to the first
+segment recovery re-validated, and the load rewrites the ``.txnindex`` of the
+segments it scans in full, which recovery had reset.
 
 Snapshot file, version 1, big-endian: version int16, crc uint32 (CRC-32C of
 what follows), then an int32 count of entries, each: producerId int64,
@@ -335,9 +335,7 @@ class ProducerStateManager:
                 break
         if state is None:
             state = cls()
-            state._scan(segments, start, rebuild_indexes=rebuild_indexes)
-        else:
-            state._scan(segments, start, rebuild_indexes=False)
+        state._scan(segments, start, rebuild_indexes=rebuild_indexes)
         return state
 
     def _scan(
@@ -356,8 +354,8 @@ class ProducerStateManager:
                     aborted = self.complete_txn(h, *control_marker(raw))
                     if aborted is not None:
                         expected.append(aborted)
-            if not rebuild_indexes:
-                continue
+            if not rebuild_indexes or seg.base_offset < start_offset:
+                continue  # (a segment scanned only in part keeps its index)
             idx = seg.txn_index
             have = [(a.producer_id, a.first_offset, a.last_offset) for a in idx.all_aborted_txns()]
             if have != [(a.producer_id, a.first_offset, a.last_offset) for a in expected]:
