@@ -122,9 +122,7 @@ def test_producer_id_expiration():
     assert set(st.producers) == {2, 3}
 
 
-def test_crash_recovery_loads_from_a_snapshot_before_the_recovered_segments(
-    tmp_path: Path, scans
-):
+def test_crash_recovery_loads_from_a_snapshot_before_the_recovered_segments(tmp_path: Path, scans):
     d = tmp_path / "t-0"
     lg = _open(d)
     _append(lg, _txn_batch(1, [b"a"]))
