@@ -12,13 +12,6 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from tests.spark.conftest import kafka_rows, produce
 
-#: transactions (issue 16) are not on main yet: kafkalite answers a transactional producer's
-#: FindCoordinator/InitProducerId with COORDINATOR_NOT_AVAILABLE
-NO_TRANSACTIONS = pytest.mark.skip(
-    reason="needs transactions in kafkalite (issue 16, not merged): InitProducerId with a"
-    " transactional.id gets COORDINATOR_NOT_AVAILABLE"
-)
-
 
 def _read(spark: Any, bootstrap: str, topic: str, **options: str) -> Any:
     reader = (
@@ -180,7 +173,6 @@ def _forget_last_commit(cp: Path) -> None:
     (cp / "commits" / f".{last}.crc").unlink(missing_ok=True)
 
 
-@NO_TRANSACTIONS
 def test_exactly_once_sink_no_duplicate_under_forced_restart(
     spark: Any, spark_broker: Any, topic_name: str, tmp_path: Path
 ) -> None:
@@ -229,7 +221,6 @@ def test_at_least_once_sink_duplicates_a_replayed_batch(
     assert len(values) == 30 and set(values) == {s.value for s in sent}
 
 
-@NO_TRANSACTIONS
 def test_read_committed_hides_aborted(spark: Any, spark_broker: Any, topic_name: str) -> None:
     spark_broker.create_topic(topic_name, 1)
     p = Producer(
