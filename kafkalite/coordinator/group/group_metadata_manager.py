@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from kafkalite.common.errors import ConfigError
 from kafkalite.common.types import TopicPartition
 from kafkalite.coordinator.group import offset_codec as codec
 from kafkalite.coordinator.group.collaborators import ClusterMetadata, Replicas
@@ -35,6 +36,9 @@ from kafkalite.protocol.records import build_batch, iter_batches
 log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
+#: the server-side assignors of the consumer protocol (the first is the default)
+DEFAULT_ASSIGNORS = ("uniform", "range")
+MIGRATION_POLICIES = ("disabled", "upgrade", "downgrade", "bidirectional")
 
 
 @dataclass(slots=True)
@@ -53,6 +57,16 @@ class GroupConfig:
     group_max_session_timeout_ms: int = 1800000
     group_initial_rebalance_delay_ms: int = 3000
     group_max_size: int = 2**31 - 1
+    # the consumer protocol (KIP-848)
+    consumer_session_timeout_ms: int = 45000
+    consumer_min_session_timeout_ms: int = 45000
+    consumer_max_session_timeout_ms: int = 60000
+    consumer_heartbeat_interval_ms: int = 5000
+    consumer_min_heartbeat_interval_ms: int = 5000
+    consumer_max_heartbeat_interval_ms: int = 15000
+    consumer_max_size: int = 2**31 - 1
+    consumer_assignors: tuple[str, ...] = ("uniform", "range")  # the first is the default
+    consumer_migration_policy: str = "bidirectional"
 
     @classmethod
     def from_broker_config(cls, cfg: Any) -> GroupConfig:
@@ -62,7 +76,7 @@ class GroupConfig:
             v = cfg.get(key) if hasattr(cfg, "get") else None
             return default if v is None else int(v)
 
-        return cls(
+        out = cls(
             offsets_topic_num_partitions=get(
                 "offsets.topic.num.partitions", d.offsets_topic_num_partitions
             ),
@@ -89,7 +103,82 @@ class GroupConfig:
                 "group.initial.rebalance.delay.ms", d.group_initial_rebalance_delay_ms
             ),
             group_max_size=get("group.max.size", d.group_max_size),
+            consumer_session_timeout_ms=get(
+                "group.consumer.session.timeout.ms", d.consumer_session_timeout_ms
+            ),
+            consumer_min_session_timeout_ms=get(
+                "group.consumer.min.session.timeout.ms", d.consumer_min_session_timeout_ms
+            ),
+            consumer_max_session_timeout_ms=get(
+                "group.consumer.max.session.timeout.ms", d.consumer_max_session_timeout_ms
+            ),
+            consumer_heartbeat_interval_ms=get(
+                "group.consumer.heartbeat.interval.ms", d.consumer_heartbeat_interval_ms
+            ),
+            consumer_min_heartbeat_interval_ms=get(
+                "group.consumer.min.heartbeat.interval.ms", d.consumer_min_heartbeat_interval_ms
+            ),
+            consumer_max_heartbeat_interval_ms=get(
+                "group.consumer.max.heartbeat.interval.ms", d.consumer_max_heartbeat_interval_ms
+            ),
+            consumer_max_size=get("group.consumer.max.size", d.consumer_max_size),
+            consumer_assignors=_assignor_names(cfg.get("group.consumer.assignors")),
+            consumer_migration_policy=str(
+                cfg.get("group.consumer.migration.policy") or d.consumer_migration_policy
+            ).lower(),
         )
+        out.check_consumer_bounds()
+        return out
+
+    def check_consumer_bounds(self) -> None:
+        """Kafka's GroupCoordinatorConfig checks: each default within its min and max,
+        the heartbeat interval below the session timeout."""
+        for key, lo, v, hi in (
+            (
+                "group.consumer.session.timeout.ms",
+                self.consumer_min_session_timeout_ms,
+                self.consumer_session_timeout_ms,
+                self.consumer_max_session_timeout_ms,
+            ),
+            (
+                "group.consumer.heartbeat.interval.ms",
+                self.consumer_min_heartbeat_interval_ms,
+                self.consumer_heartbeat_interval_ms,
+                self.consumer_max_heartbeat_interval_ms,
+            ),
+        ):
+            if not lo <= v <= hi:
+                raise ConfigError(key, f"{v} must be between its min ({lo}) and max ({hi})")
+        if self.consumer_heartbeat_interval_ms >= self.consumer_session_timeout_ms:
+            raise ConfigError(
+                "group.consumer.heartbeat.interval.ms",
+                "must be less than group.consumer.session.timeout.ms",
+            )
+        if self.consumer_migration_policy not in MIGRATION_POLICIES:
+            raise ConfigError(
+                "group.consumer.migration.policy",
+                f"must be one of {', '.join(MIGRATION_POLICIES)}",
+            )
+
+
+def _assignor_names(value: Any) -> tuple[str, ...]:
+    """group.consumer.assignors: names, or Kafka's class names of its two assignors."""
+    if value is None:
+        return DEFAULT_ASSIGNORS
+    items = value if isinstance(value, list | tuple) else str(value).split(",")
+    out = []
+    for item in items:
+        name = str(item).strip()
+        if not name:
+            continue
+        short = name.rsplit(".", 1)[-1]
+        out.append(
+            {"UniformAssignor": "uniform", "RangeAssignor": "range"}.get(short, name.lower())
+        )
+    for name in out:
+        if name not in DEFAULT_ASSIGNORS:
+            raise ConfigError("group.consumer.assignors", f"unknown assignor {name!r}")
+    return tuple(out) or DEFAULT_ASSIGNORS
 
 
 def _store_error(code: int, *, for_offsets: bool) -> int:
@@ -419,11 +508,7 @@ class GroupMetadataManager:
                 del group.offsets[tp]
                 out.append((codec.encode_offset_commit_key(group.group_id, tp[0], tp[1]), None))
             removed += len(expired)
-            if (
-                group.is_state(GroupState.EMPTY)
-                and not group.offsets
-                and not group.pending_offset_commits
-            ):
+            if group.is_empty and not group.offsets and not group.pending_offset_commits:
                 group.transition_to(GroupState.DEAD, now)
                 self.remove_group(group)
                 out.append((codec.encode_group_metadata_key(group.group_id), None))

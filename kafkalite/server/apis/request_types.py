@@ -20,6 +20,10 @@ if TYPE_CHECKING:
     import kio.schema.api_versions.v2.request
     import kio.schema.api_versions.v3.request
     import kio.schema.api_versions.v4.request
+    import kio.schema.consumer_group_describe.v0.request
+    import kio.schema.consumer_group_describe.v1.request
+    import kio.schema.consumer_group_heartbeat.v0.request
+    import kio.schema.consumer_group_heartbeat.v1.request
     import kio.schema.create_partitions.v0.request
     import kio.schema.create_partitions.v1.request
     import kio.schema.create_partitions.v2.request
@@ -373,4 +377,14 @@ if TYPE_CHECKING:
     DescribeClusterRequest = (
         kio.schema.describe_cluster.v0.request.DescribeClusterRequest
         | kio.schema.describe_cluster.v1.request.DescribeClusterRequest
+    )
+
+    ConsumerGroupHeartbeatRequest = (
+        kio.schema.consumer_group_heartbeat.v0.request.ConsumerGroupHeartbeatRequest
+        | kio.schema.consumer_group_heartbeat.v1.request.ConsumerGroupHeartbeatRequest
+    )
+
+    ConsumerGroupDescribeRequest = (
+        kio.schema.consumer_group_describe.v0.request.ConsumerGroupDescribeRequest
+        | kio.schema.consumer_group_describe.v1.request.ConsumerGroupDescribeRequest
     )
