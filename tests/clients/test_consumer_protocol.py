@@ -1,0 +1,279 @@
+"""The consumer group protocol of KIP-848 with a stock client: confluent-kafka (librdkafka)
+with ``group.protocol=consumer`` against a real broker."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from kafkalite.testing.embedded_broker import ThreadedBroker
+
+SESSION_TIMEOUT_MS = 3000
+BROKER_CONFIG = {
+    "group.consumer.session.timeout.ms": SESSION_TIMEOUT_MS,
+    "group.consumer.min.session.timeout.ms": 1000,
+    "group.consumer.heartbeat.interval.ms": 250,
+    "group.consumer.min.heartbeat.interval.ms": 100,
+    "offsets.topic.num.partitions": 3,
+    "offsets.topic.replication.factor": 1,
+}
+
+
+@pytest.fixture(scope="module")
+def cg_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadedBroker]:
+    b = ThreadedBroker(tmp_path_factory.mktemp("kip848"), **BROKER_CONFIG)
+    b.start()
+    try:
+        yield b
+    finally:
+        b.stop()
+
+
+def new_consumer(bootstrap: str, group: str, **extra: object) -> Consumer:
+    return Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "group.protocol": "consumer",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            **extra,
+        }
+    )
+
+
+def produce(bootstrap: str, topic: str, values: range, partitions: int) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in values:
+        p.produce(topic, value=b"%d" % i, partition=i % partitions)
+    assert p.flush(15) == 0
+
+
+def owned(c: Consumer) -> set[int]:
+    return {tp.partition for tp in c.assignment()}
+
+
+class Group:
+    """Consumers polled round-robin; every record is committed right after it is processed."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str) -> None:
+        self.bootstrap, self.group, self.topic = bootstrap, group, topic
+        self.consumers: list[Consumer] = []
+        self.seen: Counter[int] = Counter()
+
+    def add(self, **extra: object) -> Consumer:
+        c = new_consumer(self.bootstrap, self.group, **extra)
+        c.subscribe([self.topic])
+        self.consumers.append(c)
+        return c
+
+    def poll_once(self) -> None:
+        for c in self.consumers:
+            m = c.poll(0.02)
+            if m is None:
+                continue
+            if m.error():
+                assert m.error().code() == KafkaError._PARTITION_EOF, m.error()
+                continue
+            self.seen[int(m.value())] += 1  # processed ...
+            self._commit(c, m)  # ... then committed
+
+    def _commit(self, c: Consumer, m: object) -> None:
+        for _ in range(50):
+            try:
+                c.commit(message=m, asynchronous=False)
+                return
+            except KafkaException as e:
+                # the member's epoch moved on meanwhile: librdkafka learns it on its next
+                # heartbeat, and the commit goes through then
+                if e.args[0].code() != KafkaError.STALE_MEMBER_EPOCH:
+                    raise
+                c.poll(0.05)
+        raise AssertionError("commit kept failing with STALE_MEMBER_EPOCH")
+
+    def until(self, done: Callable[[], bool], timeout: float = 30) -> float:
+        start = time.monotonic()
+        while time.monotonic() - start < timeout:
+            self.poll_once()
+            if done():
+                return time.monotonic() - start
+        raise AssertionError("timed out")
+
+    def each_partition_once(self, n: int, members: int | None = None) -> bool:
+        sets = [owned(c) for c in self.consumers]
+        members = len(self.consumers) if members is None else members
+        return (
+            sum(len(s) for s in sets) == n
+            and set().union(*sets) == set(range(n))
+            and sum(1 for s in sets if s) == min(members, n)
+        )
+
+    def close(self) -> None:
+        for c in self.consumers:
+            c.close()
+        self.consumers.clear()
+
+
+def test_three_members_share_six_partitions_and_take_over_at_committed_offsets(cg_broker):
+    bs = cg_broker.bootstrap_servers
+    topic, group = f"kip848-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"
+    cg_broker.create_topic(topic, partitions=6)
+    g = Group(bs, group, topic)
+    try:
+        for _ in range(3):
+            g.add()
+        g.until(lambda: g.each_partition_once(6))
+        assert sorted(len(owned(c)) for c in g.consumers) == [2, 2, 2]
+
+        produce(bs, topic, range(0, 300), 6)
+        g.until(lambda: len(g.seen) == 300)
+
+        # a clean leave: the others take its partitions, well within the session timeout
+        leaving = g.consumers.pop()
+        leaving.close()
+        took = g.until(lambda: g.each_partition_once(6))
+        assert took < SESSION_TIMEOUT_MS / 1000
+
+        produce(bs, topic, range(300, 450), 6)
+        g.until(lambda: len(g.seen) == 450)
+
+        # a new member takes over at the committed offsets: nothing is read twice
+        g.add()
+        g.until(lambda: g.each_partition_once(6))
+        produce(bs, topic, range(450, 600), 6)
+        g.until(lambda: len(g.seen) == 600)
+        g.close()
+        assert set(g.seen) == set(range(600))
+        assert max(g.seen.values()) == 1, "with commits after processing: exactly once"
+    finally:
+        g.close()
+
+
+_CRASHING_MEMBER = textwrap.dedent(
+    """
+    import sys
+    from confluent_kafka import Consumer
+    c = Consumer({"bootstrap.servers": sys.argv[1], "group.id": sys.argv[2],
+                  "group.protocol": "consumer", "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False})
+    c.subscribe([sys.argv[3]])
+    last = None
+    while True:
+        c.poll(0.1)
+        now = sorted(tp.partition for tp in c.assignment())
+        if now != last:
+            print(",".join(map(str, now)), flush=True)
+            last = now
+    """
+)
+
+
+def test_partitions_of_a_crashed_member_move_within_the_session_timeout(cg_broker):
+    bs = cg_broker.bootstrap_servers
+    topic, group = f"kip848-crash-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"
+    cg_broker.create_topic(topic, partitions=6)
+    produce(bs, topic, range(0, 120), 6)
+    g = Group(bs, group, topic)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _CRASHING_MEMBER, bs, group, topic],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        while not proc.stdout.readline().strip():  # the child alone: it owns all six
+            pass
+        g.add()
+        g.add()
+        # the child gives up four of them (it polls, so it reconciles)
+        g.until(lambda: sum(len(owned(c)) for c in g.consumers) == 4)
+        os.kill(proc.pid, signal.SIGKILL)  # no leave: only the session timeout notices
+        proc.wait()
+        took = g.until(lambda: g.each_partition_once(6), timeout=SESSION_TIMEOUT_MS / 1000 + 15)
+        assert took < SESSION_TIMEOUT_MS / 1000 + 5
+        # the crashed member committed nothing: its partitions are read from the start
+        g.until(lambda: len(g.seen) == 120)
+        assert set(g.seen) == set(range(120))  # at least once
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        g.close()
+
+
+def test_static_member_restart_keeps_its_partitions(cg_broker):
+    bs = cg_broker.bootstrap_servers
+    topic, group = f"kip848-static-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"
+    cg_broker.create_topic(topic, partitions=4)
+    a = new_consumer(bs, group, **{"group.instance.id": "a"})
+    b = new_consumer(bs, group, **{"group.instance.id": "b"})
+    try:
+        for c in (a, b):
+            c.subscribe([topic])
+        g = Group(bs, group, topic)
+        g.consumers = [a, b]
+        g.until(lambda: g.each_partition_once(4))
+        before = owned(a)
+        epoch = _group_epoch(cg_broker, group)
+        a.close()  # a static member's close is a temporary leave (epoch -2)
+        a = new_consumer(bs, group, **{"group.instance.id": "a"})
+        a.subscribe([topic])
+        g.consumers = [a, b]
+        g.until(lambda: g.each_partition_once(4))
+        assert owned(a) == before
+        assert _group_epoch(cg_broker, group) == epoch, "a static rejoin is no rebalance"
+    finally:
+        a.close()
+        b.close()
+
+
+def _group_epoch(b: ThreadedBroker, group: str) -> int:
+    d = b.call(b.kafka.group_coordinator.consumer.describe, group)
+    assert d.error == 0, d
+    return int(d.group_epoch)
+
+
+def test_regex_subscription_picks_up_a_topic_created_later(cg_broker):
+    bs = cg_broker.bootstrap_servers
+    prefix = f"rx{uuid.uuid4().hex[:6]}"
+    cg_broker.create_topic(f"{prefix}-a", partitions=2)
+    c = new_consumer(bs, f"g-{prefix}", **{"topic.metadata.refresh.interval.ms": 500})
+    c.subscribe([f"^{prefix}-.*"])
+    try:
+        g = Group(bs, f"g-{prefix}", "")
+        g.consumers = [c]
+        g.until(lambda: len(owned(c)) == 2)
+        cg_broker.create_topic(f"{prefix}-b", partitions=3)
+        produce(bs, f"{prefix}-b", range(0, 30), 3)
+        g.until(lambda: len(g.seen) == 30)
+        assert {tp.topic for tp in c.assignment()} == {f"{prefix}-a", f"{prefix}-b"}
+    finally:
+        c.close()
+
+
+def test_member_commits_and_reads_back_its_offsets(cg_broker):
+    """OffsetCommit v9+ with the member's epoch, OffsetFetch with it (KIP-848 checks)."""
+    bs = cg_broker.bootstrap_servers
+    topic, group = f"kip848-fence-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"
+    cg_broker.create_topic(topic, partitions=1)
+    c = new_consumer(bs, group)
+    c.subscribe([topic])
+    try:
+        g = Group(bs, group, topic)
+        g.consumers = [c]
+        g.until(lambda: len(owned(c)) == 1)
+        c.commit(offsets=[TopicPartition(topic, 0, 7)], asynchronous=False)
+        [tp] = c.committed([TopicPartition(topic, 0)], timeout=10)
+        assert tp.offset == 7
+    finally:
+        c.close()
