@@ -365,3 +365,50 @@ def test_consumer_timeouts_must_lie_within_their_bounds(tmp_path) -> None:
         {"group.consumer.assignors": "org.apache.kafka.coordinator.group.assignor.RangeAssignor"}
     )
     assert cfg.consumer_assignors == ("range",)
+
+
+async def test_consumer_group_survives_a_coordinator_restart(tmp_path) -> None:
+    b = AsyncBroker(tmp_path, **CG_FAST)
+    await b.start()
+    try:
+        await b.create_topic("t", partitions=4)
+        ms = await cg_members(b, "g-durable", 2, topics=["t"], instance_id=None)
+        ms[1].instance_id = "static-1"
+        for m in ms:
+            await m.join()
+        await settle(ms)
+        [before] = await describe(ms[0].wire, "g-durable")
+        # Kafka's record types, keys 3 to 8, are in the group's offsets partition
+        versions = {
+            int.from_bytes(r.key[:2], "big") for r in b.records("__consumer_offsets") if r.key
+        }
+        assert set(range(3, 9)) <= versions
+
+        await b.restart()
+        for m in ms:
+            m.wire = await Wire.connect(b.bootstrap_servers)
+        await find_coordinator(ms[0].wire, "g-durable")
+        [after] = await describe(ms[0].wire, "g-durable")
+        assert (after.group_epoch, after.assignment_epoch, after.group_state) == (
+            before.group_epoch,
+            before.assignment_epoch,
+            "Stable",
+        )
+
+        def members(g) -> dict:
+            return {
+                m.member_id: (
+                    m.member_epoch,
+                    m.instance_id,
+                    {(t.topic_id, p) for t in m.assignment.topic_partitions for p in t.partitions},
+                )
+                for m in g.members
+            }
+
+        assert members(after) == members(before)
+        owned = [dict(m.owned) for m in ms]
+        for m, o in zip(ms, owned, strict=True):  # the members carry on, epochs unchanged
+            r = await m.heartbeat()
+            assert r.error_code == 0 and m.owned == o
+    finally:
+        await b.stop()

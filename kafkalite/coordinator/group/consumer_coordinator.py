@@ -18,9 +18,10 @@ removed, which bumps the group epoch and frees their partitions.
 
 The group lives in the same :class:`GroupMetadata` container as a classic
 group (its ``consumer`` field), so committed offsets, expiry and deletion are
-shared with the classic protocol. Its membership is kept in memory only:
-after a coordinator move the members get UNKNOWN_MEMBER_ID and rejoin with
-epoch 0 (their committed offsets are in ``__consumer_offsets``).
+shared with the classic protocol. Every change is written to
+``__consumer_offsets`` as Kafka's consumer group records
+(:mod:`consumer_group_codec`) before the heartbeat is answered, so a restarted
+or new coordinator rebuilds the group, members and epochs included.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from kafkalite.coordinator.group import consumer_group_codec as cg_codec
 from kafkalite.coordinator.group.assignors import ASSIGNORS, Assignment, MemberSpec
 from kafkalite.coordinator.group.consumer_group import (
     CONSUMER_GROUP_TYPE,
@@ -206,11 +208,52 @@ class ConsumerGroupCoordinator:
         log.info("member %s fenced from consumer group %s: %s", member_id, group_id, reason)
         self._fence_member(group, member)
 
-    def _fence_member(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None:
+    def _fence_member(
+        self, group: ConsumerGroup, member: ConsumerGroupMember, *, store: bool = True
+    ) -> None:
         """Remove a member; the group epoch is bumped so the others are reassigned."""
         group.remove_member(member.member_id)
         group.subscription_metadata = self._subscription_metadata(group)
         group.group_epoch += 1
+        if store:  # a timer fenced it: nobody waits for the write
+            self.gc._spawn(self.store(group))
+
+    # ---- persistence ----------------------------------------------------------------
+    def pending_records(self, group: ConsumerGroup) -> list[tuple[bytes, bytes | None]]:
+        """The records that bring ``__consumer_offsets`` up to the group's state."""
+        out: list[tuple[bytes, bytes | None]] = []
+        current = cg_codec.group_level_records(group)
+        for mid in sorted(group.dirty):
+            m = group.members.get(mid)
+            if m is not None:
+                current.update(cg_codec.member_records(group, m))
+            else:
+                for k in cg_codec.member_keys(group.group_id, mid):
+                    if group.persisted.pop(k, None) is not None:
+                        out.append((k, None))
+        group.dirty.clear()
+        for k, v in current.items():
+            if group.persisted.get(k) != v:
+                group.persisted[k] = v
+                out.append((k, v))
+        return out
+
+    async def store(self, group: ConsumerGroup) -> int:
+        """Write what changed; returns the error a client should see (0: stored)."""
+        records = self.pending_records(group)
+        if not records:
+            return 0
+        return await self.gc.manager.store_records(group.group_id, records)
+
+    async def heartbeat_and_store(self, r: HeartbeatRequest) -> HeartbeatResult:
+        """A heartbeat answered once its changes are in ``__consumer_offsets``."""
+        result = self.heartbeat(r)
+        group = self.consumer_group(self.gc.manager.get_group(r.group_id))
+        if group is not None and (group.dirty or result.error == 0):
+            error = await self.store(group)
+            if error and result.error == 0:
+                return HeartbeatResult(error, member_id=result.member_id)
+        return result
 
     def consumer_group(self, container: GroupMetadata | None) -> ConsumerGroup | None:
         return None if container is None else container.consumer
@@ -489,6 +532,8 @@ class ConsumerGroupCoordinator:
         )
 
     def _update_target_assignment(self, group: ConsumerGroup) -> None:
+        group.dirty.update(group.members)
+        group.dirty.update(group.target_assignment)
         name = group.preferred_assignor(self.default_assignor)
         assignor = ASSIGNORS[name]
         topics = {t.topic_id: t.num_partitions for t in group.subscription_metadata.values()}
@@ -572,7 +617,7 @@ class ConsumerGroupCoordinator:
                     member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
                 )
         log.info("member %s left consumer group %s", member.member_id, r.group_id)
-        self._fence_member(group, member)
+        self._fence_member(group, member, store=False)
         return HeartbeatResult(0, member_id=r.member_id, member_epoch=r.member_epoch)
 
     # ---- ConsumerGroupDescribe ----------------------------------------------------
@@ -641,6 +686,16 @@ class ConsumerGroupCoordinator:
         return 0
 
     # ---- lifecycle ----------------------------------------------------------------
+    def on_loaded(self, container: GroupMetadata) -> None:
+        """A group read back from the log: its members' sessions start now."""
+        group = container.consumer
+        if group is None:
+            return
+        for m in group.members.values():
+            self._schedule_session_timeout(group, m)
+            if m.state == MemberState.UNREVOKED_PARTITIONS:
+                self._schedule_rebalance_timeout(group, m)
+
     @staticmethod
     def on_unloaded(container: GroupMetadata) -> None:
         group = container.consumer

@@ -112,6 +112,10 @@ class ConsumerGroup:
         self.subscription_metadata: dict[str, TopicInfo] = {}
         self.assignor_name = ""
         self.dead = False
+        #: what __consumer_offsets holds for the group (key -> value), to write only changes
+        self.persisted: dict[bytes, bytes] = {}
+        #: members whose records may have changed since the last write
+        self.dirty: set[str] = set()
 
     # ---- state --------------------------------------------------------------------
     @property
@@ -144,6 +148,7 @@ class ConsumerGroup:
         if old is not None:
             self._drop_epochs(old)
         self.members[member.member_id] = member
+        self.dirty.add(member.member_id)
         if member.instance_id is not None:
             self.static_members[member.instance_id] = member.member_id
         self._add_epochs(member)
@@ -153,6 +158,7 @@ class ConsumerGroup:
         if member is None:
             return None
         self._drop_epochs(member)
+        self.dirty.add(member_id)
         if member.instance_id is not None and self.static_members.get(member.instance_id) == (
             member_id
         ):

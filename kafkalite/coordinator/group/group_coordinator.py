@@ -185,6 +185,7 @@ class GroupCoordinator:
             self.manager.unload(tp[1], self._on_group_unloaded)
 
     def _on_group_loaded(self, group: GroupMetadata) -> None:
+        self.consumer.on_loaded(group)
         for member in group.members.values():
             self._complete_and_schedule_next_heartbeat_expiration(group, member)
 
@@ -290,9 +291,12 @@ class GroupCoordinator:
                 return JoinGroupResult(member_id, ErrorCode.inconsistent_group_protocol)
             if not is_unknown:
                 return JoinGroupResult(member_id, ErrorCode.unknown_member_id)
-            # an empty consumer group becomes a classic group, as in Kafka
+            # an empty consumer group becomes a classic group, as in Kafka; its records go
+            gone: list[tuple[bytes, bytes | None]] = [(k, None) for k in group.consumer.persisted]
             group.consumer = None
             group.protocol_type = None
+            if gone:
+                self._spawn(self.manager.store_records(group.group_id, gone))
         if not self._accept_joining_member(group, member_id):
             return JoinGroupResult(member_id, ErrorCode.group_max_size_reached)
 

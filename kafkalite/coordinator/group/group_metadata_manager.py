@@ -23,6 +23,7 @@ from typing import Any
 
 from kafkalite.common.errors import ConfigError
 from kafkalite.common.types import TopicPartition
+from kafkalite.coordinator.group import consumer_group_codec as cg_codec
 from kafkalite.coordinator.group import offset_codec as codec
 from kafkalite.coordinator.group.collaborators import ClusterMetadata, Replicas
 from kafkalite.coordinator.group.group_metadata import (
@@ -285,6 +286,13 @@ class GroupMetadataManager:
             )
         return _store_error(error, for_offsets=False) if error else 0
 
+    async def store_records(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> int:
+        """Append a consumer group's records (KIP-848 formats); returns an error code."""
+        error, _ = await self._append(self.partition_for(group_id), records)
+        if error:
+            log.warning("storing consumer group %s failed: %s", group_id, ErrorCode(error).name)
+        return _store_error(error, for_offsets=False) if error else 0
+
     async def store_offsets(
         self, group: GroupMetadata, offsets: dict[TopicPartition, OffsetAndMetadata]
     ) -> dict[TopicPartition, int]:
@@ -340,6 +348,9 @@ class GroupMetadataManager:
             (codec.encode_offset_commit_key(group.group_id, t, p), None) for t, p in group.offsets
         ]
         records.append((codec.encode_group_metadata_key(group.group_id), None))
+        if group.consumer is not None:
+            records += [(k, None) for k in group.consumer.persisted]
+            group.consumer.persisted.clear()
         group.offsets.clear()
         group.transition_to(GroupState.DEAD, self.clock_ms())
         self.remove_group(group)
@@ -383,8 +394,9 @@ class GroupMetadataManager:
     async def _load(
         self, partition: int, token: object, on_loaded: Callable[[GroupMetadata], None]
     ) -> None:
+        consumer: dict[str, dict[bytes, bytes | None]] = {}
         try:
-            offsets, metadata = await self._read_partition(partition, token)
+            offsets, metadata = await self._read_partition(partition, token, consumer)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -395,9 +407,20 @@ class GroupMetadataManager:
             return
         now = self.clock_ms()
         loaded = 0
-        for gid in set(offsets) | set(metadata):
+        for gid in set(offsets) | set(metadata) | set(consumer):
             value = metadata.get(gid)
-            if value is not None:
+            cg = None
+            if gid in consumer:
+                try:
+                    cg = cg_codec.rebuild(gid, consumer[gid])
+                except (codec.CodecError, RuntimeError) as e:
+                    log.warning("consumer group %s could not be rebuilt: %s", gid, e)
+            if cg is not None:
+                group = GroupMetadata(gid, GroupState.EMPTY, now)
+                group.consumer = cg
+                group.protocol_type = "consumer"
+                cg.persisted = {k: v for k, v in consumer[gid].items() if v is not None}
+            elif value is not None:
                 group = GroupMetadata.from_record_value(gid, value, now)
             elif offsets.get(gid):
                 group = GroupMetadata(gid, GroupState.EMPTY, now)
@@ -413,7 +436,10 @@ class GroupMetadataManager:
         log.info("loaded %d groups from %s-%d", loaded, OFFSETS_TOPIC, partition)
 
     async def _read_partition(
-        self, partition: int, token: object
+        self,
+        partition: int,
+        token: object,
+        consumer: dict[str, dict[bytes, bytes | None]] | None = None,
     ) -> tuple[
         dict[str, dict[TopicPartition, OffsetAndMetadata]],
         dict[str, codec.GroupMetadataValue | None],
@@ -449,7 +475,7 @@ class GroupMetadataManager:
                 for rec in records:
                     if rec.offset < position or rec.key is None:
                         continue
-                    self._apply(rec.offset, rec.key, rec.value, offsets, metadata)
+                    self._apply(rec.offset, rec.key, rec.value, offsets, metadata, consumer)
             if next_position <= position:
                 break
             position = next_position
@@ -465,9 +491,17 @@ class GroupMetadataManager:
         value_bytes: bytes | None,
         offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]],
         metadata: dict[str, codec.GroupMetadataValue | None],
+        consumer: dict[str, dict[bytes, bytes | None]] | None = None,
     ) -> None:
         try:
             key = codec.decode_key(key_bytes)
+            if isinstance(key, codec.UnknownKey):
+                if consumer is not None and key.version in cg_codec.CONSUMER_KEY_VERSIONS:
+                    ck = cg_codec.decode_key(key_bytes)
+                    consumer.setdefault(ck.group, {})[bytes(key_bytes)] = (
+                        None if value_bytes is None else bytes(value_bytes)
+                    )
+                return
             if isinstance(key, codec.OffsetCommitKey):
                 group_offsets = offsets.setdefault(key.group, {})
                 tp = (key.topic, key.partition)

@@ -527,11 +527,11 @@ def _assignment_out(a: Assignment, names: dict[Any, str] | None = None) -> list[
     return out
 
 
-def handle_consumer_group_heartbeat(
+async def handle_consumer_group_heartbeat(
     deps: GroupDeps, ctx: RequestContext, req: ConsumerGroupHeartbeatRequest
 ) -> dict[str, Any]:
     rebalance = req.rebalance_timeout
-    r = _coordinator(deps).consumer.heartbeat(
+    r = await _coordinator(deps).consumer.heartbeat_and_store(
         CgHeartbeat(
             group_id=req.group_id,
             member_id=req.member_id,
