@@ -4,6 +4,9 @@ kafkalite topics --bootstrap-server HOST:PORT --list | --create --topic T [--par
                  [--replication-factor R] [--config k=v ...] | --delete --topic T | --describe [--topic T]
 kafkalite configs --bootstrap-server HOST:PORT --entity-type topics --entity-name T
                  [--describe | --alter --add-config k=v[,k=v] | --delete-config k[,k]]
+kafkalite groups --bootstrap-server HOST:PORT --list | --describe --group G [--members]
+                 | --reset-offsets --group G --topic T (--to-earliest|--to-latest|--to-offset N
+                 |--to-datetime ISO) [--execute]
 kafkalite dump-log FILE [--print-data-log] [--verify-index-only]
 kafkalite version
 """
@@ -173,6 +176,11 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--add-config", action="append")
     c.add_argument("--delete-config", action="append")
 
+    from kafkalite.cli import groups
+
+    gp = sub.add_parser("groups", help="list, describe and reset offsets of consumer groups")
+    groups.add_arguments(gp)
+
     d = sub.add_parser("dump-log", help="print the batches and records of a segment file")
     try:
         from kafkalite.cli import dump_log
@@ -192,6 +200,8 @@ def main(argv: list[str] | None = None) -> int:
         return _topics(args)
     if args.cmd == "configs":
         return _configs(args)
+    if args.cmd == "groups":
+        return groups.run(args)
     if args.cmd == "dump-log":
         if dump_log is None or not hasattr(dump_log, "main"):
             print("dump-log is not available in this build", file=sys.stderr)

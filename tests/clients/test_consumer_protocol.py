@@ -277,3 +277,108 @@ def test_member_commits_and_reads_back_its_offsets(cg_broker):
         assert tp.offset == 7
     finally:
         c.close()
+
+
+def test_groups_cli_lists_describes_and_resets_both_group_types(cg_broker, capsys):
+    from kafkalite.cli.admin import main
+
+    bs = cg_broker.bootstrap_servers
+    topic = f"kip848-cli-{uuid.uuid4().hex[:6]}"
+    cg_broker.create_topic(topic, partitions=2)
+    produce(bs, topic, range(0, 20), 2)
+    new_group, old_group = f"g-new-{uuid.uuid4().hex[:6]}", f"g-old-{uuid.uuid4().hex[:6]}"
+    modern = Group(bs, new_group, topic)
+    modern.add()
+    classic = Consumer(
+        {
+            "bootstrap.servers": bs,
+            "group.id": old_group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "session.timeout.ms": 6000,
+        }
+    )
+    classic.subscribe([topic])
+    try:
+        modern.until(lambda: len(modern.seen) == 20)  # each record committed after processing
+        both = Group(bs, old_group, topic)
+        both.consumers = [classic]
+        both.until(lambda: len(owned(classic)) == 2)
+
+        def run(*argv: str) -> str:
+            assert main(["groups", "--bootstrap-server", bs, *argv]) == 0
+            return capsys.readouterr().out
+
+        listed = {tuple(line.split()) for line in run("--list").splitlines()[1:]}
+        assert (new_group, "consumer", "Stable") in listed
+        assert (old_group, "classic", "Stable") in listed
+        assert {
+            r[0]
+            for r in (
+                tuple(x.split()) for x in run("--list", "--type", "consumer").splitlines()[1:]
+            )
+        } >= {new_group}
+        out = run("--describe", "--group", new_group)
+        assert "TYPE consumer" in out and "STATE Stable" in out
+        rows = [line.split() for line in out.splitlines() if line.startswith(topic)]
+        assert [(r[1], r[2], r[3], r[4]) for r in rows] == [
+            ("0", "10", "10", "0"),
+            ("1", "10", "10", "0"),
+        ]
+        out = run("--describe", "--group", old_group, "--members")
+        assert "TYPE classic" in out and f"{topic}(0,1)" in out
+
+        # offsets can only be reset while the group has no members
+        assert (
+            main(
+                [
+                    "groups",
+                    "--bootstrap-server",
+                    bs,
+                    "--reset-offsets",
+                    "--group",
+                    new_group,
+                    "--topic",
+                    topic,
+                    "--to-earliest",
+                    "--execute",
+                ]
+            )
+            == 1
+        )
+        modern.close()
+        run(
+            "--reset-offsets",
+            "--group",
+            new_group,
+            "--topic",
+            f"{topic}:1",
+            "--to-offset",
+            "4",
+            "--execute",
+        )
+        out = run("--describe", "--group", new_group)
+        rows = [line.split() for line in out.splitlines() if line.startswith(topic)]
+        assert [(r[1], r[2], r[4]) for r in rows] == [("0", "10", "0"), ("1", "4", "6")]
+        run("--reset-offsets", "--group", new_group, "--topic", topic, "--to-earliest", "--execute")
+        out = run("--describe", "--group", new_group)
+        assert [line.split()[2] for line in out.splitlines() if line.startswith(topic)] == [
+            "0",
+            "0",
+        ]
+        out = run(
+            "--reset-offsets",
+            "--group",
+            new_group,
+            "--topic",
+            topic,
+            "--to-datetime",
+            "2000-01-01T00:00:00Z",
+        )  # a dry run: nothing committed
+        assert [line.split()[3] for line in out.splitlines() if line.startswith(new_group)] == [
+            "0",
+            "0",
+        ]
+    finally:
+        modern.close()
+        classic.close()

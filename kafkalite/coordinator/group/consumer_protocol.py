@@ -35,3 +35,30 @@ def subscribed_topics(metadata: bytes) -> set[str] | None:
         return topics
     except (struct.error, UnicodeDecodeError):
         return None
+
+
+def assigned_partitions(assignment: bytes) -> dict[str, list[int]] | None:
+    """Partitions in a consumer Assignment (every version starts with them), or None."""
+    try:
+        pos = 2  # version
+        (n,) = structs.I32.unpack_from(assignment, pos)
+        pos += 4
+        out: dict[str, list[int]] = {}
+        for _ in range(max(n, 0)):
+            (ln,) = structs.I16.unpack_from(assignment, pos)
+            pos += 2
+            if ln < 0 or pos + ln > len(assignment):
+                return None
+            topic = assignment[pos : pos + ln].decode("utf-8")
+            pos += ln
+            (k,) = structs.I32.unpack_from(assignment, pos)
+            pos += 4
+            parts = []
+            for _ in range(max(k, 0)):
+                (p,) = structs.I32.unpack_from(assignment, pos)
+                pos += 4
+                parts.append(int(p))
+            out[topic] = parts
+        return out
+    except (struct.error, UnicodeDecodeError):
+        return None
