@@ -25,6 +25,7 @@ from tests.coordinator.group_helpers import (
     DESCRIBE,
     LIST,
     Member,
+    assignment,
     commit,
     find_coordinator,
     subscription,
@@ -305,11 +306,9 @@ async def test_both_group_types_side_by_side(broker) -> None:
     [g] = await describe(w, "nope")
     assert g.error_code == ErrorCode.group_id_not_found
 
-    # a classic member cannot join a live consumer group, nor a consumer member a classic one
-    intruder = Member(w, "g-consumer", protocols=[("range", subscription("t"))])
+    # a classic member of another protocol type cannot join a consumer group
+    intruder = Member(w, "g-consumer", protocols=[("x", b"")], protocol_type="connect")
     assert (await intruder.join()).error_code == ErrorCode.inconsistent_group_protocol
-    [upgrader] = await cg_members(broker, "g-classic", 1, topics=["t"])
-    assert (await upgrader.join()).error_code == ErrorCode.group_id_not_found
 
     # DeleteGroups: not while it has members
     r = await w.call(DELETE, 2, {"groups_names": ["g-consumer"]})
@@ -412,3 +411,109 @@ async def test_consumer_group_survives_a_coordinator_restart(tmp_path) -> None:
             assert r.error_code == 0 and m.owned == o
     finally:
         await b.stop()
+
+
+def _classic_parts(broker: AsyncBroker, assignment_bytes: bytes) -> set:
+    from kafkalite.coordinator.group.consumer_protocol import assigned_partitions
+
+    parts = assigned_partitions(assignment_bytes) or {}
+    return {(topic_id(broker, t), p) for t, ps in parts.items() for p in ps}
+
+
+async def test_online_upgrade_and_downgrade_with_classic_members(broker) -> None:
+    await broker.create_topic("t", partitions=4)
+    tid = topic_id(broker, "t")
+    w1 = await Wire.connect(broker.bootstrap_servers, client_id="classic-1")
+    w2 = await Wire.connect(broker.bootstrap_servers, client_id="classic-2")
+    await find_coordinator(w1, "g-mig")
+    c1 = Member(w1, "g-mig", protocols=[("range", subscription("t"))])
+    c2 = Member(w2, "g-mig", protocols=[("range", subscription("t"))])
+    await c1.join()
+    await c1.sync({c1.member_id: assignment({"t": [0, 1, 2, 3]})})
+    # c2 joins: a classic rebalance; the leader gives each two partitions
+    j2 = asyncio.create_task(c2.join())
+    await asyncio.sleep(0.05)
+    await c1.join()
+    await j2
+    leader, follower = (c1, c2) if c1.is_leader else (c2, c1)
+    s_f = asyncio.create_task(follower.sync())
+    s_l = await leader.sync(
+        {leader.member_id: assignment({"t": [0, 1]}), follower.member_id: assignment({"t": [2, 3]})}
+    )
+    held = {leader: _classic_parts(broker, s_l.assignment)}
+    held[follower] = _classic_parts(broker, (await s_f).assignment)
+
+    # a consumer-protocol member joins: the group is upgraded, the classic members keep
+    # their partitions until they rejoin, and the newcomer gets nothing held by them
+    [cm] = await cg_members(broker, "g-mig", 1, topics=["t"])
+    r = await cm.join()
+    assert r.error_code == 0
+    [g] = await describe(cm.wire, "g-mig")
+    assert g.group_state == "Reconciling" and len(g.members) == 3
+    assert sorted(m.member_type for m in g.members) == [0, 0, 1]
+    assert not flat(cm.owned) & (held[c1] | held[c2])
+
+    async def classic_round(m: Member) -> None:
+        hb = await m.heartbeat()
+        if hb == ErrorCode.rebalance_in_progress:
+            held[m] = set()  # an eager client revokes everything, then rejoins
+            r = await m.join()
+            assert r.error_code == 0 and r.leader == "" and r.members == ()
+            m.generation = r.generation_id
+            s = await m.sync()
+            assert s.error_code == 0
+            held[m] = _classic_parts(broker, s.assignment)
+        else:
+            assert hb == ErrorCode.none
+
+    for _ in range(6):
+        for m in (c1, c2):
+            await classic_round(m)
+            assert not held[c1] & held[c2] and not (held[c1] | held[c2]) & flat(cm.owned)
+        await cm.heartbeat()
+        assert not (held[c1] | held[c2]) & flat(cm.owned)
+    assert held[c1] | held[c2] | flat(cm.owned) == {(tid, p) for p in range(4)}
+    assert sorted(map(len, (held[c1], held[c2], flat(cm.owned)))) == [1, 1, 2]
+    [g] = await describe(cm.wire, "g-mig")
+    assert g.group_state == "Stable"
+
+    # a classic member commits with its generation
+    ok = await commit(
+        c1.wire,
+        {
+            "group_id": "g-mig",
+            "generation_id_or_member_epoch": c1.generation,
+            "member_id": c1.member_id,
+            "group_instance_id": None,
+            "retention_time": -1,
+        },
+        {("t", 0): 1},
+    )
+    assert ok == {("t", 0): ErrorCode.none}
+
+    # the last consumer-protocol member leaves: back to a classic group, which rebalances
+    await cm.leave()
+    r = await w1.call(LIST, 5, {"states_filter": [], "types_filter": []})
+    [(typ, state)] = [(x.group_type, x.group_state) for x in r.groups if x.group_id == "g-mig"]
+    assert typ == "classic" and state == "PreparingRebalance"
+    assert await c1.heartbeat() == ErrorCode.rebalance_in_progress
+
+
+async def test_migration_disabled_answers_as_kafka(tmp_path) -> None:
+    async with AsyncBroker(
+        tmp_path, **CG_FAST, **{"group.consumer.migration.policy": "disabled"}
+    ) as b:
+        await b.create_topic("t", partitions=2)
+        w = await Wire.connect(b.bootstrap_servers)
+        await find_coordinator(w, "g-classic")
+        classic = Member(w, "g-classic", protocols=[("range", subscription("t"))])
+        await classic.join()
+        await classic.sync({classic.member_id: b""})
+        [upgrader] = await cg_members(b, "g-classic", 1, topics=["t"])
+        r = await upgrader.join()
+        assert r.error_code == ErrorCode.group_id_not_found
+        assert "not a consumer group" in r.error_message
+        [cm] = await cg_members(b, "g-consumer", 1, topics=["t"])
+        await cm.join()
+        intruder = Member(w, "g-consumer", protocols=[("range", subscription("t"))])
+        assert (await intruder.join()).error_code == ErrorCode.inconsistent_group_protocol

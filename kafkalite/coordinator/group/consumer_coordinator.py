@@ -149,6 +149,10 @@ class ConsumerGroupCoordinator:
         self.gc = coordinator
         self.config = coordinator.config
         self._regex_cache: dict[str, re.Pattern[str]] = {}
+        from kafkalite.coordinator.group.classic_bridge import ClassicBridge
+
+        #: classic members in consumer groups, and online migration
+        self.classic = ClassicBridge(self)
 
     # ---- helpers ------------------------------------------------------------------
     @property
@@ -189,7 +193,9 @@ class ConsumerGroupCoordinator:
             member.session_timer.cancel()
         gid, mid = group.group_id, member.member_id
         member.session_timer = self._schedule(
-            self.config.consumer_session_timeout_ms,
+            member.classic.session_timeout_ms
+            if member.classic is not None
+            else self.config.consumer_session_timeout_ms,
             lambda: self._fence_if_current(gid, mid, None, "its session timed out"),
         )
 
@@ -211,7 +217,19 @@ class ConsumerGroupCoordinator:
     def _fence_member(
         self, group: ConsumerGroup, member: ConsumerGroupMember, *, store: bool = True
     ) -> None:
-        """Remove a member; the group epoch is bumped so the others are reassigned."""
+        """Remove a member; the group epoch is bumped so the others are reassigned.
+
+        If only classic members remain and the migration policy allows it, the group
+        becomes a classic group instead (Kafka's validateOnlineDowngradeWithFencedMember)."""
+        container = self.gc.manager.get_group(group.group_id)
+        if (
+            container is not None
+            and container.consumer is group
+            and self.classic.should_downgrade(group, member.member_id)
+        ):
+            group.remove_member(member.member_id)
+            self.classic.downgrade(container)
+            return
         group.remove_member(member.member_id)
         group.subscription_metadata = self._subscription_metadata(group)
         group.group_epoch += 1
@@ -332,9 +350,10 @@ class ConsumerGroupCoordinator:
             )
         if container.consumer is not None:
             return container.consumer
+        if create and self.classic.can_upgrade(container):
+            return self.classic.upgrade(container)
         if container.members or not container.is_state(GroupState.EMPTY):
-            # online upgrade of a live classic group is not implemented: answer as Kafka
-            # does when group.consumer.migration.policy forbids it
+            # answered as Kafka does when group.consumer.migration.policy forbids it
             raise HeartbeatError(
                 ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group."
             )
@@ -435,7 +454,31 @@ class ConsumerGroupCoordinator:
             )
         member, replaced = self._member_for(group, r, member_id)
         old_assigned = copy_assignment(member.assigned) if replaced is None else None
+        member = self.apply(group, r, member, replaced)
+        self._schedule_session_timeout(group, member)
 
+        full = joining or (
+            r.rebalance_timeout_ms != -1
+            and r.subscribed_topic_names is not None
+            and r.owned is not None
+        )
+        changed = old_assigned is None or old_assigned != member.assigned
+        return HeartbeatResult(
+            0,
+            member_id=member.member_id,
+            member_epoch=member.member_epoch,
+            heartbeat_interval_ms=self.config.consumer_heartbeat_interval_ms,
+            assignment=copy_assignment(member.assigned) if full or changed else None,
+        )
+
+    def apply(
+        self,
+        group: ConsumerGroup,
+        r: HeartbeatRequest,
+        member: ConsumerGroupMember,
+        replaced: ConsumerGroupMember | None,
+    ) -> ConsumerGroupMember:
+        """Kafka's three steps for one member (both protocols); returns the member as updated."""
         # 1. the member's new subscription; the group epoch follows what changed
         is_new = member.member_id not in group.members
         old_subscription = (member.subscribed_topic_names, member.subscribed_topic_regex)
@@ -502,21 +545,7 @@ class ConsumerGroupCoordinator:
                 elif member.rebalance_timer is not None:
                     member.rebalance_timer.cancel()
                     member.rebalance_timer = None
-        self._schedule_session_timeout(group, member)
-
-        full = joining or (
-            r.rebalance_timeout_ms != -1
-            and r.subscribed_topic_names is not None
-            and r.owned is not None
-        )
-        changed = old_assigned is None or old_assigned != member.assigned
-        return HeartbeatResult(
-            0,
-            member_id=member.member_id,
-            member_epoch=member.member_epoch,
-            heartbeat_interval_ms=self.config.consumer_heartbeat_interval_ms,
-            assignment=copy_assignment(member.assigned) if full or changed else None,
-        )
+        return member
 
     def _schedule_rebalance_timeout(
         self, group: ConsumerGroup, member: ConsumerGroupMember
@@ -666,6 +695,8 @@ class ConsumerGroupCoordinator:
         member = group.members.get(member_id)
         if member is None:
             return int(ErrorCode.unknown_member_id)
+        if member.classic is not None:  # a classic member commits with its generation
+            return 0 if member_epoch == member.member_epoch else int(ErrorCode.illegal_generation)
         if api_version < 9:
             return int(ErrorCode.unsupported_version)
         if member_epoch != member.member_epoch:
@@ -729,6 +760,7 @@ def _fresh_copy(member: ConsumerGroupMember, member_id: str) -> ConsumerGroupMem
         state=MemberState.STABLE,
         assigned=copy_assignment(member.assigned) if member.instance_id is not None else {},
         pending_revocation={},
+        classic=member.classic,
     )
 
 
@@ -758,6 +790,7 @@ def _with_assignment(
         pending_revocation=copy_assignment(revoking),
         session_timer=member.session_timer,
         rebalance_timer=member.rebalance_timer,
+        classic=member.classic,
     )
 
 

@@ -55,6 +55,15 @@ def copy_assignment(a: Mapping[uuid.UUID, set[int] | frozenset[int]]) -> Assignm
 
 
 @dataclass(slots=True)
+class ClassicMember:
+    """What a classic member of a consumer group joined with (Kafka's ClassicMemberMetadata)."""
+
+    session_timeout_ms: int
+    #: (name, metadata) in the member's preference order
+    protocols: list[tuple[str, bytes]]
+
+
+@dataclass(slots=True)
 class ConsumerGroupMember:
     """One member of a consumer group as the coordinator knows it."""
 
@@ -76,6 +85,8 @@ class ConsumerGroupMember:
     pending_revocation: Assignment = field(default_factory=dict)
     session_timer: asyncio.TimerHandle | None = None
     rebalance_timer: asyncio.TimerHandle | None = None
+    #: set for a member that speaks the classic protocol (JoinGroup/SyncGroup/Heartbeat)
+    classic: ClassicMember | None = None
 
     def is_reconciled_to(self, target_epoch: int) -> bool:
         return self.state == MemberState.STABLE and self.member_epoch == target_epoch

@@ -287,8 +287,12 @@ class GroupCoordinator:
             )
         if group.consumer is not None:
             if not group.consumer.is_empty:
-                # classic members in a consumer group (online downgrade) are not served
-                return JoinGroupResult(member_id, ErrorCode.inconsistent_group_protocol)
+                # a classic member of a consumer group: the broker assigns (KIP-848 migration)
+                if self.config.consumer_migration_policy == "disabled" and not any(
+                    m.classic is not None for m in group.consumer.members.values()
+                ):
+                    return JoinGroupResult(member_id, ErrorCode.inconsistent_group_protocol)
+                return await self.consumer.classic.join(group, req)
             if not is_unknown:
                 return JoinGroupResult(member_id, ErrorCode.unknown_member_id)
             # an empty consumer group becomes a classic group, as in Kafka; its records go
@@ -636,6 +640,10 @@ class GroupCoordinator:
             return SyncGroupResult(ErrorCode.unknown_member_id)
         if group.is_state(GroupState.DEAD):
             return SyncGroupResult(ErrorCode.coordinator_not_available)
+        if group.consumer is not None:
+            return self.consumer.classic.sync(
+                group, generation_id, member_id, group_instance_id, protocol_type, protocol_name
+            )
         error = group.validate_member(member_id, group_instance_id)
         if error:
             return SyncGroupResult(error)
@@ -697,6 +705,10 @@ class GroupCoordinator:
             return int(ErrorCode.unknown_member_id)
         if group.is_state(GroupState.DEAD):
             return int(ErrorCode.coordinator_not_available)
+        if group.consumer is not None:
+            return self.consumer.classic.heartbeat(
+                group, member_id, group_instance_id, generation_id
+            )
         error = group.validate_member(member_id, group_instance_id)
         if error:
             return error
@@ -797,6 +809,8 @@ class GroupCoordinator:
             return int(ErrorCode.unknown_member_id), []
         if group.is_state(GroupState.DEAD):
             return int(ErrorCode.coordinator_not_available), []
+        if group.consumer is not None:
+            return 0, self.consumer.classic.leave(group, members)
         errors = []
         for member_id, instance_id in members:
             if member_id == "":

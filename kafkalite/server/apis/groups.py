@@ -599,7 +599,8 @@ def handle_consumer_group_describe(
                         "target_assignment": {
                             "topic_partitions": _assignment_out(m.target, d.topic_names)
                         },
-                        "member_type": 1,  # v1: every member uses the consumer protocol
+                        # v1: 0 for a classic member, 1 for a consumer-protocol one
+                        "member_type": 0 if m.member.classic is not None else 1,
                     }
                     for m in d.members
                 ],
