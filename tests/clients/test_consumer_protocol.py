@@ -382,3 +382,141 @@ def test_groups_cli_lists_describes_and_resets_both_group_types(cg_broker, capsy
     finally:
         modern.close()
         classic.close()
+
+
+class Ownership:
+    """Who holds which partition, from the clients' own rebalance callbacks (all clients
+    are polled by this one thread, so the callbacks are serialized); every hand-over is
+    logged, and taking a partition someone else still holds fails at once."""
+
+    def __init__(self) -> None:
+        self.held: dict[int, str] = {}
+        self.log: list[tuple[float, str, str, list[int]]] = []
+        self.t0 = time.monotonic()
+
+    def assign(self, who: str, parts: list[int]) -> None:
+        self.log.append((time.monotonic() - self.t0, who, "assign", sorted(parts)))
+        for p in parts:
+            other = self.held.get(p)
+            assert other in (None, who), f"partition {p} owned by {other} and {who}: {self.log}"
+            self.held[p] = who
+
+    def revoke(self, who: str, parts: list[int]) -> None:
+        self.log.append((time.monotonic() - self.t0, who, "revoke", sorted(parts)))
+        for p in parts:
+            if self.held.get(p) == who:
+                del self.held[p]
+
+    def of(self, who: str) -> set[int]:
+        return {p for p, w in self.held.items() if w == who}
+
+
+class _Member:
+    """A confluent-kafka (classic or consumer protocol) or kafka-python member."""
+
+    def __init__(self, kind: str, name: str, bs: str, group: str, topic: str, own: Ownership):
+        self.kind, self.name, self.own = kind, name, own
+        if kind == "kafka-python":
+            from kafka import ConsumerRebalanceListener, KafkaConsumer
+
+            member = self
+
+            class Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+                def on_partitions_revoked(self, revoked):  # type: ignore[no-untyped-def]
+                    own.revoke(member.name, [tp.partition for tp in revoked])
+
+                def on_partitions_assigned(self, assigned):  # type: ignore[no-untyped-def]
+                    own.assign(member.name, [tp.partition for tp in assigned])
+
+            self.kp = KafkaConsumer(
+                bootstrap_servers=bs,
+                group_id=group,
+                enable_auto_commit=False,
+                auto_offset_reset="earliest",
+                session_timeout_ms=6000,
+                heartbeat_interval_ms=200,
+            )
+            self.kp.subscribe([topic], listener=Listener())
+            return
+        conf: dict[str, object] = {
+            "bootstrap.servers": bs,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+        if kind == "consumer":
+            conf["group.protocol"] = "consumer"
+        else:
+            conf.update({"session.timeout.ms": 6000, "heartbeat.interval.ms": 200})
+        self.ck = Consumer(conf)
+        self.ck.subscribe(
+            [topic],
+            on_assign=lambda c, ps: own.assign(self.name, [tp.partition for tp in ps]),
+            on_revoke=lambda c, ps: own.revoke(self.name, [tp.partition for tp in ps]),
+            on_lost=lambda c, ps: own.revoke(self.name, [tp.partition for tp in ps]),
+        )
+
+    def poll(self) -> None:
+        if self.kind == "kafka-python":
+            self.kp.poll(timeout_ms=10)
+        else:
+            self.ck.poll(0.01)
+
+    def close(self) -> None:
+        if self.kind == "kafka-python":
+            self.kp.close()  # LeaveGroup, after revoking through the listener
+        else:
+            self.ck.close()
+        self.own.revoke(self.name, sorted(self.own.of(self.name)))
+
+
+def test_rolling_upgrade_from_classic_to_consumer_never_owns_a_partition_twice(cg_broker):
+    """kafka-python and confluent-kafka classic members are replaced one by one by
+    confluent-kafka consumer-protocol members: the group is upgraded online, and at no
+    moment does a partition have two owners."""
+    bs = cg_broker.bootstrap_servers
+    topic, group = f"kip848-roll-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"
+    cg_broker.create_topic(topic, partitions=6)
+    own = Ownership()
+    members = [
+        _Member("kafka-python", "kp-classic", bs, group, topic, own),
+        _Member("classic", "ck-classic-1", bs, group, topic, own),
+        _Member("classic", "ck-classic-2", bs, group, topic, own),
+    ]
+
+    def settle(timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for m in members:
+                m.poll()
+            if set(own.held) == set(range(6)) and all(own.of(m.name) for m in members):
+                return
+        raise AssertionError(f"group did not settle: {own.held} {own.log[-10:]}")
+
+    def group_type() -> str:
+        d = cg_broker.call(cg_broker.kafka.group_coordinator.handle_list_groups, set(), set())
+        return next(g.group_type for g in d[1] if g.group_id == group)
+
+    try:
+        settle()
+        assert group_type() == "classic"
+        for i, old in enumerate(list(members)):
+            members.remove(old)
+            old.close()
+            members.append(_Member("consumer", f"ck-consumer-{i}", bs, group, topic, own))
+            settle()
+            assert group_type() == "consumer"
+        assert sorted(len(own.of(m.name)) for m in members) == [2, 2, 2]
+        # and back: one consumer-protocol member replaced by a classic one keeps it mixed
+        old = members.pop(0)
+        old.close()
+        members.append(_Member("classic", "ck-classic-3", bs, group, topic, own))
+        settle()
+        # the log of every hand-over, each checked when it happened
+        hand_overs = [e for e in own.log if e[2] == "assign" and e[3]]
+        assert {e[1] for e in hand_overs} >= {f"ck-consumer-{i}" for i in range(3)} | {
+            "ck-classic-3"
+        }
+    finally:
+        for m in members:
+            m.close()
