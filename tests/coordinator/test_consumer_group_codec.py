@@ -6,6 +6,7 @@ import uuid
 
 from kafkalite.coordinator.group import consumer_group_codec as codec
 from kafkalite.coordinator.group.consumer_group import (
+    ClassicMember,
     ConsumerGroup,
     ConsumerGroupMember,
     MemberState,
@@ -49,7 +50,13 @@ def test_a_group_round_trips_through_its_records() -> None:
         )
     )
     g.update_member(
-        ConsumerGroupMember("m2", subscribed_topic_regex="a.*", member_epoch=5, assigned={T1: {2}})
+        ConsumerGroupMember(
+            "m2",
+            subscribed_topic_regex="a.*",
+            member_epoch=5,
+            assigned={T1: {2}},
+            classic=ClassicMember(6000, [("range", b"\x00\x01meta"), ("roundrobin", b"")]),
+        )
     )
     g.target_assignment = {"m1": {T1: {0, 1}}, "m2": {T1: {2}, T2: {0, 1}}}
     records = codec.group_records(g)
@@ -74,6 +81,7 @@ def test_a_group_round_trips_through_its_records() -> None:
             "state",
             "assigned",
             "pending_revocation",
+            "classic",
         ):
             assert getattr(r, f) == getattr(m, f), f
     assert back.static_members == {"i1": "m1"}

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from kafkalite.common import structs
 from kafkalite.coordinator.group.assignors import Assignment
 from kafkalite.coordinator.group.consumer_group import (
+    ClassicMember,
     ConsumerGroup,
     ConsumerGroupMember,
     MemberState,
@@ -127,9 +128,27 @@ class _Writer:
                 self.i32(p)
             self.tags()
 
+    def bytes_(self, b: bytes) -> None:
+        self.uvarint(len(b) + 1)
+        self.out += b
+
     def done(self) -> bytes:
         self.tags()
         return bytes(self.out)
+
+
+def _classic_tag(c: ClassicMember) -> bytes:
+    """ConsumerGroupMemberMetadataValue's tagged field 0, ClassicMemberMetadata."""
+    w = _Writer()
+    del w.out[:]  # a nested struct: no version prefix
+    w.i32(c.session_timeout_ms)
+    w.uvarint(len(c.protocols) + 1)
+    for name, meta in c.protocols:
+        w.str(name)
+        w.bytes_(meta)
+        w.tags()
+    w.tags()
+    return bytes(w.out)
 
 
 def _reader(buf: bytes) -> _Reader:
@@ -151,6 +170,26 @@ def _read_partitions(r: _Reader) -> Assignment:
         out[tid] = {r.i32() for _ in range(max(r.array_len(), 0))}
         r.skip_tags()
     return {t: ps for t, ps in out.items() if ps}
+
+
+def _read_classic_tag(r: _Reader) -> ClassicMember | None:
+    classic = None
+    for _ in range(r._uvarint()):
+        tag = r._uvarint()
+        size = r._uvarint()
+        if tag != 0:
+            r._take(size)
+            continue
+        sub = _Reader(r._take(size), flexible=True)
+        session = sub.i32()
+        protocols = []
+        for _ in range(max(sub.array_len(), 0)):
+            name = sub.str()
+            meta = sub.bytes()
+            sub.skip_tags()
+            protocols.append((name, meta))
+        classic = ClassicMember(session, protocols)
+    return classic
 
 
 def _read_strings(r: _Reader) -> tuple[str, ...]:
@@ -204,7 +243,16 @@ def member_records(g: ConsumerGroup, m: ConsumerGroupMember) -> dict[bytes, byte
     w.str(m.subscribed_topic_regex)
     w.i32(m.rebalance_timeout_ms)
     w.str(m.server_assignor)
-    out[encode_key(ConsumerKey(MEMBER_METADATA, g.group_id, m.member_id))] = w.done()
+    if m.classic is None:
+        value = w.done()
+    else:
+        tag = _classic_tag(m.classic)
+        w.uvarint(1)  # one tagged field: tag 0, its size, then the struct
+        w.uvarint(0)
+        w.uvarint(len(tag))
+        w.out += tag
+        value = bytes(w.out)
+    out[encode_key(ConsumerKey(MEMBER_METADATA, g.group_id, m.member_id))] = value
 
     w = _Writer()
     w.topic_partitions(g.target_assignment.get(m.member_id, {}))
@@ -272,6 +320,7 @@ def rebuild(group_id: str, records: Mapping[bytes, bytes | None]) -> ConsumerGro
                 m.subscribed_topic_regex = r.nullable_str()
                 m.rebalance_timeout_ms = r.i32()
                 m.server_assignor = r.nullable_str()
+                m.classic = _read_classic_tag(r)
             elif k.version == TARGET_ASSIGNMENT_MEMBER:
                 g.target_assignment[k.member] = _read_partitions(r)
             elif k.version == CURRENT_MEMBER_ASSIGNMENT:
