@@ -24,6 +24,7 @@ from tests.coordinator.group_helpers import (
     DELETE,
     DESCRIBE,
     LIST,
+    OFFSET_DELETE,
     Member,
     assignment,
     commit,
@@ -309,6 +310,35 @@ async def test_both_group_types_side_by_side(broker) -> None:
     # a classic member of another protocol type cannot join a consumer group
     intruder = Member(w, "g-consumer", protocols=[("x", b"")], protocol_type="connect")
     assert (await intruder.join()).error_code == ErrorCode.inconsistent_group_protocol
+
+    # OffsetDelete: not the offsets of a topic a live consumer group subscribes to
+    await broker.create_topic("other", partitions=1)
+    body = {
+        "group_id": "g-consumer",
+        "generation_id_or_member_epoch": cm.epoch,
+        "member_id": cm.member_id,
+        "group_instance_id": None,
+        "retention_time": -1,
+    }
+    assert await commit(w, body, {("t", 0): 1, ("other", 0): 1}, version=9) == {
+        ("t", 0): ErrorCode.none,
+        ("other", 0): ErrorCode.none,
+    }
+    r = await w.call(
+        OFFSET_DELETE,
+        0,
+        {
+            "group_id": "g-consumer",
+            "topics": [
+                {"name": "t", "partitions": [{"partition_index": 0}]},
+                {"name": "other", "partitions": [{"partition_index": 0}]},
+            ],
+        },
+    )
+    assert {t.name: t.partitions[0].error_code for t in r.topics} == {
+        "t": ErrorCode.group_subscribed_to_topic,
+        "other": ErrorCode.none,
+    }
 
     # DeleteGroups: not while it has members
     r = await w.call(DELETE, 2, {"groups_names": ["g-consumer"]})
