@@ -31,12 +31,13 @@ import logging
 import re
 import uuid
 from base64 import urlsafe_b64encode
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kafkalite.coordinator.group import consumer_group_codec as cg_codec
 from kafkalite.coordinator.group.assignors import ASSIGNORS, Assignment, MemberSpec
+from kafkalite.coordinator.group.collaborators import TopicDescription
 from kafkalite.coordinator.group.consumer_group import (
     CONSUMER_GROUP_TYPE,
     LEAVE_GROUP_MEMBER_EPOCH,
@@ -159,9 +160,8 @@ class ConsumerGroupCoordinator:
     def default_assignor(self) -> str:
         return self.config.consumer_assignors[0]
 
-    def _topics(self) -> dict[str, Any]:
-        topics: Any = getattr(self.gc.metadata, "topics", {})
-        return dict(topics)
+    def _topics(self) -> Mapping[str, TopicDescription]:
+        return self.gc.metadata.topics
 
     def _resolve_regex(self, pattern: str) -> set[str]:
         rx = self._regex_cache.get(pattern)
@@ -171,9 +171,7 @@ class ConsumerGroupCoordinator:
         return {
             name
             for name, t in self._topics().items()
-            if not getattr(t, "is_internal", False)
-            and not name.startswith("__")
-            and rx.fullmatch(name)
+            if not t.is_internal and not name.startswith("__") and rx.fullmatch(name)
         }
 
     def _subscription_metadata(self, group: ConsumerGroup) -> dict[str, TopicInfo]:

@@ -200,11 +200,15 @@ class ConsumerGroup:
         return self.partition_epochs.get((tid, p), -1)
 
     def subscribed_topic_names(self, resolve_regex: Callable[[str], set[str]]) -> set[str]:
+        """Every topic a member names or matches (each distinct regex resolved once)."""
         names: set[str] = set()
+        regexes: set[str] = set()
         for m in self.members.values():
             names.update(m.subscribed_topic_names)
             if m.subscribed_topic_regex is not None:
-                names |= resolve_regex(m.subscribed_topic_regex)
+                regexes.add(m.subscribed_topic_regex)
+        for rx in regexes:
+            names |= resolve_regex(rx)
         return names
 
     def preferred_assignor(self, default: str) -> str:
