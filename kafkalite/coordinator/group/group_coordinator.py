@@ -541,6 +541,8 @@ class GroupCoordinator:
         return False
 
     def on_complete_join(self, group: GroupMetadata) -> None:
+        if group.consumer is not None:
+            return  # upgraded to a consumer group while the rebalance waited
         for m in group.not_yet_rejoined_members():
             if not m.is_static:  # static members keep their place until their session expires
                 self._remove_heartbeat_for_leaving_member(group, m)
