@@ -190,6 +190,7 @@ def _coordinator(topics: dict[str, int]) -> ConsumerGroupCoordinator:
             }
         ),
         _validate_group_status=lambda group_id: 0,
+        is_active=True,
     )
     return ConsumerGroupCoordinator(fake)
 

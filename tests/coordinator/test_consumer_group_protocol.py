@@ -132,6 +132,10 @@ async def test_fencing_and_request_validation_errors(broker) -> None:
     [other] = await cg_members(broker, "g-errors-unknown", 1, topics=["t"])
     assert (await other.call(epoch=3)).error_code == ErrorCode.unknown_member_id
     assert (await a.call(epoch=-3)).error_code == ErrorCode.invalid_request
+    r = await other.call(epoch=0, group_id="")
+    assert (
+        r.error_code == ErrorCode.invalid_request and r.error_message == "GroupId can't be empty."
+    )
     r = await other.call(epoch=0, rebalance_timeout=-1)
     assert r.error_code == ErrorCode.invalid_request and "RebalanceTimeoutMs" in r.error_message
     r = await other.call(epoch=0, subscribed_topic_names=None)

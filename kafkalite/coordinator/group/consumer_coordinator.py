@@ -276,11 +276,13 @@ class ConsumerGroupCoordinator:
 
     # ---- ConsumerGroupHeartbeat ---------------------------------------------------
     def heartbeat(self, r: HeartbeatRequest) -> HeartbeatResult:
-        error = self.gc._validate_group_status(r.group_id)
-        if error:
-            return HeartbeatResult(error, member_id=r.member_id or None)
+        if not self.gc.is_active:
+            return HeartbeatResult(ErrorCode.coordinator_not_available)
         try:
-            self._validate(r)
+            self._validate(r)  # before the coordinator checks, as Kafka's service does
+            error = self.gc._validate_group_status(r.group_id)
+            if error:
+                return HeartbeatResult(error, member_id=r.member_id or None)
             if r.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
                 return self._leave(r)
             return self._heartbeat(r)
