@@ -94,10 +94,16 @@ async def test_leave_moves_partitions_and_bumps_the_group_epoch(broker) -> None:
     epoch = g.group_epoch
     r = await ms[2].leave()
     assert r.error_code == 0 and r.member_epoch == -1
+    [g] = await describe(ms[0].wire, "g-leave")
+    assert g.group_state == "Assigning"  # epoch bumped; the next heartbeat computes the target
     await settle(ms[:2])
     assert sorted(len(flat(m.owned)) for m in ms[:2]) == [3, 3]
     [g] = await describe(ms[0].wire, "g-leave")
     assert g.group_epoch == epoch + 1 and len(g.members) == 2 and g.group_state == "Stable"
+    for m in ms[:2]:
+        await m.leave()
+    [g] = await describe(ms[0].wire, "g-leave")
+    assert g.group_state == "Empty" and g.members == ()
 
 
 async def test_session_timeout_fences_a_silent_member(broker) -> None:
