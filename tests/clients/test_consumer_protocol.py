@@ -3,11 +3,13 @@ with ``group.protocol=consumer`` against a real broker."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import uuid
 from collections import Counter
@@ -393,19 +395,25 @@ class Ownership:
         self.held: dict[int, str] = {}
         self.log: list[tuple[float, str, str, list[int]]] = []
         self.t0 = time.monotonic()
+        self.lock = threading.Lock()  # the aiokafka member calls back from its own thread
+        self.errors: list[str] = []
 
     def assign(self, who: str, parts: list[int]) -> None:
-        self.log.append((time.monotonic() - self.t0, who, "assign", sorted(parts)))
-        for p in parts:
-            other = self.held.get(p)
-            assert other in (None, who), f"partition {p} owned by {other} and {who}: {self.log}"
-            self.held[p] = who
+        with self.lock:
+            self.log.append((time.monotonic() - self.t0, who, "assign", sorted(parts)))
+            for p in parts:
+                other = self.held.get(p)
+                if other not in (None, who):
+                    self.errors.append(f"partition {p} owned by {other} and {who}: {self.log}")
+                self.held[p] = who
+        assert not self.errors, self.errors[0]
 
     def revoke(self, who: str, parts: list[int]) -> None:
-        self.log.append((time.monotonic() - self.t0, who, "revoke", sorted(parts)))
-        for p in parts:
-            if self.held.get(p) == who:
-                del self.held[p]
+        with self.lock:
+            self.log.append((time.monotonic() - self.t0, who, "revoke", sorted(parts)))
+            for p in parts:
+                if self.held.get(p) == who:
+                    del self.held[p]
 
     def of(self, who: str) -> set[int]:
         return {p for p, w in self.held.items() if w == who}
@@ -416,6 +424,9 @@ class _Member:
 
     def __init__(self, kind: str, name: str, bs: str, group: str, topic: str, own: Ownership):
         self.kind, self.name, self.own = kind, name, own
+        if kind == "aiokafka":
+            self._start_aiokafka(bs, group, topic)
+            return
         if kind == "kafka-python":
             from kafka import ConsumerRebalanceListener, KafkaConsumer
 
@@ -459,14 +470,55 @@ class _Member:
             on_lost=lambda c, ps: own.revoke(self.name, [tp.partition for tp in ps]),
         )
 
+    def _start_aiokafka(self, bs: str, group: str, topic: str) -> None:
+        """aiokafka runs on its own event loop in a thread until close()."""
+        from aiokafka import AIOKafkaConsumer
+        from aiokafka.abc import ConsumerRebalanceListener as AioListener
+
+        own, name = self.own, self.name
+        self.stop = threading.Event()
+
+        class Listener(AioListener):  # type: ignore[misc]
+            def on_partitions_revoked(self, revoked):  # type: ignore[no-untyped-def]
+                own.revoke(name, [tp.partition for tp in revoked])
+
+            def on_partitions_assigned(self, assigned):  # type: ignore[no-untyped-def]
+                own.assign(name, [tp.partition for tp in assigned])
+
+        async def run() -> None:
+            c = AIOKafkaConsumer(
+                bootstrap_servers=bs,
+                group_id=group,
+                enable_auto_commit=False,
+                auto_offset_reset="earliest",
+                session_timeout_ms=6000,
+                heartbeat_interval_ms=200,
+                metadata_max_age_ms=500,
+            )
+            c.subscribe([topic], listener=Listener())
+            await c.start()
+            try:
+                while not self.stop.is_set():
+                    await c.getmany(timeout_ms=50)
+            finally:
+                await c.stop()  # LeaveGroup, after revoking through the listener
+
+        self.thread = threading.Thread(target=lambda: asyncio.run(run()), daemon=True)
+        self.thread.start()  # the others keep being polled while it starts and joins
+
     def poll(self) -> None:
+        if self.kind == "aiokafka":
+            return
         if self.kind == "kafka-python":
             self.kp.poll(timeout_ms=50)
         else:
             self.ck.poll(0.01)
 
     def close(self) -> None:
-        if self.kind == "kafka-python":
+        if self.kind == "aiokafka":
+            self.stop.set()
+            self.thread.join(30)
+        elif self.kind == "kafka-python":
             self.kp.close()  # LeaveGroup, after revoking through the listener
         else:
             self.ck.close()
@@ -474,7 +526,7 @@ class _Member:
 
 
 def test_rolling_upgrade_from_classic_to_consumer_never_owns_a_partition_twice(cg_broker):
-    """kafka-python and confluent-kafka classic members are replaced one by one by
+    """kafka-python, aiokafka and confluent-kafka classic members are replaced one by one by
     confluent-kafka consumer-protocol members: the group is upgraded online, and at no
     moment does a partition have two owners."""
     bs = cg_broker.bootstrap_servers
@@ -488,8 +540,10 @@ def test_rolling_upgrade_from_classic_to_consumer_never_owns_a_partition_twice(c
         while time.monotonic() < deadline:
             for m in members:
                 m.poll()
-            if set(own.held) == set(range(6)) and all(own.of(m.name) for m in members):
-                return
+            assert not own.errors, own.errors[0]
+            with own.lock:
+                if set(own.held) == set(range(6)) and all(own.of(m.name) for m in members):
+                    return
         raise AssertionError(f"group did not settle: {own.held} {own.log[-10:]}")
 
     def group_type() -> str:
@@ -498,6 +552,7 @@ def test_rolling_upgrade_from_classic_to_consumer_never_owns_a_partition_twice(c
 
     try:
         settle()  # kafka-python alone first: it leads the classic group with the topic known
+        members.append(_Member("aiokafka", "aio-classic", bs, group, topic, own))
         members.append(_Member("classic", "ck-classic-1", bs, group, topic, own))
         members.append(_Member("classic", "ck-classic-2", bs, group, topic, own))
         settle()
@@ -508,7 +563,7 @@ def test_rolling_upgrade_from_classic_to_consumer_never_owns_a_partition_twice(c
             members.append(_Member("consumer", f"ck-consumer-{i}", bs, group, topic, own))
             settle()
             assert group_type() == "consumer"
-        assert sorted(len(own.of(m.name)) for m in members) == [2, 2, 2]
+        assert sorted(len(own.of(m.name)) for m in members) == [1, 1, 2, 2]
         # and back: one consumer-protocol member replaced by a classic one keeps it mixed
         old = members.pop(0)
         old.close()
@@ -516,7 +571,7 @@ def test_rolling_upgrade_from_classic_to_consumer_never_owns_a_partition_twice(c
         settle()
         # the log of every hand-over, each checked when it happened
         hand_overs = [e for e in own.log if e[2] == "assign" and e[3]]
-        assert {e[1] for e in hand_overs} >= {f"ck-consumer-{i}" for i in range(3)} | {
+        assert {e[1] for e in hand_overs} >= {f"ck-consumer-{i}" for i in range(4)} | {
             "ck-classic-3"
         }
     finally:
