@@ -577,3 +577,34 @@ def test_rolling_upgrade_from_classic_to_consumer_never_owns_a_partition_twice(c
     finally:
         for m in members:
             m.close()
+
+
+def test_admin_client_lists_and_describes_a_consumer_group(cg_broker):
+    from confluent_kafka import ConsumerGroupState, ConsumerGroupType
+    from confluent_kafka.admin import AdminClient
+
+    bs = cg_broker.bootstrap_servers
+    topic, group = f"kip848-admin-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"
+    cg_broker.create_topic(topic, partitions=2)
+    g = Group(bs, group, topic)
+    c = g.add(**{"group.instance.id": "static-admin"})
+    try:
+        g.until(lambda: len(owned(c)) == 2)
+        admin = AdminClient({"bootstrap.servers": bs})
+        listed = admin.list_consumer_groups(types={ConsumerGroupType.CONSUMER}).result()
+        assert (group, ConsumerGroupType.CONSUMER, ConsumerGroupState.STABLE) in {
+            (x.group_id, x.type, x.state) for x in listed.valid
+        }
+        classic_only = admin.list_consumer_groups(types={ConsumerGroupType.CLASSIC}).result()
+        assert group not in {x.group_id for x in classic_only.valid}
+        d = admin.describe_consumer_groups([group])[group].result()
+        assert (d.type, d.state, d.partition_assignor) == (
+            ConsumerGroupType.CONSUMER,
+            ConsumerGroupState.STABLE,
+            "uniform",
+        )
+        [m] = d.members
+        assert m.group_instance_id == "static-admin"
+        assert sorted(tp.partition for tp in m.assignment.topic_partitions) == [0, 1]
+    finally:
+        g.close()

@@ -281,3 +281,38 @@ async def _reconcile(script: list, assignor: str) -> None:
         assert set().union(*(flat(c.owned) for c in clients)) == expected
     for c in clients:
         cc.heartbeat(HeartbeatRequest("g", c.member_id, -1))
+
+
+def test_records_not_written_go_with_the_next_write() -> None:
+    async def run() -> None:
+        cc = _coordinator({"a": 2})
+        writes: list[list] = []
+        fail = [True]
+
+        async def store_records(group_id: str, records: list) -> int:
+            writes.append(records)
+            if fail[0]:
+                fail[0] = False
+                return 16  # NOT_COORDINATOR: nothing was written
+            return 0
+
+        cc.gc.manager.store_records = store_records
+        r = await cc.heartbeat_and_store(
+            HeartbeatRequest(
+                "g", "m1", 0, rebalance_timeout_ms=1000, subscribed_topic_names=("a",), owned={}
+            )
+        )
+        assert r.error == 16
+        g = cc.gc.manager.get_group("g").consumer
+        assert await cc.store(g) == 0
+        assert {k for k, _ in writes[1]} == {k for k, _ in writes[0]}  # all of it again
+        assert await cc.store(g) == 0 and len(writes) == 2  # and then nothing is pending
+        # a member that leaves while its tombstones fail is tombstoned by the next write
+        fail[0] = True
+        r = await cc.heartbeat_and_store(HeartbeatRequest("g", "m1", -1))
+        tombstones = {k for k, v in writes[-1] if v is None}
+        assert len(tombstones) == 3
+        assert await cc.store(g) == 0
+        assert {k for k, v in writes[-1] if v is None} == tombstones
+
+    asyncio.run(run())

@@ -259,7 +259,18 @@ class ConsumerGroupCoordinator:
         records = self.pending_records(group)
         if not records:
             return 0
-        return await self.gc.manager.store_records(group.group_id, records)
+        error = await self.gc.manager.store_records(group.group_id, records)
+        if error:
+            # not written: forget that they were, so the next write carries them again
+            for k, v in records:
+                member = cg_codec.decode_key(k).member
+                if member is not None:
+                    group.dirty.add(member)
+                if v is None:
+                    group.persisted[k] = b""  # still to be tombstoned
+                elif group.persisted.get(k) == v:
+                    del group.persisted[k]
+        return error
 
     async def heartbeat_and_store(self, r: HeartbeatRequest) -> HeartbeatResult:
         """A heartbeat answered once its changes are in ``__consumer_offsets``."""
