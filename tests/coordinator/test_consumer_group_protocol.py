@@ -557,3 +557,27 @@ async def test_migration_disabled_answers_as_kafka(tmp_path) -> None:
         await cm.join()
         intruder = Member(w, "g-consumer", protocols=[("range", subscription("t"))])
         assert (await intruder.join()).error_code == ErrorCode.inconsistent_group_protocol
+
+
+async def test_classic_member_that_never_syncs_is_fenced_after_its_rebalance_timeout(broker):
+    await broker.create_topic("t", partitions=2)
+    [cm] = await cg_members(broker, "g-sync-timeout", 1, topics=["t"])
+    await cm.join()
+    w = await Wire.connect(broker.bootstrap_servers)
+    slow = Member(w, "g-sync-timeout", protocols=[("range", subscription("t"))], rebalance_ms=300)
+    assert (await slow.join()).error_code == ErrorCode.none  # ... and no SyncGroup
+    [g] = await describe(w, "g-sync-timeout")
+    assert len(g.members) == 2
+    deadline = asyncio.get_running_loop().time() + 10
+    while len(g.members) == 2:
+        assert asyncio.get_running_loop().time() < deadline, "never fenced"
+        await asyncio.sleep(0.1)
+        [g] = await describe(w, "g-sync-timeout")
+    assert [m.member_id for m in g.members] == [cm.member_id]
+    # a member that syncs in time stays
+    ok = Member(w, "g-sync-timeout", protocols=[("range", subscription("t"))], rebalance_ms=300)
+    await ok.join()
+    assert (await ok.sync()).error_code == ErrorCode.none
+    await asyncio.sleep(0.6)
+    [g] = await describe(w, "g-sync-timeout")
+    assert ok.member_id in {m.member_id for m in g.members}

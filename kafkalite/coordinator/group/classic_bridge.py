@@ -196,6 +196,34 @@ class ClassicBridge:
         gc._maybe_prepare_rebalance(container)
 
     # ---- JoinGroup / SyncGroup / Heartbeat / LeaveGroup of classic members ------------
+    def _deadline(self, g: ConsumerGroup, m: ConsumerGroupMember, what: str) -> None:
+        """The member must send its next JoinGroup (``join``) or SyncGroup (``sync``)
+        within its rebalance timeout, or it is fenced (Kafka's join and sync timeouts)."""
+        if m.classic_timer is not None:
+            if what == "join":
+                return  # one is pending already (scheduled if absent, as in Kafka)
+            m.classic_timer.cancel()
+        gid, mid = g.group_id, m.member_id
+
+        def expire() -> None:
+            container = self.cc.gc.manager.get_group(gid)
+            group = None if container is None else container.consumer
+            member = None if group is None else group.members.get(mid)
+            if group is None or member is None or member.classic_timer is not handle:
+                return
+            member.classic_timer = None
+            log.info("classic member %s of consumer group %s: no %s in time", mid, gid, what)
+            self.cc._fence_member(group, member)
+
+        handle = self.cc._schedule(m.rebalance_timeout_ms, expire)
+        m.classic_timer = handle
+
+    @staticmethod
+    def _met_deadline(m: ConsumerGroupMember) -> None:
+        if m.classic_timer is not None:
+            m.classic_timer.cancel()
+            m.classic_timer = None
+
     def _validate(
         self, g: ConsumerGroup, member_id: str, instance_id: str | None
     ) -> ConsumerGroupMember:
@@ -258,6 +286,7 @@ class ClassicBridge:
         )
         member = self.cc.apply(g, r, member, replaced)
         self.cc._schedule_session_timeout(g, member)
+        self._deadline(g, member, "sync")
         error = await self.cc.store(g)
         if error:
             return JoinGroupResult(member_id, error)
@@ -295,6 +324,7 @@ class ClassicBridge:
         if g.group_epoch > m.member_epoch and m.state != MemberState.UNREVOKED_PARTITIONS:
             return SyncGroupResult(ErrorCode.rebalance_in_progress)
         self.cc._schedule_session_timeout(g, m)
+        self._met_deadline(m)
         version = int.from_bytes(m.classic.protocols[0][1][:2] or b"\x00\x00", "big")
         return SyncGroupResult(
             0,
@@ -320,6 +350,7 @@ class ClassicBridge:
             or m.state == MemberState.UNREVOKED_PARTITIONS
             or (m.state == MemberState.UNRELEASED_PARTITIONS and self._unreleased_free(g, m))
         ):
+            self._deadline(g, m, "join")
             return int(ErrorCode.rebalance_in_progress)
         return 0
 

@@ -802,6 +802,7 @@ def _with_assignment(
         session_timer=member.session_timer,
         rebalance_timer=member.rebalance_timer,
         classic=member.classic,
+        classic_timer=member.classic_timer,
     )
 
 

@@ -87,15 +87,17 @@ class ConsumerGroupMember:
     rebalance_timer: asyncio.TimerHandle | None = None
     #: set for a member that speaks the classic protocol (JoinGroup/SyncGroup/Heartbeat)
     classic: ClassicMember | None = None
+    #: a classic member's join or sync deadline (Kafka's join and sync timeouts)
+    classic_timer: asyncio.TimerHandle | None = None
 
     def is_reconciled_to(self, target_epoch: int) -> bool:
         return self.state == MemberState.STABLE and self.member_epoch == target_epoch
 
     def cancel_timers(self) -> None:
-        for t in (self.session_timer, self.rebalance_timer):
+        for t in (self.session_timer, self.rebalance_timer, self.classic_timer):
             if t is not None:
                 t.cancel()
-        self.session_timer = self.rebalance_timer = None
+        self.session_timer = self.rebalance_timer = self.classic_timer = None
 
 
 @dataclass(slots=True)
