@@ -19,6 +19,7 @@ Both are deterministic: members are ordered by (instance id or member id).
 
 from __future__ import annotations
 
+import heapq
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -74,43 +75,97 @@ class UniformAssignor:
                     if p < topics[tid] and tp not in taken:
                         owned[m].add(tp)
                         taken.add(tp)
-        # 2. eligible members per topic
+        # 2. eligible members per topic; per member, what it holds of each topic
         eligible: dict[uuid.UUID, list[str]] = {
             tid: [m for m in order if tid in members[m].subscribed_topic_ids] for tid in topics
         }
+        load = {m: len(owned[m]) for m in order}
+        by_topic: dict[str, dict[uuid.UUID, set[int]]] = {m: {} for m in order}
+        for m in order:
+            for tid, p in owned[m]:
+                by_topic[m].setdefault(tid, set()).add(p)
+        # per topic, a heap of (load, rank, member) with stale entries skipped lazily:
+        # an entry is current when its load is the member's load now
+        heaps: dict[uuid.UUID, list[tuple[int, int, str]]] = {}
+        member_topics: dict[str, list[uuid.UUID]] = {m: [] for m in order}
+        for tid in sorted(topics, key=str):
+            heaps[tid] = [(load[m], rank[m], m) for m in eligible[tid]]
+            heapq.heapify(heaps[tid])
+            for m in eligible[tid]:
+                member_topics[m].append(tid)
+
+        def least_loaded(tid: uuid.UUID) -> str:
+            h = heaps[tid]
+            while h[0][0] != load[h[0][2]]:
+                heapq.heappop(h)
+            return h[0][2]
+
+        def move(tid: uuid.UUID, p: int, src: str | None, dst: str) -> None:
+            if src is not None:
+                by_topic[src][tid].discard(p)
+                load[src] -= 1
+                for t in member_topics[src]:
+                    heapq.heappush(heaps[t], (load[src], rank[src], src))
+            by_topic[dst].setdefault(tid, set()).add(p)
+            load[dst] += 1
+            for t in member_topics[dst]:
+                heapq.heappush(heaps[t], (load[dst], rank[dst], dst))
+
         # 3. give each free partition to its least loaded eligible member
         for tid in sorted(topics, key=str):
-            cands = eligible[tid]
-            if not cands:
+            if not eligible[tid]:
                 continue
             for p in range(topics[tid]):
-                tp = (tid, p)
-                if tp in taken:
+                if (tid, p) not in taken:
+                    move(tid, p, None, least_loaded(tid))
+                    taken.add((tid, p))
+        # 4. one partition at a time from the most loaded member that has one to give
+        # (to the least loaded member eligible for it, when the two differ by two or
+        # more), until no member has: each move lowers the sum of squared loads
+        top: dict[tuple[str, uuid.UUID], list[int]] = {}  # max-heaps of held partitions
+
+        def highest(m: str, tid: uuid.UUID) -> int:
+            h = top.get((m, tid))
+            if h is None:
+                h = top[(m, tid)] = [-p for p in by_topic[m][tid]]
+                heapq.heapify(h)
+            while -h[0] not in by_topic[m][tid]:
+                heapq.heappop(h)
+            return -h[0]
+
+        moved = True
+        while moved:
+            moved = False
+            top.clear()
+            donors = [(-load[m], rank[m], m) for m in order]
+            heapq.heapify(donors)
+            stuck: set[str] = set()
+            while donors:
+                neg, _, m = heapq.heappop(donors)
+                if -neg != load[m] or m in stuck:
                     continue
-                best = min(cands, key=lambda m: (len(owned[m]), rank[m]))
-                owned[best].add(tp)
-                taken.add(tp)
-        # 4. move partitions from the most to the least loaded eligible member until no
-        # move brings two members closer (each move strictly lowers the sum of squares)
-        changed = True
-        while changed:
-            changed = False
-            for m in sorted(order, key=lambda x: (-len(owned[x]), rank[x])):
-                load = len(owned[m])
-                best_move: tuple[int, str, tuple[uuid.UUID, int]] | None = None
-                for tp in sorted(owned[m], key=lambda t: (str(t[0]), -t[1])):
-                    for other in eligible[tp[0]]:
-                        if len(owned[other]) <= load - 2 and (
-                            best_move is None
-                            or (len(owned[other]), rank[other]) < (best_move[0], rank[best_move[1]])
-                        ):
-                            best_move = (len(owned[other]), other, tp)
-                if best_move is not None:
-                    _, other, tp = best_move
-                    owned[m].discard(tp)
-                    owned[other].add(tp)
-                    changed = True
-                    break
+                best: tuple[uuid.UUID, str] | None = None
+                for tid in member_topics[m]:
+                    if not by_topic[m].get(tid):
+                        continue
+                    other = least_loaded(tid)
+                    if load[other] <= load[m] - 2 and (
+                        best is None or (load[other], rank[other]) < (load[best[1]], rank[best[1]])
+                    ):
+                        best = (tid, other)
+                if best is None:
+                    stuck.add(m)
+                    continue
+                tid, other = best
+                p = highest(m, tid)
+                move(tid, p, m, other)
+                h = top.get((other, tid))
+                if h is not None:
+                    heapq.heappush(h, -p)
+                moved = True
+                heapq.heappush(donors, (-load[m], rank[m], m))
+                heapq.heappush(donors, (-load[other], rank[other], other))
+        owned = {m: {(tid, p) for tid, ps in by_topic[m].items() for p in ps} for m in order}
         return {m: _to_assignment(owned[m]) for m in order}
 
 
