@@ -552,10 +552,14 @@ def test_rolling_upgrade_from_classic_to_consumer_never_owns_a_partition_twice(c
 
     try:
         settle()  # kafka-python alone first: it leads the classic group with the topic known
-        members.append(_Member("aiokafka", "aio-classic", bs, group, topic, own))
-        members.append(_Member("classic", "ck-classic-1", bs, group, topic, own))
-        members.append(_Member("classic", "ck-classic-2", bs, group, topic, own))
-        settle()
+        # the other classic members one at a time: one classic rebalance each
+        for kind, name in (
+            ("aiokafka", "aio-classic"),
+            ("classic", "ck-classic-1"),
+            ("classic", "ck-classic-2"),
+        ):
+            members.append(_Member(kind, name, bs, group, topic, own))
+            settle()
         assert group_type() == "classic"
         for i, old in enumerate(list(members)):
             members.remove(old)
