@@ -12,6 +12,8 @@ kafkalite groups --bootstrap-server HOST:PORT --list | --describe --group G [--m
                  | --reset-offsets --group G --topic T (--to-earliest|--to-latest|--to-offset N
                  |--to-datetime ISO) [--execute]
 kafkalite dump-log FILE [--print-data-log] [--verify-index-only]
+kafkalite transactions --bootstrap-server HOST:PORT list | describe --transactional-id ID |
+                 describe-producers --topic T --partition P | abort --topic T --partition P --start-offset N
 kafkalite version
 """
 
@@ -21,6 +23,7 @@ import argparse
 import sys
 from typing import Any
 
+from kafkalite.cli import transactions
 from kafkalite.cli.wire_client import WireClient
 
 TOPIC_RESOURCE = 2
@@ -328,6 +331,9 @@ def main(argv: list[str] | None = None) -> int:
     else:
         d.add_argument("files", nargs="+")
 
+    x = sub.add_parser("transactions", help="list, describe and abort transactions")
+    transactions.add_arguments(x)
+
     sub.add_parser("version", help="print the kafkalite version")
 
     args, rest = ap.parse_known_args(argv)
@@ -339,6 +345,8 @@ def main(argv: list[str] | None = None) -> int:
         return _configs(args)
     if args.cmd == "groups":
         return groups.run(args)
+    if args.cmd == "transactions":
+        return transactions.run(args)
     if args.cmd == "dump-log":
         if dump_log is None or not hasattr(dump_log, "main"):
             print("dump-log is not available in this build", file=sys.stderr)
