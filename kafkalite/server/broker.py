@@ -146,6 +146,9 @@ class KafkaBroker:
             ),
             self.log_manager,
             cache,
+            store=self.store,
+            broker_endpoint=self._inter_broker_endpoint,
+            fetcher_ssl_context=self._fetcher_tls,
         )
         self.log_manager.on_dir_offline.append(self._on_log_dir_failure)
         rm.on_replicas_deleted.append(admin.forget_topic_configs)
@@ -196,6 +199,7 @@ class KafkaBroker:
         self.advertised = [self._resolve_port(ep) for ep in cfg.advertised]
         self.peers[self.broker_id] = self
         await self._register_broker()
+        rm.startup()
         await self.controller.startup()
         await cache.wait_for(lambda: self.broker_id in cache.brokers, 10.0)
         self._tasks.append(asyncio.get_running_loop().create_task(self.log_manager.run()))
@@ -220,6 +224,8 @@ class KafkaBroker:
             t.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
+        if self.replica_manager is not None:
+            await self.replica_manager.stop_replication()
         if self.controller is not None:
             await self.controller.shutdown()
         await self.socket_server.stop()
@@ -239,6 +245,21 @@ class KafkaBroker:
             with contextlib.suppress(OSError):
                 self.config.pid_file.unlink()
         log.info("kafkalite broker %d stopped", self.broker_id)
+
+    def _inter_broker_endpoint(self, broker_id: int) -> tuple[str, int] | None:
+        """A live broker's inter-broker listener, as the last UpdateMetadata described it."""
+        info = self.metadata_cache.brokers.get(broker_id)
+        if info is None:
+            return None
+        return info.endpoints.get(self.config.inter_broker_listener)
+
+    def _fetcher_tls(self) -> Any:
+        """The followers' TLS client context when the inter-broker listener uses TLS."""
+        name = self.config.inter_broker_listener
+        ep = next((e for e in self.config.advertised if e.listener == name), None)
+        if ep is not None and ep.security_protocol in ("SSL", "SASL_SSL"):
+            return self.client_tls
+        return None
 
     def _purgatories(self) -> list[Any]:
         rm, gc = self.replica_manager, self.group_coordinator

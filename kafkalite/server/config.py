@@ -261,6 +261,7 @@ _DEFS: list[ConfigDef] = [
     ConfigDef("replica.lag.time.max.ms", "long", 30000),
     ConfigDef("replica.high.watermark.checkpoint.interval.ms", "long", 5000, validator=at_least(1)),
     ConfigDef("replica.fetch.wait.max.ms", "int", 500),
+    ConfigDef("replica.fetch.backoff.ms", "int", 1000, validator=at_least(0)),
     ConfigDef("replica.fetch.min.bytes", "int", 1),
     ConfigDef("replica.fetch.max.bytes", "int", 1048576),
     ConfigDef(

@@ -357,6 +357,8 @@ async def _crash(kb: KafkaBroker) -> None:
     with contextlib.suppress(Exception):
         await kb.group_coordinator.shutdown()
     if kb.replica_manager is not None:
+        with contextlib.suppress(Exception):
+            await kb.replica_manager.stop_replication()
         kb.replica_manager.shutdown()
     # files: descriptors closed as the OS would; no flush, checkpoint or clean-shutdown marker
     lm = kb.log_manager

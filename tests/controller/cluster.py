@@ -89,11 +89,13 @@ def _spy(broker: KafkaBroker, log: list[Received]) -> None:
     rm, cache = broker.replica_manager, broker.metadata_cache
     lair, um, stop = rm.become_leader_or_follower, cache.update_metadata, rm.stop_replicas
 
-    async def handle_leader_and_isr(controller_id: int, epoch: int, states: list[Any]) -> Any:
+    async def handle_leader_and_isr(
+        controller_id: int, epoch: int, states: list[Any], live_leaders: Any = None
+    ) -> Any:
         log.append(
             Received("LeaderAndIsr", epoch, {(s["topic"], s["partition"]): s for s in states})
         )
-        return await lair(controller_id, epoch, states)
+        return await lair(controller_id, epoch, states, live_leaders)
 
     async def handle_update_metadata(
         controller_id: int, epoch: int, states: list[Any], live: list[Any], deleted: list[str]

@@ -278,7 +278,10 @@ async def handle_leader_and_isr(
     if states:
         errors.update(
             await deps.replica_manager.become_leader_or_follower(
-                req.controller_id, req.controller_epoch, states
+                req.controller_id,
+                req.controller_epoch,
+                states,
+                {ll.broker_id: (ll.host_name, ll.port) for ll in req.live_leaders},
             )
         )
     return _leader_and_isr_response(req, errors, ctx.api_version)
