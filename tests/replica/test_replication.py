@@ -1,0 +1,275 @@
+"""Replication in an in-process cluster: followers fetch, the ISR moves, epochs truncate.
+
+Brokers are real (TCP between them, the embedded metadata ensemble); clients are
+stock confluent-kafka, kafka-python and aiokafka. The multi-process form over a
+real ZooKeeper with kill -9 is tests/replica/test_replication_processes.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError, Producer
+
+from kafkalite.cli.wire_client import WireClient
+from kafkalite.protocol.errors import ErrorCode
+from kafkalite.protocol.record_batch import iter_headers
+from kafkalite.testing.faults import Delay
+from kafkalite.testing.in_process_cluster import AsyncCluster
+
+FAST = {
+    "replica.lag.time.max.ms": 1500,
+    "replica.fetch.backoff.ms": 100,
+    "auto.leader.rebalance.enable": False,
+}
+
+
+def replica_bytes(c: AsyncCluster, broker_id: int, tp: tuple[str, int], upto: int) -> bytes:
+    """The replica's batches below ``upto``, as stored (whole batches)."""
+    plog = c.kafka(broker_id).replica_manager.get_partition(tp).log  # type: ignore[union-attr]
+    out = bytearray()
+    offset = plog.log_start_offset
+    while offset < upto:
+        data = plog.read(offset, 1 << 20, max_offset=upto, min_one_message=True).records
+        raw = data if isinstance(data, bytes | bytearray) else data.read_bytes()
+        if not raw:
+            break
+        out += raw
+        offset = [h for _, h in iter_headers(raw)][-1].next_offset
+    return bytes(out)
+
+
+def state(c: AsyncCluster, broker_id: int, tp: tuple[str, int]) -> Any:
+    return c.kafka(broker_id).replica_manager.get_partition(tp)
+
+
+def leo(c: AsyncCluster, broker_id: int, tp: tuple[str, int]) -> int:
+    p = state(c, broker_id, tp)
+    return -1 if p is None or p.log is None else int(p.log.log_end_offset)
+
+
+async def until(pred: Any, timeout: float = 15.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not pred():
+        if loop.time() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.02)
+
+
+def produce(bootstrap: str, topic: str, values: list[bytes], **conf: Any) -> list[Any]:
+    """Produce and return the delivery reports (error or None per message)."""
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 2, **conf})
+    reports: list[Any] = []
+    for v in values:
+        p.produce(topic, v, partition=0, on_delivery=lambda e, _m: reports.append(e))
+    p.flush(30)
+    return reports
+
+
+async def test_followers_replicate_batches_verbatim_and_the_hw_is_the_isr_minimum():
+    async with AsyncCluster(3, **FAST) as c:
+        await c.create_topic("r", 1, 3, {"min.insync.replicas": "2"})
+        tp = ("r", 0)
+        leader = c.leader_of("r", 0)
+        values = [f"v{i}".encode() for i in range(500)]
+        reports = await asyncio.to_thread(
+            produce, c.bootstrap_servers, "r", values, acks="all", **{"enable.idempotence": True}
+        )
+        assert reports == [None] * 500
+        await until(lambda: all(state(c, b, tp).log.high_watermark == 500 for b in range(3)))
+        lp = state(c, leader, tp)
+        assert sorted(lp.isr) == [0, 1, 2]
+        # the leader knows every follower's log end offset; HW = min over the ISR
+        assert all(rs.log_end_offset == 500 for rs in lp.remote_replicas.values())
+        ref = replica_bytes(c, leader, tp, 500)
+        for b in range(3):
+            assert replica_bytes(c, b, tp, 500) == ref  # offsets, epochs, pids, timestamps
+            assert state(c, b, tp).log.leader_epoch_cache.entries() == (
+                lp.log.leader_epoch_cache.entries()
+            )
+
+
+async def test_isr_shrinks_after_lag_time_min_isr_refuses_then_followers_rejoin():
+    """Followers whose fetches stall (held at the leader, like a SIGSTOPped process) leave
+    the ISR after replica.lag.time.max.ms; with the ISR below min.insync.replicas acks=all
+    is refused; released, they catch up and the leader adds them back."""
+    async with AsyncCluster(3, **FAST) as c:
+        await c.create_topic("m", 1, 3, {"min.insync.replicas": "2"})
+        tp = ("m", 0)
+        leader = c.leader_of("m", 0)
+        f1, f2 = [b for b in range(3) if b != leader]
+        faults = c.faults(leader)
+        hold1 = faults.add("FETCH", Delay(None), client_id=f"replica-fetcher-{f1}", times=None)
+        # the leader must have something f1 lacks: a caught-up idle follower stays in sync
+        assert await asyncio.to_thread(produce, c.bootstrap_servers, "m", [b"a"], acks=1) == [None]
+        await until(lambda: sorted(state(c, leader, tp).isr) == sorted([leader, f2]))
+        assert c.kafka(leader).replica_manager.isr_shrinks >= 1
+        # 2 of 3 in sync: acks=all still succeeds
+        ok = await asyncio.to_thread(produce, c.bootstrap_servers, "m", [b"b", b"c"], acks="all")
+        assert ok == [None, None]
+        hold2 = faults.add("FETCH", Delay(None), client_id=f"replica-fetcher-{f2}", times=None)
+        assert await asyncio.to_thread(produce, c.bootstrap_servers, "m", [b"d"], acks=1) == [None]
+        await until(lambda: state(c, leader, tp).isr == [leader])
+        refused = await asyncio.to_thread(
+            produce,
+            c.bootstrap_servers,
+            "m",
+            [b"e"],
+            acks="all",
+            retries=0,
+            **{"message.timeout.ms": 3000},
+        )
+        assert refused[0] is not None and refused[0].code() == KafkaError.NOT_ENOUGH_REPLICAS
+        faults.remove(hold1)
+        faults.remove(hold2)
+        await until(lambda: sorted(state(c, leader, tp).isr) == [0, 1, 2])
+        assert c.kafka(leader).replica_manager.isr_expands >= 2
+        assert await asyncio.to_thread(produce, c.bootstrap_servers, "m", [b"f"], acks="all") == [
+            None
+        ]
+        hw = state(c, leader, tp).log.high_watermark
+        assert hw == 5
+        for f in (f1, f2):
+            await until(lambda f=f: state(c, f, tp).log.high_watermark == hw)
+            assert replica_bytes(c, f, tp, hw) == replica_bytes(c, leader, tp, hw)
+
+
+async def test_a_former_leader_truncates_its_unreplicated_suffix_by_leader_epoch():
+    """KIP-101: records the old leader alone had (acks=1) are dropped when it follows again,
+    although its own high watermark would have kept some of them."""
+    async with AsyncCluster(2, **{**FAST, "replica.lag.time.max.ms": 60000}) as c:
+        await c.create_topic("e", 1, 2, {"unclean.leader.election.enable": "true"})
+        tp = ("e", 0)
+        old = c.leader_of("e", 0)
+        new = 1 - old
+        assert await asyncio.to_thread(
+            produce, c.bootstrap_servers, "e", [b"r0", b"r1"], acks="all"
+        ) == [None, None]
+        await until(lambda: state(c, new, tp).log.high_watermark == 2)
+        # the follower stops getting data; the old leader takes 3 records alone
+        hold = c.faults(old).add(
+            "FETCH", Delay(None), client_id=f"replica-fetcher-{new}", times=None
+        )
+        await asyncio.sleep(0.7)  # the follower's fetch in flight is now held too
+        assert (
+            await asyncio.to_thread(
+                produce, c.bootstrap_servers, "e", [b"x0", b"x1", b"x2"], acks=1
+            )
+            == [None] * 3
+        )
+        assert state(c, old, tp).log.log_end_offset == 5
+        await c.crash(old)
+        c.faults(old).remove(hold)
+        await until(lambda: c.leader_of("e", 0) == new)
+        # the new leader writes its own records at the offsets the old one used
+        assert await asyncio.to_thread(
+            produce, c.bootstrap_servers, "e", [b"n0", b"n1"], acks=1
+        ) == [None, None]
+        await c.restart(old)
+        await until(lambda: leo(c, old, tp) == 4, 20)
+        await until(lambda: state(c, new, tp).log.high_watermark == 4)
+        values = [r.value for r in c.nodes[old].records("e", 0)]
+        assert values == [b"r0", b"r1", b"n0", b"n1"]
+        assert replica_bytes(c, old, tp, 4) == replica_bytes(c, new, tp, 4)
+
+
+async def test_offset_for_leader_epoch_is_served_to_clients_with_epoch_fencing():
+    async with AsyncCluster(2, **FAST) as c:
+        await c.create_topic("o", 1, 2)
+        tp = ("o", 0)
+        leader = c.leader_of("o", 0)
+        assert (
+            await asyncio.to_thread(
+                produce, c.bootstrap_servers, "o", [b"a", b"b", b"c"], acks="all"
+            )
+            == [None] * 3
+        )
+        epoch = state(c, leader, tp).leader_epoch
+
+        def ask(broker: int, current: int, wanted: int) -> Any:
+            cl = WireClient(c.bootstrap_of(broker))
+            try:
+                body = {
+                    "replica_id": -1,
+                    "topics": [
+                        {
+                            "topic": "o",
+                            "partitions": [
+                                {
+                                    "partition": 0,
+                                    "current_leader_epoch": current,
+                                    "leader_epoch": wanted,
+                                }
+                            ],
+                        }
+                    ],
+                }
+                return cl.call(23, 4, body).topics[0].partitions[0]
+            finally:
+                cl.sock.close()
+
+        r = await asyncio.to_thread(ask, leader, epoch, epoch)
+        assert (int(r.error_code), int(r.leader_epoch), int(r.end_offset)) == (0, epoch, 3)
+        r = await asyncio.to_thread(ask, leader, epoch + 1, epoch)
+        assert int(r.error_code) == ErrorCode.unknown_leader_epoch
+        if epoch > 0:
+            r = await asyncio.to_thread(ask, leader, epoch - 1, epoch)
+            assert int(r.error_code) == ErrorCode.fenced_leader_epoch
+        r = await asyncio.to_thread(ask, 1 - leader, -1, epoch)
+        assert int(r.error_code) == ErrorCode.not_leader_or_follower
+        epoch2 = await c.move_leader("o", 0, 1 - leader)
+        r = await asyncio.to_thread(ask, 1 - leader, epoch2, epoch)
+        # the old epoch ends where the new leader's epoch starts
+        assert (int(r.error_code), int(r.leader_epoch), int(r.end_offset)) == (0, epoch, 3)
+
+
+@pytest.mark.parametrize("client", ["kafka-python", "aiokafka"])
+async def test_consumers_read_a_replicated_topic_after_its_leader_crashed(client):
+    async with AsyncCluster(3, **FAST) as c:
+        await c.create_topic("k", 1, 3, {"min.insync.replicas": "2"})
+        values = [f"m{i}".encode() for i in range(50)]
+        assert (
+            await asyncio.to_thread(produce, c.bootstrap_servers, "k", values, acks="all")
+            == [None] * 50
+        )
+        leader = c.leader_of("k", 0)
+        await c.crash(leader)
+        await until(lambda: c.leader_of("k", 0) not in (-1, leader))
+        alive = ",".join(c.bootstrap_of(b) for b in c.live_ids)
+        if client == "kafka-python":
+            from kafka import KafkaConsumer
+
+            def read() -> list[bytes]:
+                cons = KafkaConsumer(
+                    "k",
+                    bootstrap_servers=alive,
+                    auto_offset_reset="earliest",
+                    consumer_timeout_ms=10000,
+                )
+                got = []
+                for m in cons:
+                    got.append(m.value)
+                    if len(got) == 50:
+                        break
+                cons.close()
+                return got
+
+            got = await asyncio.to_thread(read)
+        else:
+            from aiokafka import AIOKafkaConsumer
+
+            cons = AIOKafkaConsumer("k", bootstrap_servers=alive, auto_offset_reset="earliest")
+            await cons.start()
+            got = []
+            try:
+                async with asyncio.timeout(20):
+                    async for m in cons:
+                        got.append(m.value)
+                        if len(got) == 50:
+                            break
+            finally:
+                await cons.stop()
+        assert got == values
