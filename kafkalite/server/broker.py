@@ -106,6 +106,7 @@ class KafkaBroker:
         self.metrics = BrokerMetrics()
         self.metrics.register_purgatories(self._purgatories)
         self.metrics.register_controller(lambda: self.controller)
+        self.metrics.register_replica_manager(lambda: self.replica_manager)
         self.metrics_server = MetricsHttpServer.from_config(self.metrics, config)
         self._tasks: list[asyncio.Task[Any]] = []
         self.started = False

@@ -107,12 +107,18 @@ async def test_isr_shrinks_after_lag_time_min_isr_refuses_then_followers_rejoin(
         assert await asyncio.to_thread(produce, c.bootstrap_servers, "m", [b"a"], acks=1) == [None]
         await until(lambda: sorted(state(c, leader, tp).isr) == sorted([leader, f2]))
         assert c.kafka(leader).replica_manager.isr_shrinks >= 1
+        metric = c.kafka(leader).metrics.value
+        assert metric("kafka_server_replicamanager_underreplicatedpartitions") == 1
+        assert metric("kafka_server_replicamanager_underminisrpartitioncount") == 0
+        assert metric("kafka_server_replicamanager_leadercount") == 1
+        assert metric("kafka_server_replicamanager_isrshrinkspersec_count") >= 1
         # 2 of 3 in sync: acks=all still succeeds
         ok = await asyncio.to_thread(produce, c.bootstrap_servers, "m", [b"b", b"c"], acks="all")
         assert ok == [None, None]
         hold2 = faults.add("FETCH", Delay(None), client_id=f"replica-fetcher-{f2}", times=None)
         assert await asyncio.to_thread(produce, c.bootstrap_servers, "m", [b"d"], acks=1) == [None]
         await until(lambda: state(c, leader, tp).isr == [leader])
+        assert metric("kafka_server_replicamanager_underminisrpartitioncount") == 1
         refused = await asyncio.to_thread(
             produce,
             c.bootstrap_servers,
@@ -127,6 +133,10 @@ async def test_isr_shrinks_after_lag_time_min_isr_refuses_then_followers_rejoin(
         faults.remove(hold2)
         await until(lambda: sorted(state(c, leader, tp).isr) == [0, 1, 2])
         assert c.kafka(leader).replica_manager.isr_expands >= 2
+        assert metric("kafka_server_replicamanager_underreplicatedpartitions") == 0
+        assert metric("kafka_server_replicamanager_isrexpandspersec_count") >= 2
+        assert c.kafka(f1).metrics.value("kafka_server_replicamanager_partitioncount") == 1
+        assert c.kafka(f1).metrics.value("kafka_server_replicafetchermanager_maxlag") is not None
         assert await asyncio.to_thread(produce, c.bootstrap_servers, "m", [b"f"], acks="all") == [
             None
         ]
