@@ -13,12 +13,7 @@ CI runs 2 rounds; ``KAFKALITE_SOAK=1`` runs the issue's full 10.
 
 from __future__ import annotations
 
-import json
 import os
-import signal
-import socket
-import subprocess
-import sys
 import threading
 import time
 from collections import defaultdict
@@ -27,100 +22,21 @@ from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from kazoo.client import KazooClient
 
+from kafkalite.cli.wire_client import WireClient
 from kafkalite.protocol.record_batch import iter_headers
+from kafkalite.testing.process_cluster import ProcessCluster
 
-REPO = Path(__file__).resolve().parents[2]
 ROUNDS = 10 if os.environ.get("KAFKALITE_SOAK") else 2
 TOPIC = "acks"
 PARTITIONS = 6
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class ServerProcess:
-    """One kafkalite-server process on a fixed port and data dir (restartable)."""
-
-    def __init__(self, broker_id: int, root: Path, zk: str) -> None:
-        self.broker_id = broker_id
-        self.port = _free_port()
-        self.dir = root / f"broker-{broker_id}"
-        self.dir.mkdir(parents=True)
-        self.cfg = self.dir / "server.properties"
-        self.cfg.write_text(
-            "\n".join(
-                [
-                    f"broker.id={broker_id}",
-                    f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
-                    f"log.dirs={self.dir / 'data'}",
-                    f"zookeeper.connect={zk}",
-                    "zookeeper.session.timeout.ms=6000",
-                    "default.replication.factor=3",
-                    "min.insync.replicas=2",
-                    "replica.lag.time.max.ms=10000",
-                    "replica.fetch.backoff.ms=200",
-                    "auto.leader.rebalance.enable=false",
-                    "controlled.shutdown.retry.backoff.ms=200",
-                    "kafkalite.log.fsync=false",
-                    "",
-                ]
-            )
-        )
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.starts = 0
-
-    def start(self) -> None:
-        self.starts += 1
-        out = self.dir / f"out-{self.starts}.log"
-        env = {
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-        }
-        with open(out, "wb") as f:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "kafkalite.cli.server", str(self.cfg)],
-                cwd=self.dir,
-                env=env,
-                stdout=f,
-                stderr=subprocess.STDOUT,
-            )
-        deadline = time.monotonic() + 40
-        while time.monotonic() < deadline:
-            if b"ready on" in out.read_bytes():
-                return
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.05)
-        raise AssertionError(f"broker {self.broker_id} did not start:\n{out.read_text()[-3000:]}")
-
-    def kill9(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(10)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-
 class Recorder:
     """A producer thread writing p<partition>-<seq> round robin, recording the acks."""
 
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, topic: str = TOPIC, partitions: int = PARTITIONS) -> None:
+        self.topic, self.partitions = topic, partitions
         self.producer = Producer(
             {
                 "bootstrap.servers": bootstrap,
@@ -148,11 +64,11 @@ class Recorder:
     def _run(self) -> None:
         seq = 0
         while not self.stop.is_set():
-            p = seq % PARTITIONS
+            p = seq % self.partitions
             try:
                 self.producer.produce(
-                    TOPIC,
-                    f"p{p}-{seq // PARTITIONS}".encode(),
+                    self.topic,
+                    f"p{p}-{seq // self.partitions}".encode(),
                     partition=p,
                     on_delivery=self._on_delivery,
                 )
@@ -162,105 +78,21 @@ class Recorder:
             self.producer.poll(0.002)
         self.producer.flush(120)
 
-    def first_ack_after(self, partition: int, t: float) -> float | None:
+    def largest_gap(self, partition: int, start: float, end: float) -> float:
+        """The longest time without an ack on ``partition`` between ``start`` and ``end``."""
         with self.lock:
-            times = [ts for _o, _v, ts in self.acked[partition] if ts > t]
-        return min(times) if times else None
+            times = sorted(ts for _o, _v, ts in self.acked[partition] if start <= ts <= end)
+        points = [start, *times, end]
+        return max(b - a for a, b in zip(points, points[1:], strict=False))
 
+    def finish(self) -> None:
+        self.stop.set()
+        self.thread.join(150)
+        assert not self.thread.is_alive()
+        assert self.errors == []
 
-def _partition_states(zk: KazooClient) -> dict[int, dict[str, Any]]:
-    out = {}
-    for p in range(PARTITIONS):
-        data, _ = zk.get(f"/brokers/topics/{TOPIC}/partitions/{p}/state")
-        out[p] = json.loads(data)
-    return out
-
-
-def _wait(pred: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.05)
-    raise AssertionError(f"{what} within {timeout}s")
-
-
-def _segment_batches(data_dir: Path, partition: int) -> list[tuple[int, bytes]]:
-    """(last offset, bytes) of every stored batch of the partition, in offset order."""
-    d = data_dir / f"{TOPIC}-{partition}"
-    out = []
-    for seg in sorted(d.glob("*.log")):
-        buf = seg.read_bytes()
-        positions = list(iter_headers(buf))
-        for i, (pos, h) in enumerate(positions):
-            end = positions[i + 1][0] if i + 1 < len(positions) else pos + h.size
-            out.append((h.base_offset + h.last_offset_delta, buf[pos:end]))
-    return out
-
-
-def test_no_acknowledged_record_is_lost_when_leaders_are_killed(zookeeper, tmp_path, capsys):
-    chroot = f"/repl-{os.getpid()}-{int(time.time())}"
-    zk_connect = f"{zookeeper.connect_string}{chroot}"
-    servers = [ServerProcess(i, tmp_path, zk_connect) for i in (1, 2, 3)]
-    zk = KazooClient(hosts=zk_connect)
-    rec: Recorder | None = None
-    try:
-        for s in servers:
-            s.start()
-        zk.start()  # the brokers created the chroot
-        bootstrap = ",".join(s.bootstrap for s in servers)
-        admin = AdminClient({"bootstrap.servers": bootstrap})
-        fut = admin.create_topics(
-            [NewTopic(TOPIC, PARTITIONS, 3, config={"min.insync.replicas": "2"})]
-        )[TOPIC]
-        fut.result(30)
-        _wait(
-            lambda: all(len(s["isr"]) == 3 for s in _partition_states(zk).values()),
-            30,
-            "topic not fully in sync",
-        )
-        rec = Recorder(bootstrap)
-        rec.thread.start()
-        _wait(lambda: all(len(rec.acked[p]) > 20 for p in range(PARTITIONS)), 30, "no acks")
-        failovers = []
-        by_id = {s.broker_id: s for s in servers}
-        for rnd in range(ROUNDS):
-            p = rnd % PARTITIONS
-            states = _partition_states(zk)
-            leader = states[p]["leader"]
-            victim = by_id[leader]
-            t_kill = time.monotonic()
-            victim.kill9()
-            _wait(
-                lambda p=p, leader=leader: _partition_states(zk)[p]["leader"] not in (-1, leader),
-                40,
-                f"round {rnd}: no new leader for partition {p}",
-            )
-            acked_at = _wait(
-                lambda p=p, t=t_kill: rec.first_ack_after(p, t), 40, f"round {rnd}: no produce"
-            )
-            failovers.append((rnd, p, leader, acked_at - t_kill))
-            victim.start()
-            _wait(
-                lambda b=leader: all(b in s["isr"] for s in _partition_states(zk).values()),
-                60,
-                f"round {rnd}: broker {leader} did not rejoin every ISR",
-            )
-        rec.stop.set()
-        rec.thread.join(150)
-        assert not rec.thread.is_alive()
-        assert rec.errors == []
-        with capsys.disabled():
-            for rnd, p, leader, secs in failovers:
-                print(
-                    f"\nfailover round {rnd}: partition {p}, killed leader {leader}: "
-                    f"first ack on the new leader after {secs:.2f}s",
-                    end="",
-                )
-            print()
-
-        # every acknowledged record, exactly once, in order, at its offset
+    def verify(self, bootstrap: str) -> None:
+        """Every acknowledged record is read back once, in order, at its offset."""
         consumer = Consumer(
             {
                 "bootstrap.servers": bootstrap,
@@ -270,10 +102,10 @@ def test_no_acknowledged_record_is_lost_when_leaders_are_killed(zookeeper, tmp_p
             }
         )
         try:
-            for p in range(PARTITIONS):
-                acked = sorted(rec.acked[p])
+            for p in range(self.partitions):
+                acked = sorted(self.acked[p])
                 last = acked[-1][0]
-                consumer.assign([TopicPartition(TOPIC, p, 0)])
+                consumer.assign([TopicPartition(self.topic, p, 0)])
                 got: list[tuple[int, bytes]] = []
                 while not got or got[-1][0] < last:
                     m = consumer.poll(10)
@@ -292,10 +124,106 @@ def test_no_acknowledged_record_is_lost_when_leaders_are_killed(zookeeper, tmp_p
         finally:
             consumer.close()
 
+    def first_ack_after(self, partition: int, t: float) -> float | None:
+        with self.lock:
+            times = [ts for _o, _v, ts in self.acked[partition] if ts > t]
+        return min(times) if times else None
+
+
+def _partition_states(c: ProcessCluster) -> dict[int, dict[str, Any]]:
+    return {p: c.partition_state(TOPIC, p) for p in range(PARTITIONS)}
+
+
+def _wait(pred: Any, timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.05)
+    raise AssertionError(f"{what} within {timeout}s")
+
+
+def _segment_batches(data_dir: Path, partition: int, topic: str = TOPIC) -> list[tuple[int, bytes]]:
+    """(last offset, bytes) of every stored batch of the partition, in offset order."""
+    d = data_dir / f"{topic}-{partition}"
+    out = []
+    for seg in sorted(d.glob("*.log")):
+        buf = seg.read_bytes()
+        positions = list(iter_headers(buf))
+        for i, (pos, h) in enumerate(positions):
+            end = positions[i + 1][0] if i + 1 < len(positions) else pos + h.size
+            out.append((h.base_offset + h.last_offset_delta, buf[pos:end]))
+    return out
+
+
+def test_no_acknowledged_record_is_lost_when_leaders_are_killed(zookeeper, tmp_path, capsys):
+    zk_connect = f"{zookeeper.connect_string}/repl-{os.getpid()}-{time.monotonic_ns()}"
+    c = ProcessCluster(
+        3,
+        tmp_path,
+        zk_connect,
+        {"replica.lag.time.max.ms": 10000, "auto.leader.rebalance.enable": "false"},
+    )
+    servers = list(c.servers.values())
+    rec: Recorder | None = None
+    try:
+        c.start()
+        bootstrap = c.bootstrap_servers
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        fut = admin.create_topics(
+            [NewTopic(TOPIC, PARTITIONS, 3, config={"min.insync.replicas": "2"})]
+        )[TOPIC]
+        fut.result(30)
+        _wait(
+            lambda: all(len(s["isr"]) == 3 for s in _partition_states(c).values()),
+            30,
+            "topic not fully in sync",
+        )
+        rec = Recorder(bootstrap)
+        rec.thread.start()
+        _wait(lambda: all(len(rec.acked[p]) > 20 for p in range(PARTITIONS)), 30, "no acks")
+        failovers = []
+        by_id = {s.broker_id: s for s in servers}
+        for rnd in range(ROUNDS):
+            p = rnd % PARTITIONS
+            states = _partition_states(c)
+            leader = states[p]["leader"]
+            victim = by_id[leader]
+            t_kill = time.monotonic()
+            victim.kill9()
+            _wait(
+                lambda p=p, leader=leader: _partition_states(c)[p]["leader"] not in (-1, leader),
+                40,
+                f"round {rnd}: no new leader for partition {p}",
+            )
+            acked_at = _wait(
+                lambda p=p, t=t_kill: rec.first_ack_after(p, t), 40, f"round {rnd}: no produce"
+            )
+            failovers.append((rnd, p, leader, acked_at - t_kill))
+            victim.start()
+            _wait(
+                lambda b=leader: all(b in s["isr"] for s in _partition_states(c).values()),
+                60,
+                f"round {rnd}: broker {leader} did not rejoin every ISR",
+            )
+        rec.finish()
+        with capsys.disabled():
+            for rnd, p, leader, secs in failovers:
+                print(
+                    f"\nfailover round {rnd}: partition {p}, killed leader {leader}: "
+                    f"first ack on the new leader after {secs:.2f}s",
+                    end="",
+                )
+            print()
+
+        # every acknowledged record, exactly once, in order, at its offset
+        rec.verify(bootstrap)
+
         # replicas identical up to the high watermark: stop cleanly, compare segment bytes
         hw = {p: max(o for o, _v, _t in rec.acked[p]) + 1 for p in range(PARTITIONS)}
         _wait(
-            lambda: all(len(s["isr"]) == 3 for s in _partition_states(zk).values()),
+            lambda: all(len(s["isr"]) == 3 for s in _partition_states(c).values()),
             30,
             "replicas not all in sync at the end",
         )
@@ -312,7 +240,190 @@ def test_no_acknowledged_record_is_lost_when_leaders_are_killed(zookeeper, tmp_p
         if rec is not None and rec.thread.is_alive():
             rec.stop.set()
             rec.thread.join(30)
-        for s in servers:
-            s.stop()
-        zk.stop()
-        zk.close()
+        c.stop()
+
+
+def _chroot(zookeeper: Any) -> str:
+    return f"{zookeeper.connect_string}/repl-{os.getpid()}-{time.monotonic_ns()}"
+
+
+def _create(bootstrap: str, topic: str, assignment: list[list[int]], **config: str) -> None:
+    """Create with a replica assignment (kafka-python: confluent-kafka 2.16 refuses one)."""
+    from kafka.admin import KafkaAdminClient
+    from kafka.admin import NewTopic as KNewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.create_topics(
+            [
+                KNewTopic(
+                    topic,
+                    -1,
+                    -1,
+                    replica_assignments=dict(enumerate(assignment)),
+                    topic_configs=config,
+                )
+            ]
+        )
+    finally:
+        admin.close()
+
+
+def _produce(bootstrap: str, topic: str, values: list[bytes], acks: str) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 2})
+    errors: list[Any] = []
+    for v in values:
+        p.produce(topic, v, partition=0, on_delivery=lambda e, _m: errors.append(e) if e else None)
+    assert p.flush(30) == 0 and errors == []
+
+
+def _epoch_end(bootstrap: str, topic: str, epoch: int) -> tuple[int, int, int]:
+    """OffsetForLeaderEpoch as a client asks it (KIP-320): (error, epoch, end offset)."""
+    cl = WireClient(bootstrap)
+    try:
+        body = {
+            "replica_id": -1,
+            "topics": [
+                {
+                    "topic": topic,
+                    "partitions": [
+                        {"partition": 0, "current_leader_epoch": -1, "leader_epoch": epoch}
+                    ],
+                }
+            ],
+        }
+        r = cl.call(23, 4, body).topics[0].partitions[0]
+        return int(r.error_code), int(r.leader_epoch), int(r.end_offset)
+    finally:
+        cl.sock.close()
+
+
+def test_a_sigstopped_follower_leaves_the_isr_and_rejoins_and_unclean_election(zookeeper, tmp_path):
+    c = ProcessCluster(3, tmp_path, _chroot(zookeeper), {"replica.lag.time.max.ms": 2000})
+    rec: Recorder | None = None
+    try:
+        c.start()
+        bootstrap = c.bootstrap_servers
+        _create(bootstrap, "s", [[1, 2, 3]], **{"min.insync.replicas": "2"})
+        _create(bootstrap, "clean", [[1, 2]], **{"min.insync.replicas": "1"})
+        _create(
+            bootstrap,
+            "dirty",
+            [[1, 2]],
+            **{"min.insync.replicas": "1", "unclean.leader.election.enable": "true"},
+        )
+        c.wait(lambda: len(c.partition_state("s", 0)["isr"]) == 3, 30, "s not in sync")
+
+        # SIGSTOP: the follower leaves the ISR, acks=all goes on with 2 of 3, then it rejoins
+        rec = Recorder(bootstrap, "s", 1)
+        rec.thread.start()
+        c.wait(lambda: len(rec.acked[0]) > 50, 30, "no acks")
+        c.servers[3].sigstop()
+        t_stop = time.monotonic()
+        c.wait(lambda: 3 not in c.partition_state("s", 0)["isr"], 30, "3 still in the ISR")
+        shrunk = time.monotonic()
+        c.wait(lambda: rec.first_ack_after(0, shrunk + 1.0), 30, "no acks with 2 of 3")
+        c.servers[3].sigcont()
+        c.wait(lambda: 3 in c.partition_state("s", 0)["isr"], 60, "3 did not rejoin the ISR")
+        rec.finish()
+        rec.verify(bootstrap)
+        print(f"\nSIGSTOP: follower out of the ISR after {shrunk - t_stop:.2f}s")
+
+        # unclean election: the whole ISR dies; only the topic that allows it comes back
+        for t in ("clean", "dirty"):
+            _produce(bootstrap, t, [f"a{i}".encode() for i in range(10)], "all")
+        c.servers[2].kill9()
+        c.wait(
+            lambda: all(c.partition_state(t, 0)["isr"] == [1] for t in ("clean", "dirty")),
+            30,
+            "2 still in the ISR",
+        )
+        old_epoch = c.partition_state("dirty", 0)["leader_epoch"]
+        for t in ("clean", "dirty"):
+            _produce(c.servers[1].bootstrap, t, [f"b{i}".encode() for i in range(5)], "1")
+        c.servers[1].kill9()
+        admin = AdminClient({"bootstrap.servers": c.servers[3].bootstrap})
+
+        def leader(t: str) -> int:
+            return int(admin.list_topics(t, timeout=10).topics[t].partitions[0].leader)
+
+        c.wait(lambda: leader("clean") == leader("dirty") == -1, 30, "no offline partition")
+        c.servers[2].start()
+        c.wait(lambda: c.partition_state("dirty", 0)["leader"] == 2, 30, "no unclean election")
+        time.sleep(1.0)
+        assert leader("clean") == -1  # stays offline: its only ISR member is dead
+        # a client that read up to 15 at old_epoch detects the truncation (KIP-320): the new
+        # leader's largest epoch <= old_epoch ends at 10
+        code, epoch, end = _epoch_end(c.servers[2].bootstrap, "dirty", old_epoch)
+        assert (code, end) == (0, 10) and 0 <= epoch <= old_epoch
+        c.servers[1].start()
+        c.wait(lambda: c.partition_state("clean", 0)["leader"] == 1, 30, "clean not back")
+        c.wait(lambda: c.partition_state("dirty", 0)["isr"] == [2, 1], 30, "1 did not rejoin")
+        _produce(bootstrap, "dirty", [b"c0"], "all")
+        time.sleep(1.0)
+        c.stop()
+        dirty = [
+            b"".join(b for _l, b in _segment_batches(c.servers[i].dir / "data", 0, "dirty"))
+            for i in (1, 2)
+        ]
+        assert dirty[0] == dirty[1]  # the former leader dropped its 5 unreplicated records
+        lasts = [last for last, _b in _segment_batches(c.servers[1].dir / "data", 0, "dirty")]
+        assert lasts[-1] == 10  # a0..a9 and c0
+    finally:
+        if rec is not None and rec.thread.is_alive():
+            rec.stop.set()
+            rec.thread.join(30)
+        c.stop()
+
+
+def test_controlled_shutdown_and_a_reassignment_under_a_running_producer(zookeeper, tmp_path):
+    from kafka import TopicPartition as KTopicPartition
+    from kafka.admin import KafkaAdminClient
+
+    c = ProcessCluster(4, tmp_path, _chroot(zookeeper), {"auto.leader.rebalance.enable": "false"})
+    rec: Recorder | None = None
+    try:
+        c.start()
+        bootstrap = c.bootstrap_servers
+        _create(bootstrap, "mv", [[1, 2, 3]], **{"min.insync.replicas": "2"})
+        c.wait(lambda: len(c.partition_state("mv", 0)["isr"]) == 3, 30, "mv not in sync")
+        rec = Recorder(bootstrap, "mv", 1)
+        rec.thread.start()
+        c.wait(lambda: len(rec.acked[0]) > 50, 30, "no acks")
+
+        # SIGTERM of the leader: controlled shutdown moves leadership first
+        leader = c.partition_state("mv", 0)["leader"]
+        t0 = time.monotonic()
+        c.servers[leader].stop()
+        t1 = time.monotonic()
+        c.wait(lambda: rec.first_ack_after(0, t1 + 0.5), 30, "no acks after the shutdown")
+        gap = rec.largest_gap(0, t0, time.monotonic())
+        print(f"\ncontrolled shutdown of leader {leader}: longest gap between acks {gap:.2f}s")
+        c.servers[leader].start()
+        c.wait(lambda: len(c.partition_state("mv", 0)["isr"]) == 3, 30, "not back in sync")
+
+        # reassignment [1,2,3] -> [2,3,4] through the admin API, the producer running
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+        try:
+            result = admin.alter_partition_reassignments({KTopicPartition("mv", 0): [2, 3, 4]})
+            assert all(v is None for v in result.values()), result
+            c.wait(
+                lambda: (
+                    not admin.list_partition_reassignments()
+                    and sorted(c.partition_state("mv", 0)["isr"]) == [2, 3, 4]
+                ),
+                60,
+                "reassignment not done",
+            )
+        finally:
+            admin.close()
+        c.wait(lambda: not (c.servers[1].dir / "data" / "mv-0").exists(), 30, "old replica kept")
+        t2 = time.monotonic()
+        c.wait(lambda: rec.first_ack_after(0, t2), 30, "no acks after the reassignment")
+        rec.finish()
+        rec.verify(bootstrap)
+    finally:
+        if rec is not None and rec.thread.is_alive():
+            rec.stop.set()
+            rec.thread.join(30)
+        c.stop()
