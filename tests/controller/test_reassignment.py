@@ -1,8 +1,9 @@
 """Partition reassignment (seed 002 §9, #26-30) through /admin/reassign_partitions and
 the AlterPartitionReassignments/ListPartitionReassignments APIs.
 
-Follower fetching is not built yet, so "the new replicas catch up" is written as the
-leader writes it: the new ISR in the state znode. Phase A (union AR, new replicas
+The test cluster holds follower fetches (``Cluster(replication=False)``), so "the new
+replicas catch up" is written as the leader writes it: the new ISR in the state znode;
+reassignments with real data movement are in test_replication_processes.py. Phase A (union AR, new replicas
 started) and phase B (leader move, old replicas stopped and deleted, final AR) are
 the controller's.
 """
