@@ -49,6 +49,8 @@ class Recorder:
             }
         )
         self.acked: dict[int, list[tuple[int, bytes, float]]] = defaultdict(list)
+        #: when each value was handed to the producer
+        self.sent_at: dict[bytes, float] = {}
         self.errors: list[str] = []
         self.stop = threading.Event()
         self.lock = threading.Lock()
@@ -65,10 +67,12 @@ class Recorder:
         seq = 0
         while not self.stop.is_set():
             p = seq % self.partitions
+            value = f"p{p}-{seq // self.partitions}".encode()
+            self.sent_at[value] = time.monotonic()
             try:
                 self.producer.produce(
                     self.topic,
-                    f"p{p}-{seq // self.partitions}".encode(),
+                    value,
                     partition=p,
                     on_delivery=self._on_delivery,
                 )
@@ -125,8 +129,9 @@ class Recorder:
             consumer.close()
 
     def first_ack_after(self, partition: int, t: float) -> float | None:
+        """When the first record handed to the producer after ``t`` was acknowledged."""
         with self.lock:
-            times = [ts for _o, _v, ts in self.acked[partition] if ts > t]
+            times = [ts for _o, v, ts in self.acked[partition] if self.sent_at[v] > t]
         return min(times) if times else None
 
 
