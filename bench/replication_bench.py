@@ -40,9 +40,8 @@ PAYLOAD = 1024
 
 def create(bootstrap: str, name: str, rf: int) -> None:
     cfg = {"min.insync.replicas": "2"} if rf == 3 else {}
-    AdminClient({"bootstrap.servers": bootstrap}).create_topics(
-        [NewTopic(name, 6, rf, config=cfg)]
-    )[name].result(30)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, 6, rf, config=cfg)])[name].result(30)
     time.sleep(1.0)
 
 

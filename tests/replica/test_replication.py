@@ -283,3 +283,94 @@ async def test_consumers_read_a_replicated_topic_after_its_leader_crashed(client
             finally:
                 await cons.stop()
         assert got == values
+
+
+async def test_acks_all_waits_for_every_isr_member_and_consumers_stop_at_the_hw():
+    """Seed behaviours 27 and 30: with a follower's fetches held (still in the ISR), acks=1
+    is answered after the leader's append, acks=all is not; consumers and ListOffsets see
+    only up to the HW; released, the acks=all produce completes."""
+    async with AsyncCluster(2, **{**FAST, "replica.lag.time.max.ms": 60000}) as c:
+        await c.create_topic("h", 1, 2)
+        tp = ("h", 0)
+        leader = c.leader_of("h", 0)
+        follower = 1 - leader
+        assert await asyncio.to_thread(
+            produce, c.bootstrap_servers, "h", [b"a", b"b"], acks="all"
+        ) == [None, None]
+        hold = c.faults(leader).add(
+            "FETCH", Delay(None), client_id=f"replica-fetcher-{follower}", times=None
+        )
+        await asyncio.sleep(0.7)  # the follower's fetch in flight is held too
+        assert await asyncio.to_thread(produce, c.bootstrap_servers, "h", [b"c"], acks=1) == [None]
+        lp = state(c, leader, tp)
+        assert (lp.log.log_end_offset, lp.log.high_watermark) == (3, 2)
+        waiting = asyncio.create_task(
+            asyncio.to_thread(produce, c.bootstrap_servers, "h", [b"d"], acks="all")
+        )
+        await until(lambda: lp.log.log_end_offset == 4)
+        await asyncio.sleep(0.5)
+        assert not waiting.done()  # the ISR member has not fetched it
+
+        def read_all() -> tuple[list[bytes], int]:
+            from kafka import KafkaConsumer
+            from kafka import TopicPartition as KTP
+
+            cons = KafkaConsumer(bootstrap_servers=c.bootstrap_servers, consumer_timeout_ms=2000)
+            cons.assign([KTP("h", 0)])
+            cons.seek_to_beginning()
+            got = [m.value for m in cons]
+            end = cons.end_offsets([KTP("h", 0)])[KTP("h", 0)]
+            cons.close()
+            return got, end
+
+        got, end = await asyncio.to_thread(read_all)
+        assert (got, end) == ([b"a", b"b"], 2)  # nothing above the HW
+        c.faults(leader).remove(hold)
+        assert await waiting == [None]
+        assert lp.log.high_watermark == 4
+        got, end = await asyncio.to_thread(read_all)
+        assert (got, end) == ([b"a", b"b", b"c", b"d"], 4)
+
+
+async def test_rf2_with_one_replica_out_of_the_isr_and_min_isr_1_takes_acks_all():
+    """Seed behaviour 29."""
+    async with AsyncCluster(2, **FAST) as c:
+        await c.create_topic("one", 1, 2, {"min.insync.replicas": "1"})
+        leader = c.leader_of("one", 0)
+        c.faults(leader).add(
+            "FETCH", Delay(None), client_id=f"replica-fetcher-{1 - leader}", times=None
+        )
+        assert await asyncio.to_thread(produce, c.bootstrap_servers, "one", [b"x"], acks=1) == [
+            None
+        ]
+        await until(lambda: state(c, leader, ("one", 0)).isr == [leader])
+        assert await asyncio.to_thread(produce, c.bootstrap_servers, "one", [b"y"], acks="all") == [
+            None
+        ]
+
+
+def test_a_follower_joins_the_isr_only_at_the_hw_and_the_leaders_epoch_start():
+    """Seed behaviour 34, on the Partition: a restarted replica behind the HW, or not yet
+    at the offset where this leader's epoch began, is not added to the ISR."""
+    import tempfile
+    import uuid
+    from pathlib import Path
+
+    from kafkalite.log.log import Log
+    from kafkalite.log.log_config import LogConfig
+    from kafkalite.protocol.records import build_batch
+    from kafkalite.replica.partition import LeaderAndIsrState, Partition
+
+    with tempfile.TemporaryDirectory() as d:
+        log = Log(Path(d) / "t-0", LogConfig(), topic="t", partition=0)
+        log.append_as_leader(bytearray(build_batch([(None, b"v")] * 5)), 0)
+        p = Partition("t", 0, uuid.uuid4(), 0)
+        p.make_leader(LeaderAndIsrState(0, 1, [0], [0, 1], partition_epoch=0), log)
+        assert p.leader_epoch_start_offset == 5
+        p.update_follower_fetch_state(1, 3, 0)
+        assert not p.isr_expand_candidate(1)  # behind the HW (5)
+        p.update_follower_fetch_state(1, 5, 0)
+        assert p.isr_expand_candidate(1)
+        p.isr_change_pending = True
+        assert not p.isr_expand_candidate(1)  # one ISR write at a time
+        log.close()
