@@ -70,7 +70,7 @@ class DelayedFetch(DelayedOperation):
             plog = p.log if p is not None else None
             if p is None or plog is None or plog.is_offline:
                 return self.force_complete()  # unknown, deleted or its log dir offline
-            if not p.is_leader:
+            if not p.is_leader and params.fetch_only_from_leader:
                 return self.force_complete()  # leadership moved (followers included)
             epoch = st.info.current_leader_epoch
             if epoch >= 0 and epoch != p.leader_epoch:

@@ -89,10 +89,18 @@ class FetchParams:
     min_bytes: int
     max_bytes: int
     isolation_level: int
+    #: a consumer's rack (Fetch v11+, KIP-392); None: no client metadata (older versions),
+    #: such a consumer is served by leaders only
+    client_rack: str | None = None
 
     @property
     def is_from_follower(self) -> bool:
         return self.replica_id >= 0
+
+    @property
+    def fetch_only_from_leader(self) -> bool:
+        """Kafka's rule: followers, and consumers without client metadata."""
+        return self.replica_id >= 0 or self.client_rack is None
 
 
 @dataclass(slots=True)
@@ -113,6 +121,8 @@ class FetchPartitionResult:
     aborted_transactions: list[tuple[int, int]] | None = None
     log_end_offset: int = -1
     size: int = 0
+    #: KIP-392: the replica the consumer should fetch from instead (-1: this one)
+    preferred_read_replica: int = -1
 
 
 @dataclass(slots=True)
@@ -131,6 +141,8 @@ class ReplicaManagerConfig:
     #: replica.lag.time.max.ms: an ISR follower not caught up for this long is dropped
     replica_lag_time_max_ms: int = 30000
     fetcher: FetcherConfig | None = None
+    #: replica.selector.class is Kafka's RackAwareReplicaSelector (KIP-392)
+    rack_aware_selector: bool = False
 
     @classmethod
     def from_broker_config(
@@ -153,6 +165,9 @@ class ReplicaManagerConfig:
             log_config_for=log_config_for,
             ensure_topic_configs=ensure_topic_configs,
             replica_lag_time_max_ms=int(cfg["replica.lag.time.max.ms"]),
+            rack_aware_selector=str(cfg["replica.selector.class"] or "").endswith(
+                "RackAwareReplicaSelector"
+            ),
             fetcher=FetcherConfig(
                 broker_id=broker_id,
                 fetch_wait_max_ms=int(cfg["replica.fetch.wait.max.ms"]),
@@ -182,12 +197,15 @@ class ReplicaManager:
         store: MetadataStore | None = None,
         broker_endpoint: Callable[[int], tuple[str, int] | None] = lambda _b: None,
         fetcher_ssl_context: Callable[[], ssl.SSLContext | None] = lambda: None,
+        broker_rack: Callable[[int], str | None] = lambda _b: None,
     ) -> None:
         self.config = config
         #: where a leader writes its ISR changes (the partition state znodes)
         self.store = store
         #: a broker's inter-broker (host, port), when LeaderAndIsr did not name it
         self.broker_endpoint = broker_endpoint
+        #: a live broker's broker.rack (the rack-aware replica selector)
+        self.broker_rack = broker_rack
         self.fetcher_manager = ReplicaFetcherManager(
             self, config.fetcher or FetcherConfig(config.broker_id), fetcher_ssl_context
         )
@@ -471,7 +489,8 @@ class ReplicaManager:
             plog.append_as_follower(records)
             p.reset_producer_state()
         p.leader_hw_seen = leader_hw
-        plog.maybe_increment_high_watermark(min(leader_hw, plog.log_end_offset))
+        if plog.maybe_increment_high_watermark(min(leader_hw, plog.log_end_offset)):
+            self._wake_fetches_later(tp)  # consumers reading from this follower (KIP-392)
         if leader_log_start_offset > plog.log_start_offset:
             target = min(leader_log_start_offset, plog.high_watermark)
             if target > plog.log_start_offset:
@@ -720,6 +739,7 @@ class ReplicaManager:
             min_one_message,
             params.is_from_follower,
             params.isolation_level,
+            params.client_rack,
         )
         r = memo.get(key)
         if r is None:
@@ -741,12 +761,28 @@ class ReplicaManager:
         min_one_message: bool,
     ) -> FetchPartitionResult:
         try:
-            # followers and consumers alike fetch from the leader only (no KIP-392 selector)
-            p = self.leader_partition_or_error(tp, info.current_leader_epoch)
+            if params.fetch_only_from_leader:
+                p = self.leader_partition_or_error(tp, info.current_leader_epoch)
+            else:
+                p = self.replica_partition_or_error(tp, info.current_leader_epoch)
             plog = p.log
             assert plog is not None
             hw = plog.high_watermark
             lso = plog.last_stable_offset
+            preferred = self._preferred_read_replica(p, params, info)
+            if preferred >= 0:
+                # KIP-392: no records, the consumer goes to the replica in its rack
+                return FetchPartitionResult(
+                    0,
+                    hw,
+                    lso,
+                    plog.log_start_offset,
+                    None,
+                    None,
+                    plog.log_end_offset,
+                    0,
+                    preferred,
+                )
             if params.is_from_follower:
                 max_offset = None
             elif params.isolation_level == READ_COMMITTED:
@@ -787,6 +823,46 @@ class ReplicaManager:
             return FetchPartitionResult(int(e.code))
         except LogError as e:
             return FetchPartitionResult(e.error_code)
+
+    def replica_partition_or_error(
+        self, tp: TopicPartition, current_leader_epoch: int = -1
+    ) -> Partition:
+        """A partition hosted here as leader or follower (a KIP-392 consumer fetch)."""
+        p = self.partitions.get(tp)
+        if p is None or p.log is None:
+            if tp in self.offline_partitions:
+                raise KafkaError(ErrorCode.kafka_storage_error)
+            raise KafkaError(ErrorCode.unknown_topic_or_partition)
+        if current_leader_epoch >= 0:
+            if current_leader_epoch < p.leader_epoch:
+                raise KafkaError(ErrorCode.fenced_leader_epoch)
+            if current_leader_epoch > p.leader_epoch:
+                raise KafkaError(ErrorCode.unknown_leader_epoch)
+        return p
+
+    def _preferred_read_replica(
+        self, p: Partition, params: FetchParams, info: PartitionFetchInfo
+    ) -> int:
+        """Kafka's RackAwareReplicaSelector, run by the leader: a replica in the consumer's
+        rack that has the fetch offset (the leader itself if it is in that rack; else the
+        most caught-up one); -1 for "fetch here"."""
+        rack = params.client_rack
+        if not rack or not self.config.rack_aware_selector or not p.is_leader:
+            return -1
+        if self.broker_rack(self.broker_id) == rack:
+            return -1
+        best, best_leo = -1, -1
+        for r, rs in p.remote_replicas.items():
+            if r not in p.isr or self.broker_rack(r) != rack:
+                continue
+            leo = rs.log_end_offset
+            if (
+                leo >= info.fetch_offset
+                and rs.log_start_offset <= info.fetch_offset
+                and leo > best_leo
+            ):
+                best, best_leo = r, leo
+        return best
 
     def read_from_local_log(
         self, params: FetchParams, infos: list[tuple[TopicPartition, PartitionFetchInfo]]
@@ -832,7 +908,7 @@ class ReplicaManager:
                 self._maybe_expand_isr(tp, p, params.replica_id)
         results = self.read_from_local_log(params, infos)
         total = sum(r.size for _, r in results)
-        has_error = any(r.error for _, r in results)
+        has_error = any(r.error or r.preferred_read_replica >= 0 for _, r in results)
         if params.max_wait_ms <= 0 or not infos or total >= params.min_bytes or has_error:
             return results if respond is None else respond(results)
         statuses = [(tp, FetchPartitionStatus(info.fetch_offset, info)) for tp, info in infos]

@@ -150,6 +150,7 @@ class KafkaBroker:
             store=self.store,
             broker_endpoint=self._inter_broker_endpoint,
             fetcher_ssl_context=self._fetcher_tls,
+            broker_rack=self._broker_rack,
         )
         self.log_manager.on_dir_offline.append(self._on_log_dir_failure)
         rm.on_replicas_deleted.append(admin.forget_topic_configs)
@@ -253,6 +254,12 @@ class KafkaBroker:
         if info is None:
             return None
         return info.endpoints.get(self.config.inter_broker_listener)
+
+    def _broker_rack(self, broker_id: int) -> str | None:
+        if broker_id == self.broker_id:
+            return self.config["broker.rack"]  # type: ignore[no-any-return]
+        info = self.metadata_cache.brokers.get(broker_id)
+        return None if info is None else info.rack
 
     def _fetcher_tls(self) -> Any:
         """The followers' TLS client context when the inter-broker listener uses TLS."""

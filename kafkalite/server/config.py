@@ -262,6 +262,17 @@ _DEFS: list[ConfigDef] = [
     ConfigDef("replica.high.watermark.checkpoint.interval.ms", "long", 5000, validator=at_least(1)),
     ConfigDef("replica.fetch.wait.max.ms", "int", 500),
     ConfigDef("replica.fetch.backoff.ms", "int", 1000, validator=at_least(0)),
+    ConfigDef(
+        "replica.selector.class",
+        "string",
+        None,
+        "KIP-392: org.apache.kafka.common.replica.RackAwareReplicaSelector lets consumers "
+        "(Fetch v11+ with client.rack) fetch from a replica in their rack; unset: leaders only.",
+        validator=one_of(
+            "org.apache.kafka.common.replica.RackAwareReplicaSelector",
+            "org.apache.kafka.common.replica.LeaderSelector",
+        ),
+    ),
     ConfigDef("replica.fetch.min.bytes", "int", 1),
     ConfigDef("replica.fetch.max.bytes", "int", 1048576),
     ConfigDef(

@@ -57,14 +57,19 @@ def broker(kafka_broker_factory):
 
 
 def test_lost_leadership_completes_a_parked_consumer_fetch_at_once(broker):
+    """A v11+ consumer may read from followers (KIP-392), so losing leadership alone does
+    not end its fetch; the leader epoch it fetched with does: FENCED_LEADER_EPOCH at once."""
     broker.create_topic("lead", 1)
     set_replicas(broker, "lead", isr=[0, FOLLOWER], replicas=[0, FOLLOWER])
-    op = parked(broker.bootstrap_servers, fetch([("lead", 0, 0)], wait_ms=MAX_WAIT_MS))
+    op = parked(
+        broker.bootstrap_servers,
+        fetch([("lead", 0, 0)], wait_ms=MAX_WAIT_MS, current_leader_epoch=1),
+    )
     set_replicas(
         broker, "lead", leader=FOLLOWER, isr=[0, FOLLOWER], replicas=[0, FOLLOWER], epoch=2
     )
     p = only_partition(op.wait())
-    assert p.error_code == ErrorCode.not_leader_or_follower
+    assert p.error_code == ErrorCode.fenced_leader_epoch
     assert op.took < AT_ONCE_S
 
 

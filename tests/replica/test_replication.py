@@ -374,3 +374,71 @@ def test_a_follower_joins_the_isr_only_at_the_hw_and_the_leaders_epoch_start():
         p.isr_change_pending = True
         assert not p.isr_expand_candidate(1)  # one ISR write at a time
         log.close()
+
+
+async def test_rack_aware_replica_selector_sends_consumers_to_a_replica_in_their_rack():
+    """KIP-392: the leader answers a v11+ consumer in another rack with the preferred read
+    replica; librdkafka (client.rack) then fetches from that follower, which serves up to
+    its high watermark."""
+    racks = {0: {"broker.rack": "r0"}, 1: {"broker.rack": "r1"}, 2: {"broker.rack": "r2"}}
+    selector = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+    async with AsyncCluster(
+        3, broker_configs=racks, **{**FAST, "replica.selector.class": selector}
+    ) as c:
+        await c.create_topic("near", 1, 3)
+        tp = ("near", 0)
+        leader = c.leader_of("near", 0)
+        follower = (leader + 1) % 3
+        values = [f"n{i}".encode() for i in range(20)]
+        assert (
+            await asyncio.to_thread(produce, c.bootstrap_servers, "near", values, acks="all")
+            == [None] * 20
+        )
+        await until(lambda: state(c, follower, tp).log.high_watermark == 20)
+        served = c.faults(follower).add("FETCH", Delay(0), client_id="near-consumer", times=None)
+
+        def consume() -> list[bytes]:
+            from confluent_kafka import Consumer, TopicPartition
+
+            cons = Consumer(
+                {
+                    "bootstrap.servers": c.bootstrap_servers,
+                    "group.id": "near",
+                    "client.id": "near-consumer",
+                    "client.rack": f"r{follower}",
+                    "enable.auto.commit": False,
+                }
+            )
+            cons.assign([TopicPartition("near", 0, 0)])
+            got = []
+            while len(got) < 20:
+                m = cons.poll(10)
+                assert m is not None and m.error() is None
+                got.append(m.value())
+            cons.close()
+            return got
+
+        assert await asyncio.to_thread(consume) == values
+        assert served.hits > 0  # the follower in the consumer's rack served it
+
+        # a consumer without client metadata (kafka-python, Fetch below v11) still reads
+        # from the leader only; a follower refuses it
+        p = state(c, follower, tp)
+        from kafkalite.replica.replica_manager import FetchParams, PartitionFetchInfo
+
+        rm = c.kafka(follower).replica_manager
+        [(_, r)] = rm.read_from_local_log(
+            FetchParams(-1, 0, 1, 1 << 20, 0), [(tp, PartitionFetchInfo(0, 1 << 20))]
+        )
+        assert r.error == ErrorCode.not_leader_or_follower
+        [(_, r)] = rm.read_from_local_log(
+            FetchParams(-1, 0, 1, 1 << 20, 0, client_rack="r9"),
+            [(tp, PartitionFetchInfo(0, 1 << 20, -1, p.leader_epoch))],
+        )
+        assert (r.error, r.high_watermark, r.preferred_read_replica) == (0, 20, -1)
+        lrm = c.kafka(leader).replica_manager
+        [(_, r)] = lrm.read_from_local_log(
+            FetchParams(-1, 0, 1, 1 << 20, 0, client_rack=f"r{follower}"),
+            [(tp, PartitionFetchInfo(0, 1 << 20))],
+        )
+        assert (r.error, r.preferred_read_replica, r.size) == (0, follower, 0)

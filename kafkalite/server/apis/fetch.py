@@ -34,6 +34,8 @@ TopicPartition = tuple[str, int]
 _ZERO_UUID = uuid.UUID(int=0)
 #: the first Fetch version whose clients can read zstd (KIP-110)
 FIRST_ZSTD_FETCH = 10
+#: the first Fetch version with the consumer's rack_id (KIP-392)
+FIRST_RACK_ID = 11
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +65,8 @@ def handle_fetch(deps: FetchDeps, ctx: RequestContext, req: FetchRequest) -> Any
         min_bytes=min(req.min_bytes, max_bytes),
         max_bytes=max_bytes,
         isolation_level=req.isolation_level if replica_id < 0 else 0,
+        # KIP-392: a v11+ consumer carries client metadata (its rack, maybe empty)
+        client_rack=req.rack_id if replica_id < 0 and version >= FIRST_RACK_ID else None,
     )
 
     # validate: resolve names (v13+ uses topic ids) and the session
@@ -188,6 +192,7 @@ def handle_fetch(deps: FetchDeps, ctx: RequestContext, req: FetchRequest) -> Any
                     aborted_transactions=r.aborted_transactions
                     if params.isolation_level == 1
                     else None,
+                    preferred_read_replica=r.preferred_read_replica,
                     records=_wire(r.records),
                 )
             )
@@ -211,6 +216,7 @@ def _has_news(session: FetchSession, tp: TopicPartition, r: FetchPartitionResult
     return bool(
         r.size
         or r.error
+        or r.preferred_read_replica >= 0
         or r.high_watermark != cp.high_watermark
         or r.last_stable_offset != cp.last_stable_offset
         or r.log_start_offset != cp.response_log_start_offset
