@@ -202,11 +202,22 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("dir", type=Path, help="directory of server-<n>.properties files")
     ap.add_argument("--zookeeper", help="host:port of a running ZooKeeper (else start one)")
     args = ap.parse_args(argv)
+
+    def interrupt(_sig: int, _frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    # Ctrl-C, and SIGTERM: stop the brokers (controlled shutdown) and ZooKeeper first; a
+    # shell starts background jobs with SIGINT ignored, so the handler is set explicitly
+    signal.signal(signal.SIGINT, interrupt)
+    signal.signal(signal.SIGTERM, interrupt)
     zk_server = None
     if args.zookeeper is None:
         from kafkalite.testing.zookeeper import ZooKeeperServer
 
-        zk_server = ZooKeeperServer(port=2181).start()
+        # its data next to the brokers', so that a restart finds the same cluster
+        zk_dir = (args.dir / "run" / "zookeeper").resolve()
+        zk_dir.mkdir(parents=True, exist_ok=True)
+        zk_server = ZooKeeperServer(port=2181, work_dir=zk_dir).start()
         print(f"ZooKeeper on {zk_server.connect_string}", flush=True)
     servers = []
     try:
