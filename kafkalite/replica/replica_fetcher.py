@@ -109,6 +109,15 @@ class ReplicaFetcher:
         self._correlation = itertools.count(1)
         #: time of the last successful response (a metric, and for tests)
         self.last_response_ms = 0
+        #: the incremental fetch session (KIP-227, Kafka's FetchSessionHandler): its id
+        #: (0: none), the epoch of the next request, and what the leader has cached per
+        #: partition (fetch offset, log start offset, leader epoch)
+        self.session_id = 0
+        self.session_epoch = 0
+        self._session_parts: dict[TopicPartition, tuple[int, int, int]] = {}
+        #: full and incremental fetches sent (tests, debugging)
+        self.full_fetches = 0
+        self.incremental_fetches = 0
         self._task = asyncio.get_running_loop().create_task(
             self._run(), name=f"replica-fetcher-{config.broker_id}-from-{source.id}"
         )
@@ -149,6 +158,7 @@ class ReplicaFetcher:
                     await self._fetch(ready)
                 except (OSError, EOFError, TimeoutError, ValueError) as e:
                     self._disconnect()
+                    self._reset_session()
                     log.debug(
                         "broker %d: fetch from broker %d failed (%r); backing off",
                         self.config.broker_id,
@@ -249,9 +259,16 @@ class ReplicaFetcher:
         st.fetch_offset = plog.log_end_offset
         st.truncating = not complete
 
+    def _reset_session(self) -> None:
+        """The next fetch is a full one that opens a new session."""
+        self.session_id, self.session_epoch = 0, 0
+        self._session_parts = {}
+
     async def _fetch(self, parts: dict[TopicPartition, PartitionFetchState]) -> None:
+        """One Fetch: full when no session is open (it opens one), else incremental: only
+        partitions whose fetch state changed, and the ones no longer fetched forgotten."""
         cfg = self.config
-        by_topic: dict[str, list[dict[str, Any]]] = {}
+        wanted: dict[TopicPartition, tuple[int, int, int]] = {}
         sent: dict[TopicPartition, tuple[PartitionFetchState, int]] = {}
         for tp, st in parts.items():
             p = self.rm.get_partition(tp)
@@ -260,18 +277,32 @@ class ReplicaFetcher:
                 continue
             st.fetch_offset = p.log.log_end_offset
             sent[tp] = (st, st.fetch_offset)
+            wanted[tp] = (st.fetch_offset, p.log.log_start_offset, st.leader_epoch)
+        if not sent:
+            return
+        incremental = self.session_id != 0
+        cached = self._session_parts
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for tp, (offset, log_start, epoch) in wanted.items():
+            if incremental and cached.get(tp) == (offset, log_start, epoch):
+                continue
             by_topic.setdefault(tp[0], []).append(
                 {
                     "partition": tp[1],
-                    "current_leader_epoch": st.leader_epoch,
-                    "fetch_offset": st.fetch_offset,
+                    "current_leader_epoch": epoch,
+                    "fetch_offset": offset,
                     "last_fetched_epoch": -1,
-                    "log_start_offset": p.log.log_start_offset,
+                    "log_start_offset": log_start,
                     "partition_max_bytes": cfg.fetch_max_bytes,
                 }
             )
-        if not sent:
-            return
+        forgotten: dict[str, list[int]] = {}
+        if incremental:
+            for tp in cached.keys() - wanted.keys():
+                forgotten.setdefault(tp[0], []).append(tp[1])
+            self.incremental_fetches += 1
+        else:
+            self.full_fetches += 1
         resp = await self._call(
             1,
             FETCH_VERSION,
@@ -281,17 +312,32 @@ class ReplicaFetcher:
                 "min_bytes": cfg.fetch_min_bytes,
                 "max_bytes": cfg.fetch_response_max_bytes,
                 "isolation_level": 0,
-                "session_id": 0,
-                "session_epoch": -1,  # sessionless: every partition in every request
+                "session_id": self.session_id,
+                "session_epoch": self.session_epoch,
                 "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
-                "forgotten_topics_data": [],
+                "forgotten_topics_data": [
+                    {"topic": t, "partitions": ps} for t, ps in forgotten.items()
+                ],
                 "rack_id": "",
             },
             timeout_s=cfg.request_timeout_ms / 1000 + cfg.fetch_wait_max_ms / 1000,
         )
+        top_error = int(resp.error_code)
+        if top_error in (
+            ErrorCode.fetch_session_id_not_found,
+            ErrorCode.invalid_fetch_session_epoch,
+        ):
+            self._reset_session()  # evicted or out of step: start over with a full fetch
+            return
+        if top_error:
+            raise ValueError(f"fetch error {top_error}")
+        if int(resp.session_id) != 0:
+            self.session_id = int(resp.session_id)
+            self.session_epoch = 1 if self.session_epoch == 2**31 - 1 else self.session_epoch + 1
+            self._session_parts = wanted
+        else:
+            self._reset_session()  # the leader keeps no session for us: full fetches
         self.last_response_ms = int(time.time() * 1000)
-        if int(resp.error_code):
-            raise ValueError(f"fetch error {int(resp.error_code)}")
         for t in resp.responses:
             for r in t.partitions:
                 tp = (str(t.topic), int(r.partition_index))

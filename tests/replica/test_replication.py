@@ -84,6 +84,11 @@ async def test_followers_replicate_batches_verbatim_and_the_hw_is_the_isr_minimu
         assert sorted(lp.isr) == [0, 1, 2]
         # the leader knows every follower's log end offset; HW = min over the ISR
         assert all(rs.log_end_offset == 500 for rs in lp.remote_replicas.values())
+        # followers fetch in incremental sessions (KIP-227) after one full fetch
+        followers = [c.kafka(b).replica_manager.fetcher_manager for b in range(3) if b != leader]
+        for fm in followers:
+            [fetcher] = fm.fetchers.values()
+            assert fetcher.session_id != 0 and fetcher.incremental_fetches > 0
         ref = replica_bytes(c, leader, tp, 500)
         for b in range(3):
             assert replica_bytes(c, b, tp, 500) == ref  # offsets, epochs, pids, timestamps
