@@ -84,6 +84,9 @@ class DelayedFetch(DelayedOperation):
             if st.fetch_offset > end or st.fetch_offset < plog.log_start_offset:
                 return self.force_complete()  # truncation / out of range
             if end > st.fetch_offset:
+                if from_follower and rm.leader_quota.is_exceeded():
+                    if rm.leader_throttled(tp, params.replica_id):
+                        continue  # held back by the replication quota: not available
                 if params.min_bytes <= 1:
                     return self.force_complete()  # a batch is at least one byte
                 r = rm.read_partition(params, tp, st.info, st.info.max_bytes, False)

@@ -270,15 +270,25 @@ class ReplicaFetcher:
         cfg = self.config
         wanted: dict[TopicPartition, tuple[int, int, int]] = {}
         sent: dict[TopicPartition, tuple[PartitionFetchState, int]] = {}
+        quota = self.rm.follower_quota
+        over_quota = quota.is_exceeded()
+        throttled: set[TopicPartition] = set()
         for tp, st in parts.items():
             p = self.rm.get_partition(tp)
             if p is None or p.log is None or p.leader_epoch != st.leader_epoch:
                 self.remove(tp)
                 continue
+            if self.rm.follower_throttled(tp):
+                if over_quota:
+                    quota.throttled += 1
+                    continue  # KIP-73: left out of this fetch
+                throttled.add(tp)
             st.fetch_offset = p.log.log_end_offset
             sent[tp] = (st, st.fetch_offset)
             wanted[tp] = (st.fetch_offset, p.log.log_start_offset, st.leader_epoch)
         if not sent:
+            if parts:  # everything held back by the follower quota
+                await asyncio.sleep(min(cfg.backoff_ms, 100) / 1000)
             return
         incremental = self.session_id != 0
         cached = self._session_parts
@@ -355,10 +365,13 @@ class ReplicaFetcher:
                     self._on_partition_error(tp, st, code)
                     continue
                 try:
+                    records = r.records or b""
+                    if tp in throttled:
+                        quota.record(len(records))
                     st.fetch_offset = self.rm.append_as_follower(
                         tp,
                         st.leader_epoch,
-                        r.records or b"",
+                        records,
                         int(r.high_watermark),
                         int(r.log_start_offset),
                     )

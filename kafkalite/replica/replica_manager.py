@@ -48,6 +48,11 @@ from kafkalite.replica.replica_fetcher import (
     ReplicaFetcherManager,
     SourceBroker,
 )
+from kafkalite.replica.replication_quota import (
+    UNBOUNDED,
+    ReplicationQuota,
+    is_throttled_replica,
+)
 from kafkalite.timer import loop_slices
 from kafkalite.timer.purgatory import DelayedOperationPurgatory
 
@@ -143,6 +148,12 @@ class ReplicaManagerConfig:
     fetcher: FetcherConfig | None = None
     #: replica.selector.class is Kafka's RackAwareReplicaSelector (KIP-392)
     rack_aware_selector: bool = False
+    #: leader/follower.replication.throttled.rate, read live (dynamic broker configs)
+    leader_throttled_rate: Callable[[], int] = field(default=lambda: UNBOUNDED)
+    follower_throttled_rate: Callable[[], int] = field(default=lambda: UNBOUNDED)
+    #: replication.quota.window.num and .size.seconds
+    quota_windows: int = 11
+    quota_window_s: float = 1.0
 
     @classmethod
     def from_broker_config(
@@ -168,6 +179,10 @@ class ReplicaManagerConfig:
             rack_aware_selector=str(cfg["replica.selector.class"] or "").endswith(
                 "RackAwareReplicaSelector"
             ),
+            leader_throttled_rate=lambda: int(cfg["leader.replication.throttled.rate"]),
+            follower_throttled_rate=lambda: int(cfg["follower.replication.throttled.rate"]),
+            quota_windows=int(cfg["replication.quota.window.num"]),
+            quota_window_s=float(cfg["replication.quota.window.size.seconds"]),
             fetcher=FetcherConfig(
                 broker_id=broker_id,
                 fetch_wait_max_ms=int(cfg["replica.fetch.wait.max.ms"]),
@@ -210,6 +225,17 @@ class ReplicaManager:
             self, config.fetcher or FetcherConfig(config.broker_id), fetcher_ssl_context
         )
         self.isr_propagator = IsrChangePropagator(store) if store is not None else None
+        #: KIP-73 replication throttling, each side bounded by its live config
+        self.leader_quota = ReplicationQuota(
+            config.leader_throttled_rate,
+            windows=config.quota_windows,
+            window_s=config.quota_window_s,
+        )
+        self.follower_quota = ReplicationQuota(
+            config.follower_throttled_rate,
+            windows=config.quota_windows,
+            window_s=config.quota_window_s,
+        )
         self.isr_shrinks = 0
         self.isr_expands = 0
         self._background: list[asyncio.Task[None]] = []
@@ -864,6 +890,23 @@ class ReplicaManager:
                 best, best_leo = r, leo
         return best
 
+    def leader_throttled(self, tp: TopicPartition, replica_id: int) -> bool:
+        """Kafka's isThrottled for a follower's fetch here: an out-of-sync replica of a
+        partition whose leader replica is listed as throttled (the rate aside)."""
+        p = self.partitions.get(tp)
+        if p is None or p.log is None or replica_id in p.isr:
+            return False
+        listed = p.log.config.leader_replication_throttled_replicas
+        return is_throttled_replica(listed, tp[1], self.broker_id)
+
+    def follower_throttled(self, tp: TopicPartition) -> bool:
+        """This broker is out of sync for ``tp`` and listed as a throttled follower."""
+        p = self.partitions.get(tp)
+        if p is None or p.log is None or self.broker_id in p.isr:
+            return False
+        listed = p.log.config.follower_replication_throttled_replicas
+        return is_throttled_replica(listed, tp[1], self.broker_id)
+
     def read_from_local_log(
         self, params: FetchParams, infos: list[tuple[TopicPartition, PartitionFetchInfo]]
     ) -> list[tuple[TopicPartition, FetchPartitionResult]]:
@@ -872,8 +915,20 @@ class ReplicaManager:
         remaining = params.max_bytes
         min_one = True
         out = []
+        quota = self.leader_quota if params.is_from_follower else None
         for tp, info in infos:
-            r = self.read_partition(params, tp, info, min(info.max_bytes, remaining), min_one)
+            if quota is not None and self.leader_throttled(tp, params.replica_id):
+                if quota.is_exceeded():
+                    quota.throttled += 1
+                    # the HW and offsets as usual, no records (Kafka's shouldLeaderThrottle)
+                    r = self.read_partition(params, tp, info, 0, False)
+                    r.records, r.size = None, 0
+                    out.append((tp, r))
+                    continue
+                r = self.read_partition(params, tp, info, min(info.max_bytes, remaining), min_one)
+                quota.record(r.size)
+            else:
+                r = self.read_partition(params, tp, info, min(info.max_bytes, remaining), min_one)
             if r.size:
                 min_one = False
             remaining = max(0, remaining - r.size)

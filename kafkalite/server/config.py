@@ -263,6 +263,26 @@ _DEFS: list[ConfigDef] = [
     ConfigDef("replica.fetch.wait.max.ms", "int", 500),
     ConfigDef("replica.fetch.backoff.ms", "int", 1000, validator=at_least(0)),
     ConfigDef(
+        "leader.replication.throttled.rate",
+        "long",
+        2**63 - 1,
+        "Bytes/s a leader sends to out-of-sync replicas listed in a topic's "
+        "leader.replication.throttled.replicas (KIP-73).",
+        validator=at_least(0),
+        dynamic=True,
+    ),
+    ConfigDef(
+        "follower.replication.throttled.rate",
+        "long",
+        2**63 - 1,
+        "Bytes/s an out-of-sync follower fetches for replicas listed in a topic's "
+        "follower.replication.throttled.replicas (KIP-73).",
+        validator=at_least(0),
+        dynamic=True,
+    ),
+    ConfigDef("replication.quota.window.num", "int", 11, validator=at_least(1)),
+    ConfigDef("replication.quota.window.size.seconds", "int", 1, validator=at_least(1)),
+    ConfigDef(
         "replica.selector.class",
         "string",
         None,

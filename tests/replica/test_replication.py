@@ -447,3 +447,57 @@ async def test_rack_aware_replica_selector_sends_consumers_to_a_replica_in_their
             [(tp, PartitionFetchInfo(0, 1 << 20))],
         )
         assert (r.error, r.preferred_read_replica, r.size) == (0, follower, 0)
+
+
+def test_replication_quota_rate_and_throttled_replica_lists():
+    from kafkalite.replica.replication_quota import ReplicationQuota, is_throttled_replica
+
+    now = [100.0]
+    q = ReplicationQuota(lambda: 1000, windows=3, window_s=1.0, clock=lambda: now[0])
+    q.record(1500)
+    assert q.rate() == 750.0 and not q.is_exceeded()  # over the 2 s minimum span
+    q.record(1000)
+    assert q.is_exceeded()
+    now[0] += 3.5  # the samples age out
+    assert q.rate() == 0.0 and not q.is_exceeded()
+    assert ReplicationQuota(lambda: 2**63 - 1).is_exceeded() is False
+    assert is_throttled_replica("*", 3, 7)
+    assert is_throttled_replica("0:1, 3:7", 3, 7)
+    assert not is_throttled_replica("3:1", 3, 7)
+    assert not is_throttled_replica("", 3, 7)
+
+
+async def test_leader_throttling_slows_an_out_of_sync_follower_but_it_catches_up():
+    """KIP-73: an out-of-sync follower of a topic listing its leader as throttled is held
+    to leader.replication.throttled.rate; in-sync followers are never throttled."""
+    async with AsyncCluster(
+        2,
+        **{
+            **FAST,
+            "replica.lag.time.max.ms": 1000,
+            "leader.replication.throttled.rate": 200_000,
+            "replication.quota.window.num": 2,
+            "replica.fetch.max.bytes": 50_000,  # several fetches to catch up
+        },
+    ) as c:
+        await c.create_topic("thr", 1, 2, {"leader.replication.throttled.replicas": "*"})
+        tp = ("thr", 0)
+        leader = c.leader_of("thr", 0)
+        follower = 1 - leader
+        hold = c.faults(leader).add(
+            "FETCH", Delay(None), client_id=f"replica-fetcher-{follower}", times=None
+        )
+        values = [bytes([i % 256]) * 10_000 for i in range(50)]  # 500 KB, 10 KB batches
+        small = {"batch.size": 10_000}
+        reports = await asyncio.to_thread(
+            produce, c.bootstrap_servers, "thr", values, acks=1, **small
+        )
+        assert reports == [None] * 50
+        await until(lambda: state(c, leader, tp).isr == [leader])
+        c.faults(leader).remove(hold)
+        end = state(c, leader, tp).log.log_end_offset
+        await until(lambda: leo(c, follower, tp) == end, 30)
+        quota = c.kafka(leader).replica_manager.leader_quota
+        assert quota.throttled > 0  # data was held back at least once
+        await until(lambda: follower in state(c, leader, tp).isr)
+        assert replica_bytes(c, follower, tp, end) == replica_bytes(c, leader, tp, end)
