@@ -331,6 +331,13 @@ def test_a_sigstopped_follower_leaves_the_isr_and_rejoins_and_unclean_election(z
         c.wait(lambda: 3 not in c.partition_state("s", 0)["isr"], 30, "3 still in the ISR")
         shrunk = time.monotonic()
         c.wait(lambda: rec.first_ack_after(0, shrunk + 1.0), 30, "no acks with 2 of 3")
+        # the shrink reaches clients' metadata (isr_change_notification -> UpdateMetadata)
+        md_admin = AdminClient({"bootstrap.servers": c.servers[1].bootstrap})
+        c.wait(
+            lambda: 3 not in md_admin.list_topics("s", timeout=10).topics["s"].partitions[0].isrs,
+            30,
+            "the ISR shrink not in metadata",
+        )
         c.servers[3].sigcont()
         c.wait(lambda: 3 in c.partition_state("s", 0)["isr"], 60, "3 did not rejoin the ISR")
         rec.finish()
