@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from kafkalite.common import structs
 from kafkalite.common.types import TopicPartition
 from kafkalite.log.errors import LogError
+from kafkalite.protocol import inter_broker as ib
 from kafkalite.protocol import messages
 from kafkalite.protocol.errors import ErrorCode, KafkaError
 from kafkalite.protocol.headers import skip_tagged_fields
@@ -97,8 +98,11 @@ class ReplicaFetcher:
         replica_manager: ReplicaManager,
         config: FetcherConfig,
         ssl_context: ssl.SSLContext | None,
+        secret: Callable[[], bytes | None] = lambda: None,
     ) -> None:
         self.source = source
+        #: the cluster's inter-broker secret: follower requests are signed with it
+        self._secret = secret
         self.rm = replica_manager
         self.config = config
         self.ssl_context = ssl_context
@@ -439,13 +443,25 @@ class ReplicaFetcher:
             req_cls = messages.request_type(api_key, version)
             flexible = bool(req_cls.__flexible__)  # type: ignore[attr-defined]
             client_id = f"replica-fetcher-{self.config.broker_id}".encode()
+            encoded = messages.encode(messages.build(req_cls, body))
+            tags = b""
+            if flexible:
+                # signed for the leader, as controller requests are: only brokers' follower
+                # requests are obeyed (Kafka's CLUSTER_ACTION)
+                secret = self._secret()
+                mac = (
+                    None
+                    if secret is None
+                    else ib.authenticator(secret, api_key, version, self.source.id, encoded)
+                )
+                tags = ib.header_tagged_fields(mac)
             header = (
                 _HDR.pack(api_key, version, cid)
                 + structs.I16.pack(len(client_id))
                 + client_id
-                + (b"\x00" if flexible else b"")
+                + tags
             )
-            payload = header + messages.encode(messages.build(req_cls, body))
+            payload = header + encoded
             self._writer.write(structs.I32.pack(len(payload)) + payload)
             await self._writer.drain()
             try:
@@ -473,10 +489,12 @@ class ReplicaFetcherManager:
         replica_manager: ReplicaManager,
         config: FetcherConfig,
         ssl_context: Callable[[], ssl.SSLContext | None] = lambda: None,
+        secret: Callable[[], bytes | None] = lambda: None,
     ) -> None:
         self.rm = replica_manager
         self.config = config
         self._ssl_context = ssl_context
+        self._secret = secret
         self.fetchers: dict[SourceBroker, ReplicaFetcher] = {}
         self._stopping: set[asyncio.Task[None]] = set()
 
@@ -486,7 +504,9 @@ class ReplicaFetcherManager:
         self.remove_fetcher_for_partitions([tp])
         fetcher = self.fetchers.get(source)
         if fetcher is None:
-            fetcher = ReplicaFetcher(source, self.rm, self.config, self._ssl_context())
+            fetcher = ReplicaFetcher(
+                source, self.rm, self.config, self._ssl_context(), self._secret
+            )
             self.fetchers[source] = fetcher
         fetcher.add(tp, state)
 

@@ -213,6 +213,7 @@ class ReplicaManager:
         broker_endpoint: Callable[[int], tuple[str, int] | None] = lambda _b: None,
         fetcher_ssl_context: Callable[[], ssl.SSLContext | None] = lambda: None,
         broker_rack: Callable[[int], str | None] = lambda _b: None,
+        inter_broker_secret: Callable[[], bytes | None] = lambda: None,
     ) -> None:
         self.config = config
         #: where a leader writes its ISR changes (the partition state znodes)
@@ -222,7 +223,10 @@ class ReplicaManager:
         #: a live broker's broker.rack (the rack-aware replica selector)
         self.broker_rack = broker_rack
         self.fetcher_manager = ReplicaFetcherManager(
-            self, config.fetcher or FetcherConfig(config.broker_id), fetcher_ssl_context
+            self,
+            config.fetcher or FetcherConfig(config.broker_id),
+            fetcher_ssl_context,
+            inter_broker_secret,
         )
         self.isr_propagator = IsrChangePropagator(store) if store is not None else None
         #: KIP-73 replication throttling, each side bounded by its live config

@@ -151,6 +151,7 @@ class KafkaBroker:
             broker_endpoint=self._inter_broker_endpoint,
             fetcher_ssl_context=self._fetcher_tls,
             broker_rack=self._broker_rack,
+            inter_broker_secret=lambda: self.inter_broker_secret,
         )
         self.log_manager.on_dir_offline.append(self._on_log_dir_failure)
         rm.on_replicas_deleted.append(admin.forget_topic_configs)

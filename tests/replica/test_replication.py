@@ -14,6 +14,7 @@ import pytest
 from confluent_kafka import KafkaError, Producer
 
 from kafkalite.cli.wire_client import WireClient
+from kafkalite.protocol import messages
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.record_batch import iter_headers
 from kafkalite.testing.faults import Delay
@@ -501,3 +502,44 @@ async def test_leader_throttling_slows_an_out_of_sync_follower_but_it_catches_up
         assert quota.throttled > 0  # data was held back at least once
         await until(lambda: follower in state(c, leader, tp).isr)
         assert replica_bytes(c, follower, tp, end) == replica_bytes(c, leader, tp, end)
+
+
+async def test_follower_requests_need_a_brokers_signature():
+    """A replica id moves the leader's view of a follower (and so the HW): as Kafka's
+    CLUSTER_ACTION rule, only requests signed with the inter-broker secret are obeyed."""
+    from tests.replica.wire import fetch
+    from tests.server.raw_client import RawClient
+
+    async with AsyncCluster(2, **FAST) as c:
+        await c.create_topic("sig", 1, 2)
+        leader = c.leader_of("sig", 0)
+        k = c.kafka(leader)
+
+        def attempt() -> tuple[int, int, int]:
+            cl = RawClient.to(c.bootstrap_of(leader))
+            try:
+                r = cl.call(1, 12, fetch([("sig", 0, 0)], replica_id=1 - leader, wait_ms=0))
+                unsigned = int(r.responses[0].partitions[0].error_code)
+                body = {
+                    "replica_id": 1 - leader,
+                    "topics": [
+                        {
+                            "topic": "sig",
+                            "partitions": [
+                                {"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}
+                            ],
+                        }
+                    ],
+                }
+                e = cl.call(23, 4, messages.build(messages.request_type(23, 4), body))
+                epoch_unsigned = int(e.topics[0].partitions[0].error_code)
+                cl.sign_in_as_broker(k, 1 - leader)
+                r = cl.call(1, 12, fetch([("sig", 0, 0)], replica_id=1 - leader, wait_ms=0))
+                return unsigned, epoch_unsigned, int(r.responses[0].partitions[0].error_code)
+            finally:
+                cl.close()
+
+        unsigned, epoch_unsigned, signed = await asyncio.to_thread(attempt)
+        assert unsigned == ErrorCode.topic_authorization_failed
+        assert epoch_unsigned == ErrorCode.cluster_authorization_failed
+        assert signed == ErrorCode.none

@@ -55,6 +55,11 @@ def handle_fetch(deps: FetchDeps, ctx: RequestContext, req: FetchRequest) -> Any
     version = ctx.api_version
     cache = deps.metadata_cache
     replica_id = req.replica_id
+    if replica_id >= 0 and not getattr(ctx.connection, "broker_peer", False):
+        # a follower's fetch moves the leader's view of its log (and so the HW): only a
+        # broker (its request signed with the inter-broker secret) may send one, as
+        # Kafka's CLUSTER_ACTION rule; others get TOPIC_AUTHORIZATION_FAILED per partition
+        return fetch_error_response(req, version, ErrorCode.topic_authorization_failed)
     epoch = req.session_epoch
     uses_topic_ids = version >= FIRST_TOPIC_ID
     # Kafka's KafkaApis: the response is bounded by fetch.max.bytes whatever the request asks

@@ -21,6 +21,11 @@ if TYPE_CHECKING:
 def handle_offset_for_leader_epoch(
     rm: ReplicaManager, ctx: RequestContext, req: OffsetForLeaderEpochRequest
 ) -> dict[str, Any]:
+    if getattr(req, "replica_id", -1) >= 0 and not getattr(ctx.connection, "broker_peer", False):
+        # as a follower's Fetch: a replica id needs a broker's signed request (CLUSTER_ACTION)
+        return offset_for_leader_epoch_error_response(
+            req, ctx.api_version, ErrorCode.cluster_authorization_failed
+        )
     topics = []
     for t in req.topics:
         parts = []
