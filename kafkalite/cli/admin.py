@@ -4,6 +4,10 @@ kafkalite topics --bootstrap-server HOST:PORT --list | --create --topic T [--par
                  [--replication-factor R] [--config k=v ...] | --delete --topic T | --describe [--topic T]
 kafkalite configs --bootstrap-server HOST:PORT --entity-type topics --entity-name T
                  [--describe | --alter --add-config k=v[,k=v] | --delete-config k[,k]]
+kafkalite configs --bootstrap-server HOST:PORT --entity-type clients|users
+                 (--entity-name X | --entity-default) [--entity-type ... --entity-name ...]
+                 [--describe | --alter --add-config producer_byte_rate=N[,k=v] | --delete-config k]
+                 (also --client X / --user X / --client-defaults / --user-defaults, as kafka-configs.sh)
 kafkalite dump-log FILE [--print-data-log] [--verify-index-only]
 kafkalite version
 """
@@ -86,9 +90,137 @@ def _topics(args: argparse.Namespace) -> int:
         c.close()
 
 
+#: kafka-configs.sh's quota entity types and their protocol names
+_QUOTA_TYPES = {"clients": "client-id", "users": "user", "ips": "ip"}
+_DESCRIBE_CLIENT_QUOTAS, _ALTER_CLIENT_QUOTAS = 48, 49
+_MATCH_EXACT, _MATCH_DEFAULT, _MATCH_ANY = 0, 1, 2
+
+
+class _EntityName(argparse.Action):
+    """--entity-name X / --entity-default: one list, in order, paired with --entity-type."""
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option_string: Any = None) -> None:
+        names = list(getattr(namespace, "entity_names", None) or [])
+        names.append(None if option_string == "--entity-default" else values)
+        namespace.entity_names = names
+
+
+def _quota_entity(args: argparse.Namespace) -> list[tuple[str, str | None, bool]]:
+    """``[(protocol type, name or None for the default, named)]``; ``named`` False: no
+    name given (describe all of that type). Raises ValueError on a bad combination."""
+    out: list[tuple[str, str | None, bool]] = []
+    types = list(args.entity_type or [])
+    names = list(args.entity_names or [])
+    for i, t in enumerate(types):
+        if t not in _QUOTA_TYPES:
+            raise ValueError(f"--entity-type {t} cannot be combined with quota entity types")
+        if i < len(names):
+            out.append((_QUOTA_TYPES[t], names[i], True))
+        else:
+            out.append((_QUOTA_TYPES[t], None, False))
+    if args.user is not None or args.user_defaults:
+        out.append(("user", args.user, True))
+    if args.client is not None or args.client_defaults:
+        out.append(("client-id", args.client, True))
+    if not out:
+        raise ValueError("an --entity-type clients|users (or --client/--user) is required")
+    if len({t for t, _, _ in out}) != len(out):
+        raise ValueError("an entity type may be given once")
+    return sorted(out, key=lambda e: e[0] != "user")  # user first, as Kafka prints it
+
+
+def _describe_entity(entity: Any) -> str:
+    parts = []
+    for e in entity:
+        what = "user-principal" if e.entity_type == "user" else e.entity_type
+        parts.append(
+            f"the default {what}" if e.entity_name is None else f"{what} '{e.entity_name}'"
+        )
+    return ", ".join(parts)
+
+
+def _quota_configs(args: argparse.Namespace) -> int:
+    try:
+        entity = _quota_entity(args)
+    except ValueError as bad:
+        print(f"Error: {bad}", file=sys.stderr)
+        return 2
+    c = WireClient(args.bootstrap_server)
+    try:
+        if args.alter:
+            if any(not named for _, _, named in entity):
+                print("Error: --alter needs --entity-name or --entity-default", file=sys.stderr)
+                return 2
+            ops: list[dict[str, Any]] = []
+            for kv in ",".join(args.add_config or []).split(","):
+                if kv:
+                    k, _, v = kv.partition("=")
+                    try:
+                        value = float(v)
+                    except ValueError:
+                        print(f"Error: {k} needs a number, not {v!r}", file=sys.stderr)
+                        return 2
+                    ops.append({"key": k.strip(), "value": value, "remove": False})
+            for k in ",".join(args.delete_config or []).split(","):
+                if k:
+                    ops.append({"key": k.strip(), "value": 0.0, "remove": True})
+            wire_entity = [{"entity_type": t, "entity_name": n} for t, n, _ in entity]
+            r = c.call(
+                _ALTER_CLIENT_QUOTAS,
+                c.version_for(_ALTER_CLIENT_QUOTAS, 1),
+                {"entries": [{"entity": wire_entity, "ops": ops}], "validate_only": False},
+            )
+            res = r.entries[0]
+            if res.error_code:
+                print(f"Error: {res.error_code.name} {res.error_message or ''}", file=sys.stderr)
+                return 1
+            print(f"Completed updating config for {_describe_entity(res.entity)}.")
+            return 0
+        components = [
+            {
+                "entity_type": t,
+                "match_type": (_MATCH_EXACT if n is not None else _MATCH_DEFAULT)
+                if named
+                else _MATCH_ANY,
+                "match": n,
+            }
+            for t, n, named in entity
+        ]
+        r = c.call(
+            _DESCRIBE_CLIENT_QUOTAS,
+            c.version_for(_DESCRIBE_CLIENT_QUOTAS, 1),
+            {"components": components, "strict": True},
+        )
+        if r.error_code:
+            print(f"Error: {r.error_code.name} {r.error_message or ''}", file=sys.stderr)
+            return 1
+        for e in r.entries or ():
+            values = ", ".join(f"{v.key}={float(v.value)}" for v in e.values)
+            print(f"Quota configs for {_describe_entity(e.entity)} are {values}")
+        return 0
+    finally:
+        c.close()
+
+
 def _configs(args: argparse.Namespace) -> int:
-    if args.entity_type not in ("topics", "topic"):
-        print("only --entity-type topics is supported by this tool", file=sys.stderr)
+    types = list(args.entity_type or [])
+    if (
+        any(t in _QUOTA_TYPES for t in types)
+        or args.client is not None
+        or args.user is not None
+        or args.client_defaults
+        or args.user_defaults
+    ):
+        return _quota_configs(args)
+    if types not in (["topics"], ["topic"]) or len(args.entity_names or []) != 1:
+        print(
+            "--entity-type topics --entity-name T, or --entity-type clients|users",
+            file=sys.stderr,
+        )
+        return 2
+    args.entity_name = args.entity_names[0]
+    if args.entity_name is None:
+        print("topics have no default entity", file=sys.stderr)
         return 2
     c = WireClient(args.bootstrap_server)
     try:
@@ -164,10 +296,15 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--replication-factor", type=int, default=-1)
     t.add_argument("--config", action="append", metavar="KEY=VALUE")
 
-    c = sub.add_parser("configs", help="describe and alter topic configs")
+    c = sub.add_parser("configs", help="describe and alter topic configs and client quotas")
     c.add_argument("--bootstrap-server", required=True)
-    c.add_argument("--entity-type", required=True)
-    c.add_argument("--entity-name", required=True)
+    c.add_argument("--entity-type", action="append", help="topics, clients or users")
+    c.add_argument("--entity-name", action=_EntityName, dest="entity_names")
+    c.add_argument("--entity-default", action=_EntityName, nargs=0, dest="entity_names")
+    c.add_argument("--client")
+    c.add_argument("--user")
+    c.add_argument("--client-defaults", action="store_true")
+    c.add_argument("--user-defaults", action="store_true")
     c.add_argument("--describe", action="store_true")
     c.add_argument("--alter", action="store_true")
     c.add_argument("--add-config", action="append")

@@ -56,6 +56,14 @@ class RequestContext:
     client_id: str | None
     header_flexible: bool
     extra: dict[str, Any] = field(default_factory=dict)
+    #: bytes of the request frame (what a produce byte-rate quota counts)
+    size: int = 0
+    #: the throttle time the quotas owe so far, for handlers that encode their own
+    #: response (Produce, Metadata); the connection is muted for it (KIP-219)
+    throttle_ms: int = 0
+    #: ``time.perf_counter()`` when the channel took the frame: a request's loop time
+    #: (``request_percentage``) counts its decoding too, not only its handler
+    received: float = 0.0
 
     @property
     def listener(self) -> str:

@@ -60,6 +60,7 @@ _FRAMES_PER_TURN = 128
 _NO_BUFFER = bytearray()
 _NO_VIEW = memoryview(_NO_BUFFER)
 _local = threading.local()
+_perf_counter = time.perf_counter
 
 
 def _thread_scratch() -> memoryview:
@@ -109,6 +110,11 @@ class Connection:
         "_max_queued",
         "_queue",
         "_on_close",
+        "_throttled",
+        "_throttle_handle",
+        "measure_busy",
+        "busy_s",
+        "busy_reported_s",
     )
 
     _next_id = 0
@@ -180,6 +186,16 @@ class Connection:
         self._max_queued = limits.max_queued_bytes
         self._queue = queue if queue is not None else RequestQueue()
         self._on_close = on_close
+        #: muted by a quota (KIP-219) until ``_throttle_handle`` fires
+        self._throttled = False
+        self._throttle_handle: asyncio.TimerHandle | None = None
+        #: whether to add up the event-loop time this connection's reads take (set for
+        #: clients under a request_percentage quota: reading, decoding, handling and
+        #: writing what is ready, per callback); off, it costs one attribute check
+        self.measure_busy = False
+        self.busy_s = 0.0
+        #: the part of ``busy_s`` the request quota has counted already
+        self.busy_reported_s = 0.0
 
     # ---- lifecycle ----------------------------------------------------------
     def start(self) -> None:
@@ -204,6 +220,9 @@ class Connection:
         if self._trim_handle is not None:
             self._trim_handle.cancel()
             self._trim_handle = None
+        if self._throttle_handle is not None:
+            self._throttle_handle.cancel()
+            self._throttle_handle = None
         self._drop_buffer()
         self._release_reservation()
         self._queue.forget(self.id)
@@ -239,11 +258,46 @@ class Connection:
         """Bytes of encoded responses not yet written to the socket."""
         return self._unsent
 
+    @property
+    def throttled(self) -> bool:
+        """Muted by a quota (:meth:`throttle`)."""
+        return self._throttled
+
+    def throttle(self, ms: int) -> None:
+        """Read no request for ``ms`` (KIP-219): the response owing it still goes out now.
+
+        Kafka's processor mutes the channel after sending a throttled response;
+        here reading stops at once and the responses already queued are written
+        as usual, which is the same for the client: it hears its answer with
+        ``throttle_time_ms`` and the broker reads nothing more from it until the
+        time is over. A longer throttle extends the mute; a shorter one does not
+        shorten it.
+        """
+        if ms <= 0 or self._closed:
+            return
+        until = self.loop.time() + ms / 1000
+        h = self._throttle_handle
+        if h is not None:
+            if h.when() >= until:
+                return
+            h.cancel()
+        self._throttled = True
+        self._throttle_handle = self.loop.call_at(until, self._unthrottle)
+        if self._reading:
+            self._stop_reading()
+
+    def _unthrottle(self) -> None:
+        self._throttle_handle = None
+        self._throttled = False
+        if not self._closed:
+            self._resume()  # reads again, and dispatches what arrived meanwhile
+
     # ---- flow control -------------------------------------------------------
     def _may_dispatch(self) -> bool:
         """Whether the next request may start: the connection's and the broker's bounds."""
         return (
             self._serial_wait is None
+            and not self._throttled
             and not self._yielded
             and len(self._pending) < self._max_inflight
             and self._unsent < self._max_queued
@@ -253,7 +307,13 @@ class Connection:
 
     def _want_read(self) -> bool:
         """Whether to read the socket: ``_may_dispatch``, or finish a frame the queue counts."""
-        if self._closed or self._eof or self._serial_wait is not None or self._yielded:
+        if (
+            self._closed
+            or self._eof
+            or self._serial_wait is not None
+            or self._yielded
+            or self._throttled
+        ):
             return False
         if len(self._pending) >= self._max_inflight or self._unsent >= self._max_queued:
             return False  # muted until its responses drain (the client is not reading)
@@ -291,7 +351,12 @@ class Connection:
         self._turn_left = _FRAMES_PER_TURN
         if self._want_read():
             self._start_reading()
-            self._after_read()  # the frames that arrived while muted
+            if self.measure_busy:
+                t0 = _perf_counter()
+                self._after_read()  # the frames that arrived while muted
+                self.busy_s += _perf_counter() - t0
+            else:
+                self._after_read()
         elif self._queue.paused and not self.control_plane:
             self._queue.wait(self.id, self._resume)  # paused again meanwhile
 
@@ -323,6 +388,16 @@ class Connection:
         that sends half a request and resets would hold its connection until
         ``connections.max.idle.ms``).
         """
+        if self.measure_busy:
+            t0 = _perf_counter()
+            try:
+                self._read_ready()
+            finally:
+                self.busy_s += _perf_counter() - t0
+        else:
+            self._read_ready()
+
+    def _read_ready(self) -> None:
         self._turn_left = _FRAMES_PER_TURN
         if self._read_once() and self._rend and self._reading:
             for _ in range(_READS_PER_WAKEUP - 1):
@@ -451,6 +526,7 @@ class Connection:
                 self.control_plane = view[start + 4] == 0 and 4 <= view[start + 5] <= 7
             if (  # _may_dispatch, inlined: this runs for every request
                 self._serial_wait is not None
+                or self._throttled
                 or len(pending) >= max_inflight
                 or self._unsent >= max_queued
                 or (queue.paused and not self.control_plane and not self._counted(view, start))
@@ -495,10 +571,14 @@ class Connection:
         if self._closed:
             return
         self._turn_left = _FRAMES_PER_TURN
-        if self._reading:  # stopped only if another bound holds it too
+        if not self._reading:  # stopped only if another bound holds it too
+            self._resume()  # (measures its own loop time)
+        elif self.measure_busy:
+            t0 = _perf_counter()
             self._after_read()
+            self.busy_s += _perf_counter() - t0
         else:
-            self._resume()
+            self._after_read()
 
     def _hand_over(self, start: int, size: int) -> bytes | memoryview:
         """A large frame that fills the end of our buffer: a Produce gets the buffer itself.
@@ -638,7 +718,12 @@ class Connection:
                 self._rend += n
                 self.last_active = time.monotonic()
                 self._turn_left = _FRAMES_PER_TURN
-                self._after_read()
+                if self.measure_busy:
+                    t0 = _perf_counter()
+                    self._after_read()
+                    self.busy_s += _perf_counter() - t0
+                else:
+                    self._after_read()
                 if self._closed or self._eof:
                     return
         except (ConnectionError, OSError):

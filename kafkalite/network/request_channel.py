@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +38,7 @@ from kafkalite.protocol.headers import (
 )
 
 log = logging.getLogger(__name__)
+_perf_counter = time.perf_counter
 _UNKNOWN_SERVER_ERROR = int(ErrorCode.unknown_server_error)
 
 
@@ -113,6 +115,7 @@ class RequestChannel:
     ) -> tuple[Any, Callable[[Any], Any], bool] | None:
         """Decode one frame and start its handler. ``frame`` is ``bytes``, or for a
         large Produce a writable view of the connection's buffer (``Connection._hand_over``)."""
+        received = _perf_counter()
         hdr = parse_request_header(frame)
         spec = self.api_table.get(hdr.api_key)
         if spec is None:
@@ -140,7 +143,14 @@ class RequestChannel:
             except Exception as e:  # kio raises many kinds on garbage input
                 raise MalformedRequest(f"cannot decode {spec.name} v{version}: {e!r}") from None
         ctx = RequestContext(
-            conn, hdr.api_key, version, hdr.correlation_id, hdr.client_id, flexible
+            conn,
+            hdr.api_key,
+            version,
+            hdr.correlation_id,
+            hdr.client_id,
+            flexible,
+            size=len(frame),
+            received=received,
         )
         # ApiVersions responses always use header v0 (KIP-511)
         resp_flexible = flexible and hdr.api_key != ApiKey.API_VERSIONS

@@ -88,6 +88,11 @@ class SocketServer:
         self._tasks: list[asyncio.Task[None]] = []
         self._ips: dict[int, str] = {}
         self._stopped = False
+        #: times accepting paused for max.connection.creation.rate (KIP-612)
+        self.accept_throttles = 0
+        #: connections held and closed for their address's connection_creation_rate
+        self.throttled_ip_connections = 0
+        self._held: set[socket.socket] = set()
         #: returns the heap of many closed connections to the OS
         self.heap_trimmer = HeapTrimmer(lambda: len(self._ips))
 
@@ -124,9 +129,18 @@ class SocketServer:
             asyncio.get_running_loop().remove_reader(lst.sock.fileno())
 
     def _on_acceptable(self, lst: _Listener) -> None:
+        quotas = self.quotas
         for _ in range(_ACCEPT_BATCH):
-            if self.quotas.full(lst.name):
+            if quotas.full(lst.name):
                 self._unpoll(lst)  # polled again when a connection closes
+                return
+            now_ms = int(time.monotonic() * 1000)
+            delay = quotas.creation_delay_ms(lst.name, now_ms)
+            if delay > 0:
+                # KIP-612: over the connection creation rate, new connections wait
+                self.accept_throttles += 1
+                self._unpoll(lst)
+                asyncio.get_running_loop().call_later(delay / 1000, self._poll, lst)
                 return
             try:
                 sock, addr = lst.sock.accept()
@@ -139,11 +153,24 @@ class SocketServer:
                 self._unpoll(lst)
                 asyncio.get_running_loop().call_later(_ACCEPT_BACKOFF_S, self._poll, lst)
                 return
+            quotas.record_creation(lst.name, now_ms)
             self._setup(sock, addr, lst)
 
     def _setup(self, sock: socket.socket, addr: object, lst: _Listener) -> None:
         ip = str(addr[0]) if isinstance(addr, tuple) else str(addr)
-        if not self.quotas.admit(ip):
+        throttle_ms = self.quotas.ip_throttle_ms(ip, int(time.monotonic() * 1000))
+        if throttle_ms > 0:
+            log.info(
+                "Throttling connection from %s for %d ms: connection_creation_rate exceeded",
+                ip,
+                throttle_ms,
+            )
+            self.throttled_ip_connections += 1
+            # held unread, then closed (Kafka's DelayedCloseSocket)
+            self._held.add(sock)
+            asyncio.get_running_loop().call_later(throttle_ms / 1000, self._close_held, sock)
+            return
+        if not self.quotas.admit(ip, lst.name):
             log.info(
                 "Rejected connection from %s, address already has the configured maximum of %d"
                 " connections.",
@@ -169,12 +196,12 @@ class SocketServer:
             )
         except OSError as e:  # the client left before we set it up (reset, ...)
             log.debug("connection from %s on %s gone before set-up: %s", ip, lst.name, e)
-            self.quotas.release(ip)
+            self.quotas.release(ip, lst.name)
             sock.close()
             return
         except Exception:
             log.exception("could not set up a connection on %s", lst.name)
-            self.quotas.release(ip)
+            self.quotas.release(ip, lst.name)
             sock.close()
             return
         self._ips[conn.id] = ip
@@ -183,6 +210,11 @@ class SocketServer:
         self.heap_trimmer.opened()
         if self.quotas.over_limit():
             self._close_least_recently_active()
+
+    def _close_held(self, sock: socket.socket) -> None:
+        if sock in self._held:
+            self._held.discard(sock)
+            sock.close()
 
     def _close_least_recently_active(self) -> None:
         protected = self.quotas.protected_listener
@@ -202,7 +234,7 @@ class SocketServer:
         ip = self._ips.pop(conn.id, None)
         if ip is None:
             return
-        self.quotas.release(ip)
+        self.quotas.release(ip, conn.listener)
         for lst in self._listeners:
             if not lst.polling and not self.quotas.full(lst.name):
                 self._poll(lst)
@@ -255,6 +287,8 @@ class SocketServer:
 
     async def stop(self) -> None:
         self._stopped = True
+        for sock in list(self._held):
+            self._close_held(sock)
         self.heap_trimmer.cancel()
         for lst in self._listeners:
             self._unpoll(lst)

@@ -32,6 +32,8 @@ from kafkalite.metadata.inter_broker_secret import get_or_create_inter_broker_se
 from kafkalite.metadata.kafka_zk_client import KafkaZkClient
 from kafkalite.metadata.store import MetadataStore
 from kafkalite.network.tls import build_client_ssl_context, build_ssl_context
+from kafkalite.quota.managers import QuotaManagers
+from kafkalite.quota.quota_store import ClientQuotaStore
 from kafkalite.replica.replica_manager import ReplicaManager, ReplicaManagerConfig
 from kafkalite.server import gc_tuning
 from kafkalite.server.admin_manager import AdminManager
@@ -45,6 +47,7 @@ from kafkalite.server.dynamic_broker_config import DynamicBrokerConfig
 from kafkalite.server.fetch_session import FetchSessionCache
 from kafkalite.server.metadata_cache import MetadataCache
 from kafkalite.server.metrics import BrokerMetrics, MetricsHttpServer
+from kafkalite.server.quota_enforcement import quota_config
 from kafkalite.server.socket_server_config import build_socket_server
 
 log = logging.getLogger(__name__)
@@ -71,6 +74,9 @@ class KafkaBroker:
         self.inter_broker_secret: bytes | None = None
         self.metadata_cache = MetadataCache(self.broker_id)
         self.dynamic_config = DynamicBrokerConfig(config)
+        #: client quotas, loaded from /config/users and /config/clients in start()
+        self.quotas = QuotaManagers.create(quota_config(config), self.clock_ms)
+        self.quota_store = ClientQuotaStore(self.quotas.configs)
         self.fetch_sessions = FetchSessionCache(
             int(config["max.incremental.fetch.session.cache.slots"]),
             int(config["min.incremental.fetch.session.eviction.ms"]),
@@ -83,6 +89,8 @@ class KafkaBroker:
         ssl = any(e.security_protocol == "SSL" for e in config.listeners)
         tls = build_ssl_context(config) if ssl else None
         self.socket_server = build_socket_server(config, self.channel, ssl_context=tls)
+        # KIP-612's per-address connection_creation_rate, set with AlterClientQuotas
+        self.socket_server.quotas.ip_rate = self.quotas.configs.ip_rate
         #: this broker as a TLS client of other brokers (presents its keystore)
         as_client = tls is not None or config["ssl.truststore.location"]
         self.client_tls = build_client_ssl_context(config) if as_client else None
@@ -107,6 +115,7 @@ class KafkaBroker:
         self.metrics.register_purgatories(self._purgatories)
         self.metrics.register_controller(lambda: self.controller)
         self.metrics.register_replica_manager(lambda: self.replica_manager)
+        self.metrics.register_quotas(self.quotas)
         self.metrics_server = MetricsHttpServer.from_config(self.metrics, config)
         self._tasks: list[asyncio.Task[Any]] = []
         self.started = False
@@ -130,6 +139,7 @@ class KafkaBroker:
         self.controller_gate.authenticate_as(self.broker_id, self.inter_broker_secret)
         self.producer_ids = ProducerIdManager(self.broker_id, self.store)
         await self.dynamic_config.load(self.store, self.broker_id)
+        await self.quota_store.start(self.store)
         admin = self.admin = AdminManager(self.store, cfg, cache, self.dynamic_config)
         await admin.load_topic_configs()
         self.log_manager = LogManager.from_broker_config(
@@ -194,6 +204,8 @@ class KafkaBroker:
                 self.fetch_sessions,
                 self.append_sequencer,
                 self.channel.api_versions_list,
+                self.quotas,
+                self.quota_store,
             )
         )
         await self.socket_server.start()
@@ -231,6 +243,7 @@ class KafkaBroker:
             await self.replica_manager.stop_replication()
         if self.controller is not None:
             await self.controller.shutdown()
+        await self.quota_store.stop()
         await self.socket_server.stop()
         if self.metrics_server is not None:
             await self.metrics_server.stop()

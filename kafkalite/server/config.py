@@ -136,6 +136,37 @@ _DEFS: list[ConfigDef] = [
     ConfigDef("max.connections.per.ip", "int", INT_MAX, validator=at_least(0)),
     ConfigDef("max.connections.per.ip.overrides", "string", ""),
     ConfigDef(
+        "max.connection.creation.rate",
+        "int",
+        INT_MAX,
+        "KIP-612: new connections accepted per second broker-wide (per listener:"
+        " listener.name.<name>.max.connection.creation.rate); over it, accepting waits.",
+        validator=at_least(0),
+    ),
+    # client quotas (docs/quotas.md)
+    ConfigDef("quota.window.num", "int", 11, "Samples kept for client quota rates.", at_least(1)),
+    ConfigDef(
+        "quota.window.size.seconds",
+        "int",
+        1,
+        "Time span of one client quota sample.",
+        at_least(1),
+    ),
+    ConfigDef(
+        "controller.quota.window.num",
+        "int",
+        11,
+        "Samples of the controller mutation quota (its burst is num * size seconds).",
+        at_least(1),
+    ),
+    ConfigDef(
+        "controller.quota.window.size.seconds",
+        "int",
+        1,
+        "Time span of one controller mutation quota sample.",
+        at_least(1),
+    ),
+    ConfigDef(
         "kafkalite.connection.max.inflight.requests",
         "int",
         100,
@@ -385,6 +416,12 @@ IGNORED_KAFKA_KEYS = frozenset(
 IGNORED_KAFKA_PREFIXES = ("controller.quorum.", "share.coordinator.", "group.share.")
 
 
+#: the per-listener connection limits Kafka takes with a ``listener.name.<name>.`` prefix
+_LISTENER_LIMIT = re.compile(
+    r"^listener\.name\.([^.]+)\.(max\.connections|max\.connection\.creation\.rate)$"
+)
+
+
 def is_ignored_kafka_key(key: str) -> bool:
     return key in IGNORED_KAFKA_KEYS or key.startswith(IGNORED_KAFKA_PREFIXES)
 
@@ -535,9 +572,22 @@ class BrokerConfig:
         self._dynamic_broker: dict[str, Any] = {}
         self._dynamic_default: dict[str, Any] = {}
         self.ignored: dict[str, Any] = {}
+        #: ``listener.name.<name>.max.connections`` and ``...max.connection.creation.rate``:
+        #: {LISTENER: {"max.connections": n, ...}} (Kafka's per-listener overrides)
+        self.listener_connection_limits: dict[str, dict[str, int]] = {}
         for key, value in raw.items():
             if is_ignored_kafka_key(key):
                 self.ignored[key] = value
+                continue
+            m = _LISTENER_LIMIT.match(key)
+            if m is not None:
+                try:
+                    n = int(str(value).strip())
+                except ValueError:
+                    raise ConfigError(key, "must be an integer") from None
+                if n < 0:
+                    raise ConfigError(key, "must be >= 0")
+                self.listener_connection_limits.setdefault(m[1].upper(), {})[m[2]] = n
                 continue
             d = CONFIG_DEFS.get(key)
             if d is None:

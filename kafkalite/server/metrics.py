@@ -25,6 +25,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import GaugeMetricFamily, Metric, SummaryMetricFamily
 from prometheus_client.registry import Collector
 
+from kafkalite.quota.managers import QuotaManagers
 from kafkalite.timer.purgatory import DelayedOperationPurgatory
 
 if TYPE_CHECKING:
@@ -224,6 +225,51 @@ class ReplicaManagerCollector(Collector):
         )
 
 
+class QuotaCollector(Collector):
+    """Kafka's client quota metrics, per sensor (``user``, ``client-id`` tags; "" where
+    the quota is not per that entity type): ``kafka.server:type=Produce`` and
+    ``type=Fetch`` ``byte-rate`` and ``throttle-time`` (the average throttle in ms over
+    the quota window), ``type=Request`` ``request-time`` (percent of the event loop)
+    and ``throttle-time``; plus, as counters, the throttled responses and their total
+    time per type."""
+
+    def __init__(self, quotas: QuotaManagers) -> None:
+        self._quotas = quotas
+
+    def collect(self) -> Iterator[Metric]:
+        q = self._quotas
+        for kind, manager, rate_name in (
+            ("produce", q.produce, "byte_rate"),
+            ("fetch", q.fetch, "byte_rate"),
+            ("request", q.request, "request_time"),
+        ):
+            bean = f"kafka.server:type={kind.title()}"
+            labels = ["user", "client_id"]
+            rate = GaugeMetricFamily(
+                f"kafka_server_{kind}_{rate_name}",
+                f"{bean},user=,client-id= {rate_name.replace('_', '-')} over the quota window",
+                labels=labels,
+            )
+            throttle = GaugeMetricFamily(
+                f"kafka_server_{kind}_throttle_time",
+                f"{bean},user=,client-id= throttle-time: average throttle (ms) over the window",
+                labels=labels,
+            )
+            count = GaugeMetricFamily(
+                f"kafkalite_quota_{kind}_throttled_responses",
+                f"responses throttled by the {kind} quota since start-up",
+                labels=labels,
+            )
+            now = manager.clock_ms()
+            for (user, client), s in list(manager.sensors.items()):
+                rate.add_metric([user, client], s.rate.measure(now))
+                throttle.add_metric([user, client], s.throttle_time_avg(now))
+                count.add_metric([user, client], s.throttle_count)
+            yield rate
+            yield throttle
+            yield count
+
+
 class BrokerMetrics:
     """One broker's Prometheus registry."""
 
@@ -243,6 +289,9 @@ class BrokerMetrics:
 
     def register_replica_manager(self, rm: Callable[[], ReplicaManager | None]) -> None:
         self.register(ReplicaManagerCollector(rm))
+
+    def register_quotas(self, quotas: QuotaManagers) -> None:
+        self.register(QuotaCollector(quotas))
 
     def value(self, name: str, **labels: str) -> float | None:
         """One sample's current value (None if absent), e.g. for tests and the CLI."""

@@ -55,5 +55,18 @@ def build_socket_server(
             per_ip_overrides=overrides,
             # as Kafka: protected only when clients have another listener to use
             protected_listener=str(inter_broker) if len(listeners) > 1 else None,
+            listener_max={
+                name: v["max.connections"]
+                for name, v in config.listener_connection_limits.items()
+                if "max.connections" in v
+            },
+            max_creation_rate=int(config["max.connection.creation.rate"]),
+            listener_creation_rate={
+                name: v["max.connection.creation.rate"]
+                for name, v in config.listener_connection_limits.items()
+                if "max.connection.creation.rate" in v
+            },
+            window_num=int(config["quota.window.num"]),
+            window_size_s=int(config["quota.window.size.seconds"]),
         ),
     )

@@ -102,3 +102,34 @@ def test_unreadable_keystore_fails_at_start_up_naming_the_key(tmp_path):
             BrokerConfig({"listeners": "SSL://127.0.0.1:0", "ssl.keystore.location": str(bad)})
         )
     assert e.value.key == "ssl.keystore.location"
+
+
+def test_a_tls_client_is_throttled_and_muted_like_a_plaintext_one(kafka_broker_factory, cert):
+    """KIP-219 over TLS (the connection reads from a task there): throttle reported by
+    librdkafka, nothing failed (issue 21)."""
+    from tests.quota.test_client_throttling import produce_all, set_quota, throttled_responses
+
+    keystore, ca = cert
+    b = kafka_broker_factory(
+        **{
+            "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+            "ssl.keystore.location": str(keystore),
+            "quota.window.num": 2,
+            "quota.window.size.seconds": 1,
+        }
+    )
+    b.create_topic("t")
+    set_quota(b, "tls-greedy", {"producer_byte_rate": 200_000})
+    tls = f"127.0.0.1:{b.kafka.bound_port('SSL')}"
+    throttles: list[float] = []
+    delivered, failed, _ = produce_all(
+        tls,
+        "tls-greedy",
+        "t",
+        600,
+        throttles,
+        extra={"security.protocol": "SSL", "ssl.ca.location": str(ca)},
+    )
+    assert (delivered, failed) == (600, 0)
+    assert any(t > 0 for t in throttles)
+    assert throttled_responses(b, "produce", "tls-greedy") > 0

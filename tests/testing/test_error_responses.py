@@ -94,6 +94,19 @@ REQUESTS: dict[int, dict[str, Any]] = {
         "timeout": 1000,
         "topics": [{"name": "t", "partition_indexes": [0]}],
     },
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: {
+        "components": [{"entity_type": "client-id", "match_type": 2, "match": None}],
+        "strict": False,
+    },
+    ApiKey.ALTER_CLIENT_QUOTAS: {
+        "entries": [
+            {
+                "entity": [{"entity_type": "client-id", "entity_name": "c"}],
+                "ops": [{"key": "producer_byte_rate", "value": 1.0, "remove": False}],
+            }
+        ],
+        "validate_only": False,
+    },
 }
 
 _TABLE = build_api_table(None)

@@ -23,6 +23,7 @@ from kafkalite.protocol.fetch_response import MAX_VERSION as FETCH_MAX
 from kafkalite.protocol.produce import parse_produce_request
 from kafkalite.server.apis import (
     api_versions,
+    client_quotas,
     cluster,
     configs,
     controller_requests,
@@ -37,6 +38,11 @@ from kafkalite.server.apis import (
     topics,
 )
 from kafkalite.server.apis.api_versions import handle_api_versions
+from kafkalite.server.apis.client_quotas import (
+    ClientQuotaDeps,
+    handle_alter_client_quotas,
+    handle_describe_client_quotas,
+)
 from kafkalite.server.apis.cluster import (
     ClusterDeps,
     handle_describe_cluster,
@@ -86,12 +92,15 @@ from kafkalite.server.apis.topics import (
     handle_create_topics,
     handle_delete_topics,
 )
+from kafkalite.server.quota_enforcement import enforce
 
 if TYPE_CHECKING:
     from kafkalite.controller.kafka_controller import KafkaController
     from kafkalite.coordinator.group.group_coordinator import GroupCoordinator
     from kafkalite.coordinator.transaction.producer_id_manager import ProducerIdManager
     from kafkalite.log.log_manager import LogManager
+    from kafkalite.quota.managers import QuotaManagers
+    from kafkalite.quota.quota_store import ClientQuotaStore
     from kafkalite.replica.replica_manager import ReplicaManager
     from kafkalite.server.admin_manager import AdminManager
     from kafkalite.server.append_sequencer import AppendSequencer
@@ -128,6 +137,9 @@ class BrokerServices:
     append_sequencer: AppendSequencer
     #: the advertised API versions (the request channel's, for ApiVersions)
     api_versions: Callable[[], list[dict[str, int]]]
+    #: client quotas (docs/quotas.md) and their store
+    quotas: QuotaManagers
+    quota_store: ClientQuotaStore
 
 
 def _collaborators(s: BrokerServices | None) -> dict[str, Any] | None:
@@ -145,13 +157,15 @@ def _collaborators(s: BrokerServices | None) -> dict[str, Any] | None:
             s.log_manager,
             s.fetch_sessions,
             int(s.config["fetch.max.bytes"]),
+            s.quotas,
         ),
         list_offsets.__name__: rm,
         offset_for_leader_epoch.__name__: rm,
         delete_records.__name__: rm,
         metadata.__name__: MetadataDeps(cache, s.config, s.admin),
         api_versions.__name__: s.api_versions,
-        topics.__name__: TopicDeps(s.config, cache, s.admin),
+        topics.__name__: TopicDeps(s.config, cache, s.admin, s.quotas),
+        client_quotas.__name__: ClientQuotaDeps(s.quotas.configs, s.quota_store),
         init_producer_id.__name__: s.producer_ids,
         configs.__name__: ConfigDeps(s.broker_id, s.config, cache, s.admin, s.dynamic_config),
         cluster.__name__: ClusterDeps(cache, s.log_manager),
@@ -257,6 +271,22 @@ _TABLE: list[tuple[Any, int, int, Any, bool, str]] = [
         True,
         "on the controller",
     ),
+    (
+        ApiKey.DESCRIBE_CLIENT_QUOTAS,
+        0,
+        1,
+        handle_describe_client_quotas,
+        False,
+        "user (ANONYMOUS until SASL) and client-id entities",
+    ),
+    (
+        ApiKey.ALTER_CLIENT_QUOTAS,
+        0,
+        1,
+        handle_alter_client_quotas,
+        True,
+        "stored in /config/users, /config/clients; applied on every broker",
+    ),
 ]
 
 
@@ -310,6 +340,8 @@ _ERROR_RESPONSES: dict[int, ErrorResponseBuilder] = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (
         controller_requests.list_partition_reassignments_error_response
     ),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: client_quotas.describe_client_quotas_error_response,
+    ApiKey.ALTER_CLIENT_QUOTAS: client_quotas.alter_client_quotas_error_response,
 }
 
 
@@ -317,12 +349,16 @@ def build_api_table(services: BrokerServices | None) -> dict[int, ApiSpec]:
     bound = _collaborators(services)
     table = {}
     for key, lo, hi, handler, serial, notes in _TABLE:
+        bound_handler = _bind(handler, bound)
+        if services is not None:
+            # client quotas: throttle_time_ms in the response, the connection muted
+            bound_handler = enforce(services.quotas, int(key), bound_handler)
         table[int(key)] = ApiSpec(
             int(key),
             key.name.title().replace("_", ""),
             lo,
             hi,
-            _bind(handler, bound),
+            bound_handler,
             serial,
             notes,
             advertised_min_version=0 if key == ApiKey.PRODUCE else None,

@@ -15,6 +15,7 @@ from kafkalite.protocol.fetch_response import (
     FetchTopicData,
     encode_fetch_response,
 )
+from kafkalite.quota.entities import ANONYMOUS
 from kafkalite.replica.replica_manager import FetchParams, FetchPartitionResult, PartitionFetchInfo
 from kafkalite.server.fetch_session import (
     FINAL_EPOCH,
@@ -26,6 +27,7 @@ from kafkalite.server.fetch_session import (
 if TYPE_CHECKING:
     from kafkalite.log.log_manager import LogManager
     from kafkalite.network.api_spec import RequestContext
+    from kafkalite.quota.managers import QuotaManagers
     from kafkalite.replica.replica_manager import ReplicaManager
     from kafkalite.server.fetch_session import FetchSessionCache
     from kafkalite.server.metadata_cache import MetadataCache
@@ -49,6 +51,8 @@ class FetchDeps:
     fetch_sessions: FetchSessionCache
     #: fetch.max.bytes, read once: it bounds every response
     fetch_max_bytes: int
+    #: consumer_byte_rate (followers are not client-quota'd)
+    quotas: QuotaManagers | None = None
 
 
 def handle_fetch(deps: FetchDeps, ctx: RequestContext, req: FetchRequest) -> Any:
@@ -64,6 +68,14 @@ def handle_fetch(deps: FetchDeps, ctx: RequestContext, req: FetchRequest) -> Any
     uses_topic_ids = version >= FIRST_TOPIC_ID
     # Kafka's KafkaApis: the response is bounded by fetch.max.bytes whatever the request asks
     max_bytes = min(req.max_bytes, deps.fetch_max_bytes)
+    quotas = deps.quotas
+    fetch_quota = None
+    if quotas is not None and replica_id < 0 and quotas.fetch.enabled:
+        fetch_quota = quotas.fetch
+        # nor by more than the consumer_byte_rate allows over its window
+        allowed = fetch_quota.max_value_in_window(ANONYMOUS, ctx.client_id or "")
+        if allowed is not None:
+            max_bytes = max(min(max_bytes, int(allowed)), 1)
     params = FetchParams(
         replica_id=replica_id,
         max_wait_ms=req.max_wait_ms,
@@ -166,6 +178,20 @@ def handle_fetch(deps: FetchDeps, ctx: RequestContext, req: FetchRequest) -> Any
 
     # act, then respond: now, or when the parked fetch completes (respond runs then)
     def respond(results: list[tuple[TopicPartition, FetchPartitionResult]]) -> list[Any]:
+        throttle_ms = ctx.throttle_ms
+        if fetch_quota is not None:
+            size = sum(r.size for _, r in results)
+            client = ctx.client_id or ""
+            ms = fetch_quota.record_and_get_throttle_ms(ANONYMOUS, client, size)
+            if ms > 0:
+                # over the quota: an empty response now, the client fetches the same
+                # offsets again after the throttle (Kafka's getThrottledResponse)
+                fetch_quota.unrecord(ANONYMOUS, client, size)
+                throttle_ms = max(throttle_ms, ms)
+                ctx.connection.throttle(throttle_ms)
+                return encode_fetch_response(
+                    version, [], throttle_time_ms=throttle_ms, session_id=new_session_id
+                )
         by_topic: dict[str, FetchTopicData] = {}
         order: list[FetchTopicData] = []
         for tp, r in results:
@@ -209,7 +235,9 @@ def handle_fetch(deps: FetchDeps, ctx: RequestContext, req: FetchRequest) -> Any
                     [FetchPartitionData(p, ErrorCode.unknown_topic_id, records=b"") for p in parts],
                 )
             )
-        return encode_fetch_response(version, order, session_id=new_session_id)
+        return encode_fetch_response(
+            version, order, throttle_time_ms=throttle_ms, session_id=new_session_id
+        )
 
     return deps.replica_manager.fetch_messages(params, to_fetch, respond)
 

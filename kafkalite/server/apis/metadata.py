@@ -78,6 +78,7 @@ def handle_metadata(deps: MetadataDeps, ctx: RequestContext, req: MetadataReques
             cache.cluster_id,
             cache.controller_id,
             topics,
+            throttle_time_ms=ctx.throttle_ms,
         )
 
     if to_create:

@@ -138,6 +138,7 @@ def handle_produce(deps: ProduceDeps, ctx: RequestContext, req: ProduceRequest) 
                 (name, [_partition((name, i), results[(name, i)], record_errors) for i in parts])
                 for name, parts in order
             ],
+            ctx.throttle_ms,
         )
 
     sequencer = deps.append_sequencer

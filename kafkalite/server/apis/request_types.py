@@ -11,6 +11,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    import kio.schema.alter_client_quotas.v0.request
+    import kio.schema.alter_client_quotas.v1.request
     import kio.schema.alter_configs.v0.request
     import kio.schema.alter_configs.v1.request
     import kio.schema.alter_configs.v2.request
@@ -42,6 +44,8 @@ if TYPE_CHECKING:
     import kio.schema.delete_topics.v4.request
     import kio.schema.delete_topics.v5.request
     import kio.schema.delete_topics.v6.request
+    import kio.schema.describe_client_quotas.v0.request
+    import kio.schema.describe_client_quotas.v1.request
     import kio.schema.describe_cluster.v0.request
     import kio.schema.describe_cluster.v1.request
     import kio.schema.describe_configs.v1.request
@@ -378,6 +382,16 @@ if TYPE_CHECKING:
     )
 
     OffsetDeleteRequest = kio.schema.offset_delete.v0.request.OffsetDeleteRequest
+
+    DescribeClientQuotasRequest = (
+        kio.schema.describe_client_quotas.v0.request.DescribeClientQuotasRequest
+        | kio.schema.describe_client_quotas.v1.request.DescribeClientQuotasRequest
+    )
+
+    AlterClientQuotasRequest = (
+        kio.schema.alter_client_quotas.v0.request.AlterClientQuotasRequest
+        | kio.schema.alter_client_quotas.v1.request.AlterClientQuotasRequest
+    )
 
     DescribeClusterRequest = (
         kio.schema.describe_cluster.v0.request.DescribeClusterRequest
