@@ -9,6 +9,8 @@ kafkalite configs --bootstrap-server HOST:PORT --entity-type clients|users
                  [--describe | --alter --add-config producer_byte_rate=N[,k=v] | --delete-config k]
                  (also --client X / --user X / --client-defaults / --user-defaults, as kafka-configs.sh)
 kafkalite dump-log FILE [--print-data-log] [--verify-index-only]
+kafkalite transactions --bootstrap-server HOST:PORT list | describe --transactional-id ID |
+                 describe-producers --topic T --partition P | abort --topic T --partition P --start-offset N
 kafkalite version
 """
 
@@ -18,6 +20,7 @@ import argparse
 import sys
 from typing import Any
 
+from kafkalite.cli import transactions
 from kafkalite.cli.wire_client import WireClient
 
 TOPIC_RESOURCE = 2
@@ -320,6 +323,9 @@ def main(argv: list[str] | None = None) -> int:
     else:
         d.add_argument("files", nargs="+")
 
+    x = sub.add_parser("transactions", help="list, describe and abort transactions")
+    transactions.add_arguments(x)
+
     sub.add_parser("version", help="print the kafkalite version")
 
     args, rest = ap.parse_known_args(argv)
@@ -329,6 +335,8 @@ def main(argv: list[str] | None = None) -> int:
         return _topics(args)
     if args.cmd == "configs":
         return _configs(args)
+    if args.cmd == "transactions":
+        return transactions.run(args)
     if args.cmd == "dump-log":
         if dump_log is None or not hasattr(dump_log, "main"):
             print("dump-log is not available in this build", file=sys.stderr)

@@ -36,6 +36,12 @@ class WireClient:
         return v
 
     def call(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
+        frame, pos = self.call_raw(api_key, version, body)
+        return messages.decode_response(api_key, version, frame, pos)
+
+    def call_raw(self, api_key: int, version: int, body: dict[str, Any]) -> tuple[bytes, int]:
+        """The response frame and where its body starts (for fields kio cannot decode,
+        such as DescribeTransactions' -1 start time)."""
         self._cid += 1
         req_cls = messages.request_type(api_key, version)
         flexible = bool(req_cls.__flexible__)  # type: ignore[attr-defined]
@@ -49,7 +55,7 @@ class WireClient:
         frame = self._read(size)
         resp_flexible = flexible and api_key != 18
         pos = skip_tagged_fields(frame, 4) if resp_flexible else 4
-        return messages.decode_response(api_key, version, frame, pos)
+        return frame, pos
 
     def _read(self, n: int) -> bytes:
         buf = bytearray()

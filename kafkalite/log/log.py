@@ -56,6 +56,11 @@ from kafkalite.log.log_segment import (
     check_stored_batch,
 )
 from kafkalite.log.log_segments import LogSegments
+from kafkalite.log.producer_state import (
+    ProducerStateManager,
+    control_marker,
+    list_snapshots,
+)
 from kafkalite.log.segment_deleter import SegmentDeleter
 from kafkalite.protocol.compression import CompressionType, parse_compression_type
 from kafkalite.protocol.recompression import needs_recompression, recompress_batches
@@ -206,6 +211,15 @@ class Log:
         self._hw = loaded.log_start_offset
         #: bytes recovery truncated at load (LogManager logs it)
         self.recovery_truncated_bytes = loaded.truncated_bytes
+        #: producer ids, sequences and open transactions (loaded when first needed)
+        self._producer_state: ProducerStateManager | None = None
+        #: recovery reset the .txnindex of the segments it re-validated: the first
+        #: producer-state load starts from a snapshot no later than the first of them
+        #: and rebuilds their indexes from the markers (as Kafka's recoverSegment)
+        recovered = loaded.first_recovered_offset
+        self._rebuild_txn_indexes = recovered is not None
+        if recovered is not None:
+            self._delete_snapshots_above(recovered)
 
     # ------------------------------------------------------------ properties
 
@@ -240,8 +254,76 @@ class Log:
 
     @property
     def last_stable_offset(self) -> int:
-        """Equal to the high watermark until transactions track open ones."""
-        return self._hw
+        """min(first offset of an open transaction, high watermark): what read_committed sees."""
+        fuo = self.producer_state.first_unstable_offset
+        return self._hw if fuo is None or fuo > self._hw else fuo
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        return self.producer_state.first_unstable_offset
+
+    @property
+    def txn_state_loaded(self) -> bool:
+        """The producer state is loaded (metrics read it only then, never forcing a load)."""
+        return self._producer_state is not None
+
+    @property
+    def producer_state(self) -> ProducerStateManager:
+        """Loaded on first use: the latest snapshot plus the batch headers after it."""
+        st = self._producer_state
+        if st is None:
+            st = self._producer_state = ProducerStateManager.load(
+                self.dir,
+                list(self._segments),
+                self._log_start_offset,
+                self._leo,
+                rebuild_indexes=self._rebuild_txn_indexes,
+            )
+            self._rebuild_txn_indexes = False
+        return st
+
+    def ongoing_transactions(self) -> dict[int, int]:
+        """Producer id -> first offset of its open transaction (DescribeProducers)."""
+        return dict(self.producer_state.ongoing)
+
+    def take_producer_snapshot(self, *, sync: bool = True) -> None:
+        """Write ``<log end offset>.snapshot`` (at a roll and a clean close). As Kafka, one
+        is kept per segment roll until retention deletes the segments below it: crash
+        recovery loads from the last one before the segments it re-validated."""
+        st = self._producer_state
+        if st is None:
+            return
+        st.write_snapshot(self.dir, self._leo, sync=sync)
+        first = self._segments.first.base_offset
+        for offset, path in list_snapshots(self.dir):
+            if offset < first:
+                path.unlink(missing_ok=True)
+
+    def _delete_snapshots_above(self, offset: int) -> None:
+        for snap_offset, path in list_snapshots(self.dir):
+            if snap_offset > offset:
+                path.unlink(missing_ok=True)
+
+    def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> int:
+        """producer.id.expiration.ms (only a loaded state has anything to expire)."""
+        st = self._producer_state
+        return 0 if st is None else st.remove_expired(now_ms, expiration_ms)
+
+    def _track_producers(
+        self,
+        seg: LogSegment,
+        buf: bytes | bytearray | memoryview,
+        positions: Sequence[int],
+        headers: Sequence[BatchHeader],
+    ) -> None:
+        """Update the producer state with appended batches; index aborted transactions."""
+        st = self.producer_state
+        st.update(headers)
+        for pos, h in zip(positions, headers, strict=True):
+            if h.is_control and h.is_transactional:
+                aborted = st.complete_txn(h, *control_marker(buf, pos))
+                if aborted is not None:
+                    seg.txn_index.append(aborted)
 
     @property
     def size_in_bytes(self) -> int:
@@ -389,6 +471,8 @@ class Log:
         if leader_epoch >= 0 and self._epoch_cache.latest_epoch != leader_epoch:
             self._epoch_cache.assign(leader_epoch, first)
         seg.append(last, max_ts, off_max, buf, v.headers)
+        if self._producer_state is not None or any(h.producer_id >= 0 for h in v.headers):
+            self._track_producers(seg, buf, [p for p, _s in v.batches], v.headers)
         self._after_append(next_offset, v.record_count)
         return LogAppendInfo(
             first,
@@ -411,6 +495,7 @@ class Log:
         mv = memoryview(records)
         total = len(mv)
         headers: list[BatchHeader] = []
+        positions: list[int] = []
         pos = 0
         prev_last = self._leo - 1
         while pos + LOG_OVERHEAD <= total:
@@ -430,6 +515,7 @@ class Log:
                 raise OffsetsOutOfOrder(f"{self.name}: out of order offsets at {h.base_offset}")
             prev_last = h.base_offset + h.last_offset_delta
             headers.append(h)
+            positions.append(pos)
             pos += size
         if not headers:
             return self._empty_append_info()
@@ -454,6 +540,8 @@ class Log:
                 if latest is None or epoch > latest:
                     cache.assign(epoch, h.base_offset)
         seg.append(last, max_ts, off_max, valid, headers)
+        if self._producer_state is not None or any(h.producer_id >= 0 for h in headers):
+            self._track_producers(seg, valid, positions, headers)
         self._after_append(last + 1, count)
         return LogAppendInfo(
             first, last, max_ts, off_max, -1, self._log_start_offset, count, pos, len(headers)
@@ -515,6 +603,11 @@ class Log:
         active.on_become_inactive()
         seg = self._new_segment(new_offset)
         self._segments.add(seg)
+        try:
+            # as Kafka at every roll: loading starts from here next time
+            self.take_producer_snapshot(sync=False)
+        except OSError as e:
+            log.warning("%s: could not write the producer snapshot: %s", self.name, e)
         return seg
 
     def _new_segment(self, base_offset: int) -> LogSegment:
@@ -771,6 +864,8 @@ class Log:
         self._log_start_offset = min(self._log_start_offset, self._leo)
         self.recovery_point = min(self.recovery_point, self._leo)
         self._hw = min(self._hw, self._leo)
+        self._producer_state = None  # reloaded from what is left
+        self._delete_snapshots_above(self._leo)
         if self.on_truncate is not None:
             self.on_truncate(self, self._leo)
         return True
@@ -798,6 +893,8 @@ class Log:
         self._log_start_offset = offset
         self.recovery_point = offset
         self._hw = offset
+        self._producer_state = None
+        self._delete_snapshots_above(-1)
         if self.on_truncate is not None:
             self.on_truncate(self, offset)
 
@@ -838,6 +935,7 @@ class Log:
         self, start_offset: int, upper_bound_offset: int
     ) -> list[AbortedTxn]:
         """Aborted transactions overlapping [start_offset, upper_bound_offset) (read_committed fetch)."""
+        _ = self.producer_state  # a recovered segment's index is rebuilt first
         out: list[AbortedTxn] = []
         for seg, _next_base in self._segments.between(start_offset, upper_bound_offset):
             r = seg.txn_index.collect_aborted_txns(start_offset, upper_bound_offset)
@@ -886,6 +984,11 @@ class Log:
         ``sync=False`` leaves the leader-epoch checkpoint written but not fsynced
         (the LogManager syncs the whole filesystem once at shutdown).
         """
+        if not self._offline:
+            try:
+                self.take_producer_snapshot(sync=sync)
+            except OSError as e:
+                log.warning("%s: could not write the producer snapshot: %s", self.name, e)
         if sync:
             self._epoch_cache.sync_to_disk()
         elif not self._epoch_cache.load_truncation_pending:

@@ -54,6 +54,9 @@ class LoadedLog:
     recovery_point: int
     #: bytes recovery cut from the segments (the LogManager logs it)
     truncated_bytes: int
+    #: base offset of the first segment recovery re-validated (its .txnindex was reset
+    #: with its other indexes), None if none was
+    first_recovered_offset: int | None = None
 
 
 def log_file_offsets(names: list[str]) -> list[int]:
@@ -93,6 +96,7 @@ class LogLoader:
         self.name = name
         self._log_start_offset = log_start_offset
         self._recovery_point = recovery_point
+        self._first_recovered: int | None = None
         self._needs_recovery = needs_recovery
         self._clock = clock_ms
         self._truncated_bytes = 0
@@ -125,7 +129,14 @@ class LogLoader:
         # of those descriptors, so an idle partition holds none until it is used.
         for seg in segments:
             seg.release_handle()
-        return LoadedLog(epoch_cache, log_start_offset, leo, recovery_point, self._truncated_bytes)
+        return LoadedLog(
+            epoch_cache,
+            log_start_offset,
+            leo,
+            recovery_point,
+            self._truncated_bytes,
+            self._first_recovered,
+        )
 
     def _open_leader_epoch_cache(self) -> LeaderEpochFileCache:
         """The leader-epoch checkpoint; a corrupt one is rebuilt by recovering the whole log."""
@@ -221,6 +232,7 @@ class LogLoader:
         else:
             for seg in segments:
                 if seg.base_offset in rebuild:
+                    self._note_recovered(seg.base_offset)
                     self._truncated_bytes += seg.recover(None)
         if not segments:
             segments.add(self._new_segment(log_start_offset))
@@ -233,6 +245,7 @@ class LogLoader:
                 self.name,
                 active.size - end,
             )
+            self._note_recovered(active.base_offset)
             self._truncated_bytes += active.recover(epoch_cache)
             leo = active.read_next_offset()
         if leo < log_start_offset:
@@ -262,6 +275,7 @@ class LogLoader:
                 and seg.base_offset not in rebuild
             ):
                 continue
+            self._note_recovered(seg.base_offset)
             truncated = seg.recover(epoch_cache)
             if truncated > 0:
                 self._truncated_bytes += truncated
@@ -277,6 +291,10 @@ class LogLoader:
                     self._truncated_bytes += d.size
                     d.delete()
                 break
+
+    def _note_recovered(self, base_offset: int) -> None:
+        if self._first_recovered is None or base_offset < self._first_recovered:
+            self._first_recovered = base_offset
 
     def _new_segment(self, base_offset: int) -> LogSegment:
         return LogSegment.open(self.dir, base_offset, self.config, created_ms=self._clock())

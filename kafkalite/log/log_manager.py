@@ -123,6 +123,10 @@ class LogManager:
                 cfg["replica.high.watermark.checkpoint.interval.ms"]
             ),
             recovery_threads_per_data_dir=int(cfg["num.recovery.threads.per.data.dir"]),
+            producer_id_expiration_ms=int(cfg["producer.id.expiration.ms"]),
+            producer_id_expiration_check_interval_ms=int(
+                cfg["producer.id.expiration.check.interval.ms"]
+            ),
             topic_configs=topic_configs,
             cleaner_config=CleanerConfig.from_properties(cfg),
             initial_offline_dirs=initial_offline_dirs,
@@ -140,6 +144,8 @@ class LogManager:
         log_start_offset_checkpoint_interval_ms: int = 60_000,
         high_watermark_checkpoint_interval_ms: int = 5000,
         recovery_threads_per_data_dir: int = 1,
+        producer_id_expiration_ms: int = 86_400_000,
+        producer_id_expiration_check_interval_ms: int = 600_000,
         topic_configs: Mapping[str, LogConfig] | None = None,
         cleaner_config: CleanerConfig | None = None,
         initial_offline_dirs: Iterable[Path] = (),
@@ -157,6 +163,9 @@ class LogManager:
         self.log_start_offset_checkpoint_interval_ms = log_start_offset_checkpoint_interval_ms
         self.high_watermark_checkpoint_interval_ms = high_watermark_checkpoint_interval_ms
         self.recovery_threads_per_data_dir = max(recovery_threads_per_data_dir, 1)
+        #: producer.id.expiration.ms and its check interval
+        self.producer_id_expiration_ms = producer_id_expiration_ms
+        self.producer_id_expiration_check_interval_ms = producer_id_expiration_check_interval_ms
         self._topic_configs: dict[str, LogConfig] = dict(topic_configs or {})
         self._logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, Path] = {}
@@ -178,6 +187,7 @@ class LogManager:
         self._next_recovery_ckpt = now + recovery_point_checkpoint_interval_ms
         self._next_start_ckpt = now + log_start_offset_checkpoint_interval_ms
         self._next_hw_ckpt = now + high_watermark_checkpoint_interval_ms
+        self._next_producer_expiry = now + producer_id_expiration_check_interval_ms
         #: checkpoint content last written per file (unchanged content is not rewritten)
         self._written: dict[Path, bytes] = {}
         #: serialises checkpoint writes of the worker thread and of shutdown
@@ -629,6 +639,7 @@ class LogManager:
             return
         now = self._clock() if now_ms is None else now_ms
         self._maybe_retention(now)
+        self._maybe_expire_producers(now)
         check_flush_ms = self._flush_check_due(now)
         for lg in self._live_logs():
             self._each(lg, partial(self._flush_if_due, lg, now, check_flush_ms))
@@ -636,6 +647,14 @@ class LogManager:
             self._write_checkpoints(name)
         self._reap(now)
         self.cleaner.tick(now)
+
+    def _maybe_expire_producers(self, now: int) -> None:
+        """Forget producer ids idle for producer.id.expiration.ms (Kafka's removeExpiredProducers)."""
+        if now < self._next_producer_expiry:
+            return
+        self._next_producer_expiry = now + self.producer_id_expiration_check_interval_ms
+        for lg in self._live_logs():
+            lg.remove_expired_producers(now, self.producer_id_expiration_ms)
 
     def _maybe_retention(self, now: int) -> None:
         if now >= self._next_retention:
@@ -697,6 +716,7 @@ class LogManager:
         while not self._stopping.is_set() and not self._closed:
             now = self._clock()
             self._maybe_retention(now)
+            self._maybe_expire_producers(now)
             await self._flush_in_thread(loop, now, self._flush_check_due(now))
             if self._closed:  # shut down while the fsyncs ran
                 return

@@ -17,7 +17,6 @@ from kafkalite.protocol.errors import ErrorCode, KafkaError
 from kafkalite.protocol.record_batch import (
     NO_PRODUCER_ID,
     ValidatedRecords,
-    iter_headers,
     validate_records,
 )
 from kafkalite.protocol.record_validator import WritableBuffer
@@ -80,7 +79,6 @@ class Partition:
         self.isr: list[int] = []
         self.remote_replicas: dict[int, ReplicaState] = {}
         self.min_insync_replicas = 1
-        self._producer_state: ProducerStateManager | None = None
         #: the leader's log end offset when this broker became leader at this epoch: a
         #: follower joins the ISR only once it has reached it (Kafka's leaderEpochStartOffset)
         self.leader_epoch_start_offset = -1
@@ -108,8 +106,6 @@ class Partition:
     def make_leader(self, state: LeaderAndIsrState, log: Log) -> bool:
         """Become leader; returns True if this is a new leadership (epoch changed)."""
         is_new = self.leader_id != self.local_broker_id or self.leader_epoch != state.leader_epoch
-        if is_new:
-            self._producer_state = None
         self.log = log
         self.leader_id = state.leader
         self.leader_epoch = state.leader_epoch
@@ -138,7 +134,6 @@ class Partition:
 
     def make_follower(self, state: LeaderAndIsrState, log: Log) -> bool:
         changed = self.leader_id != state.leader or self.leader_epoch != state.leader_epoch
-        self._producer_state = None
         self.isr_change_pending = False
         self.leader_epoch_start_offset = -1
         self.log = log
@@ -182,38 +177,19 @@ class Partition:
             if dup is not None:
                 # a retry of an appended batch: answer with the original offsets, append nothing
                 return DuplicateAppend(dup.first_offset, dup.last_offset, self.log.log_start_offset)
+        # the log records the batches in its producer state as it appends them
         info = self.log.append_as_leader(records, self.leader_epoch, validated)
-        if idempotent:
-            offset = info.first_offset
-            for h in headers:
-                h.base_offset = offset
-                offset += h.last_offset_delta + 1
-            self.producer_state().update(headers)
         self.maybe_increment_high_watermark()
         return info
 
     def producer_state(self) -> ProducerStateManager:
-        """Built lazily from the log's batch headers the first time an idempotent producer writes."""
-        if self._producer_state is None:
-            state = ProducerStateManager()
-            log = self.log
-            if log is not None:
-                offset = log.log_start_offset
-                while offset < log.log_end_offset:
-                    data = log.read(offset, 8 << 20, max_offset=None, min_one_message=True).records
-                    raw = data if isinstance(data, bytes | bytearray) else data.read_bytes()
-                    if not raw:
-                        break
-                    hs = [h for _, h in iter_headers(raw)]
-                    if not hs:
-                        break
-                    state.update(hs)
-                    offset = hs[-1].next_offset
-            self._producer_state = state
-        return self._producer_state
+        """The log's (Kafka's UnifiedLog owns it): loaded from its snapshot on first use."""
+        if self.log is None:
+            return ProducerStateManager()
+        return self.log.producer_state
 
     def reset_producer_state(self) -> None:
-        self._producer_state = None
+        """Nothing to do: a truncated log reloads its own producer state."""
 
     @property
     def low_watermark(self) -> int:

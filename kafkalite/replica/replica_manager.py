@@ -516,8 +516,7 @@ class ReplicaManager:
             raise KafkaError(ErrorCode.fenced_leader_epoch, "leadership changed meanwhile")
         plog = p.log
         if records:
-            plog.append_as_follower(records)
-            p.reset_producer_state()
+            plog.append_as_follower(records)  # the log keeps its producer state
         p.leader_hw_seen = leader_hw
         if plog.maybe_increment_high_watermark(min(leader_hw, plog.log_end_offset)):
             self._wake_fetches_later(tp)  # consumers reading from this follower (KIP-392)
@@ -830,13 +829,25 @@ class ReplicaManager:
                 if isinstance(records, bytes | bytearray)
                 else int(getattr(records, "size", 0))
             )
+            aborted = None
+            if params.isolation_level == READ_COMMITTED and not params.is_from_follower:
+                # Kafka's upper bound is the offset after the fetched data; the LSO is a
+                # superset the client filters the same way
+                aborted = (
+                    [
+                        (t.producer_id, t.first_offset)
+                        for t in plog.collect_aborted_transactions(info.fetch_offset, lso)
+                    ]
+                    if size
+                    else []
+                )
             return FetchPartitionResult(
                 0,
                 hw,
                 lso,
                 plog.log_start_offset,
                 records if size else None,
-                None,
+                aborted,
                 plog.log_end_offset,
                 size,
             )

@@ -26,6 +26,7 @@ from kafkalite.controller.kafka_controller import KafkaController
 from kafkalite.coordinator.group import GroupCoordinator
 from kafkalite.coordinator.group.group_metadata_manager import GroupConfig
 from kafkalite.coordinator.transaction.producer_id_manager import ProducerIdManager
+from kafkalite.coordinator.transaction.txn_coordinator import TransactionCoordinator, TxnConfig
 from kafkalite.log.log_manager import LogManager
 from kafkalite.metadata.factory import open_store
 from kafkalite.metadata.inter_broker_secret import get_or_create_inter_broker_secret
@@ -49,6 +50,8 @@ from kafkalite.server.metadata_cache import MetadataCache
 from kafkalite.server.metrics import BrokerMetrics, MetricsHttpServer
 from kafkalite.server.quota_enforcement import quota_config
 from kafkalite.server.socket_server_config import build_socket_server
+from kafkalite.server.txn_marker_sender import TxnMarkerSender
+from kafkalite.server.txn_verifier import TxnVerifier
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +104,9 @@ class KafkaBroker:
         self.log_manager: LogManager = None  # type: ignore[assignment]
         self.replica_manager: ReplicaManager = None  # type: ignore[assignment]
         self.group_coordinator: GroupCoordinator = None  # type: ignore[assignment]
+        self.transaction_coordinator: TransactionCoordinator = None  # type: ignore[assignment]
+        self.txn_marker_sender: TxnMarkerSender | None = None
+        self.txn_verifier: TxnVerifier | None = None
         self.controller: KafkaController = None  # type: ignore[assignment]
         self.controller_gate = ControllerRequestGate(
             control_plane_listener=config.control_plane_listener,
@@ -115,6 +121,9 @@ class KafkaBroker:
         self.metrics.register_purgatories(self._purgatories)
         self.metrics.register_controller(lambda: self.controller)
         self.metrics.register_replica_manager(lambda: self.replica_manager)
+        self.metrics.register_transactions(
+            lambda: self.transaction_coordinator, lambda: self.replica_manager
+        )
         self.metrics.register_quotas(self.quotas)
         self.metrics_server = MetricsHttpServer.from_config(self.metrics, config)
         self._tasks: list[asyncio.Task[Any]] = []
@@ -178,6 +187,31 @@ class KafkaBroker:
             partial(admin.create_topics, validate_only=False, timeout_ms=10000),
         )
         self.group_coordinator.startup()
+        self.txn_marker_sender = TxnMarkerSender(
+            cache,
+            cfg.inter_broker_listener,
+            ssl_context=self.client_tls,
+            request_timeout_ms=int(cfg["request.timeout.ms"]),
+        )
+        self.transaction_coordinator = TransactionCoordinator(
+            TxnConfig.from_broker_config(cfg),
+            self.clock_ms,
+            cache,
+            rm,
+            partial(admin.create_topics, validate_only=False, timeout_ms=10000),
+            self.producer_ids,
+            self.txn_marker_sender,
+        )
+        self.transaction_coordinator.startup()
+        self.txn_verifier = TxnVerifier(
+            self.broker_id,
+            self.transaction_coordinator,
+            cache,
+            cfg.inter_broker_listener,
+            ssl_context=self.client_tls,
+            request_timeout_ms=int(cfg["request.timeout.ms"]),
+            enabled=bool(cfg["transaction.partition.verification.enable"]),
+        )
         self.controller = KafkaController.for_broker(
             self.broker_id,
             self.store,
@@ -206,6 +240,8 @@ class KafkaBroker:
                 self.channel.api_versions_list,
                 self.quotas,
                 self.quota_store,
+                self.transaction_coordinator,
+                self.txn_verifier,
             )
         )
         await self.socket_server.start()
@@ -247,6 +283,12 @@ class KafkaBroker:
         await self.socket_server.stop()
         if self.metrics_server is not None:
             await self.metrics_server.stop()
+        if self.transaction_coordinator is not None:
+            await self.transaction_coordinator.shutdown()
+        if self.txn_marker_sender is not None:
+            await self.txn_marker_sender.close()
+        if self.txn_verifier is not None:
+            await self.txn_verifier.close()
         if self.group_coordinator is not None:
             await self.group_coordinator.shutdown()
         if self.replica_manager is not None:

@@ -30,6 +30,7 @@ from kafkalite.timer.purgatory import DelayedOperationPurgatory
 
 if TYPE_CHECKING:
     from kafkalite.controller.kafka_controller import KafkaController
+    from kafkalite.coordinator.transaction.txn_coordinator import TransactionCoordinator
     from kafkalite.replica.replica_manager import ReplicaManager
     from kafkalite.server.config import BrokerConfig
 
@@ -39,6 +40,7 @@ __all__ = [
     "MetricsHttpServer",
     "PurgatoryCollector",
     "ReplicaManagerCollector",
+    "TransactionCollector",
 ]
 
 log = logging.getLogger(__name__)
@@ -225,6 +227,81 @@ class ReplicaManagerCollector(Collector):
         )
 
 
+TXN_COUNT = "kafkalite_transaction_coordinator_transactions"
+TXN_EVENTS = "kafkalite_transaction_coordinator_events_total"
+TXN_PARTITIONS = "kafkalite_transaction_coordinator_partitions"
+LSO_LAG = "kafkalite_partition_last_stable_offset_lag"
+
+
+class TransactionCollector(Collector):
+    """The transaction coordinator's state and each led partition's LSO lag.
+
+    Kafka has no single bean for these; the names follow kafkalite's own prefix.
+    ``..._transactions{state}`` counts transactional ids this broker coordinates by
+    state, ``..._events_total{event}`` counts commits, aborts, timed-out aborts,
+    fencings, markers and marker retries, ``..._partitions{status}`` the
+    ``__transaction_state`` partitions owned and loading, and
+    ``kafkalite_partition_last_stable_offset_lag{topic,partition}`` is the high
+    watermark minus the LSO (records held back from read_committed consumers by
+    open transactions), for the partitions where it is not zero.
+    """
+
+    def __init__(
+        self,
+        coordinator: Callable[[], TransactionCoordinator | None],
+        replicas: Callable[[], ReplicaManager | None],
+    ) -> None:
+        self._coordinator = coordinator
+        self._replicas = replicas
+
+    def collect(self) -> Iterator[Metric]:
+        tc = self._coordinator()
+        if tc is not None:
+            states = GaugeMetricFamily(
+                TXN_COUNT, "transactional ids coordinated here, by state", labels=["state"]
+            )
+            counts: dict[str, int] = {}
+            for m in tc.all_transactions():
+                counts[m.state.kafka_name] = counts.get(m.state.kafka_name, 0) + 1
+            for state, n in sorted(counts.items()):
+                states.add_metric([state], n)
+            yield states
+            events = GaugeMetricFamily(
+                TXN_EVENTS, "transaction coordinator events", labels=["event"]
+            )
+            mt = tc.metrics
+            for name in (
+                "commits",
+                "aborts",
+                "timed_out_aborts",
+                "fenced",
+                "markers_sent",
+                "marker_retries",
+                "expired_ids",
+            ):
+                events.add_metric([name], getattr(mt, name))
+            yield events
+            parts = GaugeMetricFamily(
+                TXN_PARTITIONS, "__transaction_state partitions", labels=["status"]
+            )
+            parts.add_metric(["owned"], len(tc.owned))
+            parts.add_metric(["loading"], len(tc.loading))
+            yield parts
+        rm = self._replicas()
+        if rm is not None:
+            lag = GaugeMetricFamily(
+                LSO_LAG, "high watermark minus last stable offset", labels=["topic", "partition"]
+            )
+            for (topic, partition), p in list(rm.partitions.items()):
+                plog = p.log
+                if plog is None or not p.is_leader or not plog.txn_state_loaded:
+                    continue
+                n = plog.high_watermark - plog.last_stable_offset
+                if n > 0:
+                    lag.add_metric([topic, str(partition)], n)
+            yield lag
+
+
 class QuotaCollector(Collector):
     """Kafka's client quota metrics, per sensor (``user``, ``client-id`` tags; "" where
     the quota is not per that entity type): ``kafka.server:type=Produce`` and
@@ -289,6 +366,13 @@ class BrokerMetrics:
 
     def register_replica_manager(self, rm: Callable[[], ReplicaManager | None]) -> None:
         self.register(ReplicaManagerCollector(rm))
+
+    def register_transactions(
+        self,
+        coordinator: Callable[[], TransactionCoordinator | None],
+        replicas: Callable[[], ReplicaManager | None],
+    ) -> None:
+        self.register(TransactionCollector(coordinator, replicas))
 
     def register_quotas(self, quotas: QuotaManagers) -> None:
         self.register(QuotaCollector(quotas))

@@ -367,6 +367,12 @@ async def _crash(kb: KafkaBroker) -> None:
             await kb.controller.shutdown()
     with contextlib.suppress(Exception):
         await kb.group_coordinator.shutdown()
+    with contextlib.suppress(Exception):
+        await kb.transaction_coordinator.shutdown()
+    for client in (kb.txn_marker_sender, kb.txn_verifier):
+        if client is not None:
+            with contextlib.suppress(Exception):
+                await client.close()
     if kb.replica_manager is not None:
         with contextlib.suppress(Exception):
             await kb.replica_manager.stop_replication()

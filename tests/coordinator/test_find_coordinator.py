@@ -42,11 +42,11 @@ async def test_every_version_names_the_same_coordinator(broker) -> None:
     await w.close()
 
 
-async def test_transaction_keys_get_coordinator_not_available(broker) -> None:
+async def test_transaction_keys_find_the_transaction_coordinator(broker) -> None:
     w = await Wire.connect(broker.bootstrap_servers)
     r = await w.call(FIND, 1, {"key": "txn", "key_type": 1})
-    assert r.error_code == ErrorCode.coordinator_not_available
-    assert (r.node_id, r.host, r.port) == (-1, "", -1)
+    assert r.error_code == ErrorCode.none
+    assert (r.node_id, r.port) == (0, broker.port)
     r6 = await w.call(FIND, 6, {"key_type": 2, "coordinator_keys": ["share"]})
     assert r6.coordinators[0].error_code == ErrorCode.invalid_request
     await w.close()

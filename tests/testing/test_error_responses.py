@@ -82,6 +82,50 @@ REQUESTS: dict[int, dict[str, Any]] = {
     ApiKey.LIST_GROUPS: {},
     ApiKey.DELETE_GROUPS: {"groups_names": ["g", "h"]},
     ApiKey.OFFSET_DELETE: {"group_id": "g", "topics": [_TOPIC]},
+    ApiKey.ADD_PARTITIONS_TO_TXN: {
+        "v3_and_below_transactional_id": "x",
+        "v3_and_below_producer_id": 1,
+        "v3_and_below_producer_epoch": 0,
+        "v3_and_below_topics": [{"name": "t", "partitions": [0, 1]}],
+        "transactions": [
+            {
+                "transactional_id": "x",
+                "producer_id": 1,
+                "producer_epoch": 0,
+                "verify_only": False,
+                "topics": [{"name": "t", "partitions": [0]}],
+            }
+        ],
+    },
+    ApiKey.ADD_OFFSETS_TO_TXN: {
+        "transactional_id": "x",
+        "producer_id": 1,
+        "producer_epoch": 0,
+        "group_id": "g",
+    },
+    ApiKey.END_TXN: {"transactional_id": "x", "producer_id": 1, "producer_epoch": 0},
+    ApiKey.WRITE_TXN_MARKERS: {
+        "markers": [
+            {
+                "producer_id": 1,
+                "producer_epoch": 0,
+                "transaction_result": True,
+                "topics": [{"name": "t", "partition_indexes": [0, 1]}],
+                "coordinator_epoch": 0,
+            }
+        ]
+    },
+    ApiKey.TXN_OFFSET_COMMIT: {
+        "transactional_id": "x",
+        "group_id": "g",
+        "producer_id": 1,
+        "producer_epoch": 0,
+        "member_id": "",
+        "topics": [{"name": "t", "partitions": [{"partition_index": 0, "committed_offset": 1}]}],
+    },
+    ApiKey.DESCRIBE_PRODUCERS: {"topics": [{"name": "t", "partition_indexes": [0, 1]}]},
+    ApiKey.DESCRIBE_TRANSACTIONS: {"transactional_ids": ["x", "y"]},
+    ApiKey.LIST_TRANSACTIONS: {},
     ApiKey.ELECT_LEADERS: {
         "topic_partitions": [{"topic": "t", "partitions": [0, 1]}],
         "timeout": 1000,
@@ -143,7 +187,7 @@ def _error_codes(obj: Any) -> list[int]:
     elif hasattr(obj, "__dataclass_fields__"):
         for name in obj.__dataclass_fields__:
             value = getattr(obj, name)
-            if name == "error_code":
+            if name in ("error_code", "partition_error_code"):
                 out.append(int(value))
             else:
                 out += _error_codes(value)

@@ -29,6 +29,7 @@ from kafkalite.coordinator.group.group_metadata import (
     GroupState,
     OffsetAndMetadata,
 )
+from kafkalite.coordinator.group.txn_offsets import TxnReplay
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.records import build_batch, iter_batches
 
@@ -337,6 +338,21 @@ class GroupMetadataManager:
             return offsets, metadata
         position = plog.log_start_offset
         end = plog.log_end_offset
+        replay = TxnReplay()
+
+        def record_offset_of(key_bytes: bytes) -> int | None:
+            try:
+                key = codec.decode_key(key_bytes)
+            except codec.CodecError:
+                return None
+            if not isinstance(key, codec.OffsetCommitKey):
+                return None
+            om = offsets.get(key.group, {}).get((key.topic, key.partition))
+            return None if om is None else om.record_offset
+
+        def apply(record_offset: int, key: bytes, value: bytes | None) -> None:
+            self._apply(record_offset, key, value, offsets, metadata)
+
         while position < end:
             data = plog.read(
                 position,
@@ -354,8 +370,11 @@ class GroupMetadataManager:
             next_position = position
             for header, records in iter_batches(raw):
                 next_position = header.next_offset
-                if header.is_control or header.is_transactional:
-                    # transactional offset commits belong to the transaction coordinator
+                if header.is_transactional:
+                    # transactional offset commits count once their COMMIT marker is read
+                    replay.batch(header, records, position, apply, record_offset_of)
+                    continue
+                if header.is_control:
                     continue
                 for rec in records:
                     if rec.offset < position or rec.key is None:
@@ -367,6 +386,7 @@ class GroupMetadataManager:
             await asyncio.sleep(0)  # a big partition must not stall the broker
             if self._load_tokens.get(partition) is not token:
                 raise asyncio.CancelledError
+        replay.leftover(self, partition, apply, record_offset_of)
         return offsets, metadata
 
     @staticmethod

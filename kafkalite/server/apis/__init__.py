@@ -11,7 +11,7 @@ needs), built here from :class:`BrokerServices` and bound with
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -36,6 +36,7 @@ from kafkalite.server.apis import (
     offset_for_leader_epoch,
     produce,
     topics,
+    transactions,
 )
 from kafkalite.server.apis.api_versions import handle_api_versions
 from kafkalite.server.apis.client_quotas import (
@@ -81,7 +82,7 @@ from kafkalite.server.apis.groups import (
     handle_offset_fetch,
     handle_sync_group,
 )
-from kafkalite.server.apis.init_producer_id import handle_init_producer_id
+from kafkalite.server.apis.init_producer_id import InitProducerIdDeps, handle_init_producer_id
 from kafkalite.server.apis.list_offsets import handle_list_offsets
 from kafkalite.server.apis.metadata import MetadataDeps, handle_metadata
 from kafkalite.server.apis.offset_for_leader_epoch import handle_offset_for_leader_epoch
@@ -92,12 +93,24 @@ from kafkalite.server.apis.topics import (
     handle_create_topics,
     handle_delete_topics,
 )
+from kafkalite.server.apis.transactions import (
+    TxnDeps,
+    handle_add_offsets_to_txn,
+    handle_add_partitions_to_txn,
+    handle_describe_producers,
+    handle_describe_transactions,
+    handle_end_txn,
+    handle_list_transactions,
+    handle_txn_offset_commit,
+    handle_write_txn_markers,
+)
 from kafkalite.server.quota_enforcement import enforce
 
 if TYPE_CHECKING:
     from kafkalite.controller.kafka_controller import KafkaController
     from kafkalite.coordinator.group.group_coordinator import GroupCoordinator
     from kafkalite.coordinator.transaction.producer_id_manager import ProducerIdManager
+    from kafkalite.coordinator.transaction.txn_coordinator import TransactionCoordinator
     from kafkalite.log.log_manager import LogManager
     from kafkalite.quota.managers import QuotaManagers
     from kafkalite.quota.quota_store import ClientQuotaStore
@@ -109,6 +122,7 @@ if TYPE_CHECKING:
     from kafkalite.server.dynamic_broker_config import DynamicBrokerConfig
     from kafkalite.server.fetch_session import FetchSessionCache
     from kafkalite.server.metadata_cache import MetadataCache
+    from kafkalite.server.txn_verifier import TxnVerifier
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +154,8 @@ class BrokerServices:
     #: client quotas (docs/quotas.md) and their store
     quotas: QuotaManagers
     quota_store: ClientQuotaStore
+    transaction_coordinator: TransactionCoordinator
+    txn_verifier: TxnVerifier | None = None
 
 
 def _collaborators(s: BrokerServices | None) -> dict[str, Any] | None:
@@ -149,7 +165,7 @@ def _collaborators(s: BrokerServices | None) -> dict[str, Any] | None:
         return None
     cache, rm = s.metadata_cache, s.replica_manager
     return {
-        produce.__name__: ProduceDeps(s.clock_ms, cache, rm, s.append_sequencer),
+        produce.__name__: ProduceDeps(s.clock_ms, cache, rm, s.append_sequencer, s.txn_verifier),
         fetch.__name__: FetchDeps(
             s.clock_ms,
             cache,
@@ -166,14 +182,34 @@ def _collaborators(s: BrokerServices | None) -> dict[str, Any] | None:
         api_versions.__name__: s.api_versions,
         topics.__name__: TopicDeps(s.config, cache, s.admin, s.quotas),
         client_quotas.__name__: ClientQuotaDeps(s.quotas.configs, s.quota_store),
-        init_producer_id.__name__: s.producer_ids,
+        init_producer_id.__name__: InitProducerIdDeps(s.producer_ids, s.transaction_coordinator),
         configs.__name__: ConfigDeps(s.broker_id, s.config, cache, s.admin, s.dynamic_config),
         cluster.__name__: ClusterDeps(cache, s.log_manager),
-        groups.__name__: GroupDeps(s.group_coordinator, cache, s.clock_ms),
+        groups.__name__: GroupDeps(
+            s.group_coordinator,
+            cache,
+            s.clock_ms,
+            _txn_coordinator_finder(s.transaction_coordinator),
+        ),
+        transactions.__name__: TxnDeps(
+            s.transaction_coordinator,
+            s.group_coordinator,
+            rm,
+            cache,
+            int(s.config["request.timeout.ms"]),
+        ),
         controller_requests.__name__: ControllerRequestDeps(
             s.broker_id, s.broker_epoch, s.controller_gate, cache, rm, s.controller
         ),
     }
+
+
+def _txn_coordinator_finder(tc: TransactionCoordinator) -> Callable[[str], Awaitable[int]]:
+    async def find(transactional_id: str) -> int:
+        await tc.ensure_state_topic()
+        return tc.coordinator_for(transactional_id)
+
+    return find
 
 
 # key, min, max, handler, serial, notes
@@ -206,7 +242,36 @@ _TABLE: list[tuple[Any, int, int, Any, bool, str]] = [
         5,
         handle_init_producer_id,
         True,
-        "idempotent producers; transactional ids get COORDINATOR_NOT_AVAILABLE",
+        "idempotent and transactional producers (epoch bumps, fencing, KIP-360)",
+    ),
+    (
+        ApiKey.ADD_PARTITIONS_TO_TXN,
+        0,
+        5,
+        handle_add_partitions_to_txn,
+        True,
+        "v4+ batched and verify-only (KIP-890)",
+    ),
+    (ApiKey.ADD_OFFSETS_TO_TXN, 0, 4, handle_add_offsets_to_txn, True, ""),
+    (ApiKey.END_TXN, 0, 4, handle_end_txn, True, "transactions V1 (no KIP-890 V2 epoch bump)"),
+    (
+        ApiKey.WRITE_TXN_MARKERS,
+        1,
+        2,
+        handle_write_txn_markers,
+        False,
+        "sent by the transaction coordinator to partition leaders",
+    ),
+    (ApiKey.TXN_OFFSET_COMMIT, 0, 4, handle_txn_offset_commit, True, "offsets visible on commit"),
+    (ApiKey.DESCRIBE_PRODUCERS, 0, 0, handle_describe_producers, False, ""),
+    (ApiKey.DESCRIBE_TRANSACTIONS, 0, 0, handle_describe_transactions, False, ""),
+    (
+        ApiKey.LIST_TRANSACTIONS,
+        0,
+        2,
+        handle_list_transactions,
+        False,
+        "state, producer id, duration and transactional id pattern filters",
     ),
     (ApiKey.DESCRIBE_CONFIGS, 1, 4, handle_describe_configs, False, "topic and broker resources"),
     (ApiKey.ALTER_CONFIGS, 0, 2, handle_alter_configs, True, "topic and broker resources"),
@@ -222,7 +287,7 @@ _TABLE: list[tuple[Any, int, int, Any, bool, str]] = [
         6,
         handle_find_coordinator,
         False,
-        "creates __consumer_offsets; transaction keys get COORDINATOR_NOT_AVAILABLE",
+        "creates __consumer_offsets and __transaction_state on first use",
     ),
     (
         ApiKey.JOIN_GROUP,
@@ -315,6 +380,14 @@ _ERROR_RESPONSES: dict[int, ErrorResponseBuilder] = {
     ApiKey.DELETE_TOPICS: topics.delete_topics_error_response,
     ApiKey.DELETE_RECORDS: delete_records.delete_records_error_response,
     ApiKey.INIT_PRODUCER_ID: init_producer_id.init_producer_id_error_response,
+    ApiKey.ADD_PARTITIONS_TO_TXN: transactions.add_partitions_to_txn_error_response,
+    ApiKey.ADD_OFFSETS_TO_TXN: transactions.add_offsets_to_txn_error_response,
+    ApiKey.END_TXN: transactions.end_txn_error_response,
+    ApiKey.WRITE_TXN_MARKERS: transactions.write_txn_markers_error_response,
+    ApiKey.TXN_OFFSET_COMMIT: transactions.txn_offset_commit_error_response,
+    ApiKey.DESCRIBE_PRODUCERS: transactions.describe_producers_error_response,
+    ApiKey.DESCRIBE_TRANSACTIONS: transactions.describe_transactions_error_response,
+    ApiKey.LIST_TRANSACTIONS: transactions.list_transactions_error_response,
     ApiKey.DESCRIBE_CONFIGS: configs.describe_configs_error_response,
     ApiKey.ALTER_CONFIGS: configs.alter_configs_error_response,
     ApiKey.DESCRIBE_LOG_DIRS: cluster.describe_log_dirs_error_response,

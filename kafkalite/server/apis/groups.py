@@ -10,12 +10,13 @@ group semantics live in :mod:`kafkalite.coordinator.group`.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kafkalite.coordinator.group.group_coordinator import CLASSIC_GROUP_TYPE, JoinRequest
 from kafkalite.coordinator.group.group_metadata import OffsetAndMetadata, TopicPartition
+from kafkalite.coordinator.group.txn_offsets import pending_of
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.errors import ErrorCode
 
@@ -58,6 +59,9 @@ class GroupDeps:
     coordinator: GroupCoordinator
     metadata_cache: MetadataCache
     clock_ms: Callable[[], int]
+    #: FindCoordinator key_type 1: the transactional id's coordinator (creating
+    #: __transaction_state on first use), a broker id or -1
+    find_txn_coordinator: Callable[[str], Awaitable[int]] | None = None
 
 
 def _coordinator(deps: GroupDeps) -> GroupCoordinator:
@@ -99,14 +103,17 @@ async def _find_coordinator(
         }
 
     if key_type == COORDINATOR_TYPE_TRANSACTION:
-        return error(
-            ErrorCode.coordinator_not_available, "kafkalite has no transaction coordinator yet"
-        )
-    if key_type != COORDINATOR_TYPE_GROUP:
+        if deps.find_txn_coordinator is None:
+            return error(ErrorCode.coordinator_not_available)
+        if not key:
+            return error(ErrorCode.invalid_request, "empty transactional id")
+        leader = await deps.find_txn_coordinator(key)
+    elif key_type != COORDINATOR_TYPE_GROUP:
         return error(ErrorCode.invalid_request, f"unsupported coordinator key type {key_type}")
-    coordinator = _coordinator(deps)
-    await coordinator.ensure_offsets_topic()
-    leader = coordinator.coordinator_for(key)
+    else:
+        coordinator = _coordinator(deps)
+        await coordinator.ensure_offsets_topic()
+        leader = coordinator.coordinator_for(key)
     info = deps.metadata_cache.brokers.get(leader)
     endpoint = info.endpoints.get(ctx.listener) if info is not None else None
     if endpoint is None:
@@ -287,10 +294,11 @@ def handle_offset_fetch(
     deps: GroupDeps, ctx: RequestContext, req: OffsetFetchRequest
 ) -> dict[str, Any]:
     version = ctx.api_version
+    stable = bool(getattr(req, "require_stable", False))
     if hasattr(req, "groups"):  # v8+: batched groups
-        groups = [_fetch_group(deps, version, g.group_id, g.topics) for g in req.groups]
+        groups = [_fetch_group(deps, version, g.group_id, g.topics, stable) for g in req.groups]
         return {"throttle_time": 0, "groups": groups}
-    g = _fetch_group(deps, version, req.group_id, req.topics)
+    g = _fetch_group(deps, version, req.group_id, req.topics, stable)
     if version < 2:
         # no top-level error code yet: every partition carries the group's error
         for t in g["topics"]:
@@ -300,8 +308,12 @@ def handle_offset_fetch(
     return {"throttle_time": 0, "error_code": g["error_code"], "topics": g["topics"]}
 
 
-def _fetch_group(deps: GroupDeps, version: int, group_id: str, topics: Any) -> dict[str, Any]:
+def _fetch_group(
+    deps: GroupDeps, version: int, group_id: str, topics: Any, require_stable: bool = False
+) -> dict[str, Any]:
     cache = deps.metadata_cache
+    # KIP-447: offsets a transaction wrote are UNSTABLE_OFFSET_COMMIT until its marker lands
+    pending = pending_of(_coordinator(deps).manager) if require_stable else None
     use_ids = version >= 10
 
     def partition(idx: int, om: OffsetAndMetadata | None, error: int = 0) -> dict[str, Any]:
@@ -359,7 +371,12 @@ def _fetch_group(deps: GroupDeps, version: int, group_id: str, topics: Any) -> d
         if req_name is None:
             found = [partition(i, None, ErrorCode.unknown_topic_id) for i in idxs]
         else:
-            found = [partition(i, committed.get((req_name, i))) for i in idxs]
+            found = [
+                partition(i, None, ErrorCode.unstable_offset_commit)
+                if pending is not None and pending.is_pending(group_id, (req_name, i))
+                else partition(i, committed.get((req_name, i)))
+                for i in idxs
+            ]
         topics_out.append({**topic_key(req_name, req_id), "partitions": found})
     return {"group_id": group_id, "error_code": error, "topics": topics_out}
 

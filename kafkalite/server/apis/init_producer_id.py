@@ -1,39 +1,59 @@
-"""InitProducerId (22): producer ids for idempotent producers.
+"""InitProducerId (22): producer ids for idempotent and transactional producers.
 
-Transactional ids need the transaction coordinator, which kafkalite does not
-have yet: those requests get COORDINATOR_NOT_AVAILABLE (documented in
-docs/status.md), so a transactional producer fails clearly instead of
-half-working.
+Without a transactional id the broker hands out an id from its block (or bumps
+the epoch of the one the producer names, KIP-360). With one, the transaction
+coordinator answers: it bumps the id's epoch, fences the previous producer and
+aborts what it left open.
 """
 
 from __future__ import annotations
 
+import datetime
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kafkalite.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from kafkalite.coordinator.transaction.producer_id_manager import ProducerIdManager
+    from kafkalite.coordinator.transaction.txn_coordinator import TransactionCoordinator
     from kafkalite.network.api_spec import RequestContext
     from kafkalite.server.apis.request_types import InitProducerIdRequest
 
 MAX_EPOCH = 32767
 
 
+@dataclass(frozen=True, slots=True)
+class InitProducerIdDeps:
+    producer_ids: ProducerIdManager
+    transactions: TransactionCoordinator
+
+
+def _ms(v: Any) -> int:
+    if isinstance(v, datetime.timedelta):
+        return int(v / datetime.timedelta(milliseconds=1))
+    return int(v)
+
+
 async def handle_init_producer_id(
-    producer_ids: ProducerIdManager, ctx: RequestContext, req: InitProducerIdRequest
+    deps: InitProducerIdDeps, ctx: RequestContext, req: InitProducerIdRequest
 ) -> dict[str, Any]:
-    # validate
-    if req.transactional_id is not None:
-        return {
-            "throttle_time": 0,
-            "error_code": ErrorCode.coordinator_not_available,
-            "producer_id": -1,
-            "producer_epoch": -1,
-        }
     pid = int(getattr(req, "producer_id", -1))
     epoch = int(getattr(req, "producer_epoch", -1))
-    # act: an idempotent producer that already has an id bumps its epoch (KIP-360);
+    if req.transactional_id is not None:
+        r = await deps.transactions.handle_init_producer_id(
+            req.transactional_id, _ms(req.transaction_timeout), pid, epoch
+        )
+        code = r.error
+        if code == ErrorCode.producer_fenced and ctx.api_version < 4:
+            code = ErrorCode.invalid_producer_epoch  # KIP-588: older clients' name for it
+        return {
+            "throttle_time": 0,
+            "error_code": code,
+            "producer_id": r.producer_id,
+            "producer_epoch": r.producer_epoch,
+        }
+    # an idempotent producer that already has an id bumps its epoch (KIP-360);
     # past the max epoch it gets a fresh id, as Kafka does
     if pid >= 0 and 0 <= epoch < MAX_EPOCH - 1:
         return {
@@ -42,8 +62,7 @@ async def handle_init_producer_id(
             "producer_id": pid,
             "producer_epoch": epoch + 1,
         }
-    new_pid = await producer_ids.generate_producer_id()
-    # respond
+    new_pid = await deps.producer_ids.generate_producer_id()
     return {"throttle_time": 0, "error_code": 0, "producer_id": new_pid, "producer_epoch": 0}
 
 

@@ -7,6 +7,7 @@ kio entity per partition on this path.
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from kafkalite.replica.replica_manager import ReplicaManager
     from kafkalite.server.append_sequencer import AppendSequencer
     from kafkalite.server.metadata_cache import MetadataCache
+    from kafkalite.server.txn_verifier import TxnVerifier
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +53,8 @@ class ProduceDeps:
     metadata_cache: MetadataCache
     replica_manager: ReplicaManager
     append_sequencer: AppendSequencer
+    #: KIP-890 verification of transactional batches (None: not verified)
+    txn_verifier: TxnVerifier | None = None
 
 
 def handle_produce(deps: ProduceDeps, ctx: RequestContext, req: ProduceRequest) -> Any:
@@ -89,11 +93,6 @@ def handle_produce(deps: ProduceDeps, ctx: RequestContext, req: ProduceRequest) 
             tp = (name, pd.index)
             if acks not in VALID_ACKS:
                 results[tp] = ProduceResult(ErrorCode.invalid_required_acks)
-            elif req.transactional_id is not None:
-                results[tp] = ProduceResult(
-                    ErrorCode.transactional_id_authorization_failed,
-                    error_message="transactions are not supported yet",
-                )
             elif name not in deps.metadata_cache.topics:
                 results[tp] = ProduceResult(ErrorCode.unknown_topic_or_partition)
             elif name in INTERNAL_TOPICS and ctx.client_id != ADMIN_CLIENT_ID:
@@ -142,24 +141,77 @@ def handle_produce(deps: ProduceDeps, ctx: RequestContext, req: ProduceRequest) 
         )
 
     sequencer = deps.append_sequencer
-    if not pending and not sequencer.busy(entries):
-        if not entries:
-            return respond({})
-        return deps.replica_manager.append_records(
-            timeout_ms, acks, entries, respond, validated=validated
-        )
 
-    def append(outcomes: dict[Any, CheckedBatch | Exception]) -> Any:
-        for tp, result in outcomes.items():
-            outcome(tp, result)
-        if not entries:
-            return respond({})
-        return deps.replica_manager.append_records(
-            timeout_ms, acks, entries, respond, validated=validated
-        )
+    def act() -> Any:
+        if not pending and not sequencer.busy(entries):
+            if not entries:
+                return respond({})
+            return deps.replica_manager.append_records(
+                timeout_ms, acks, entries, respond, validated=validated
+            )
 
-    # appends to these partitions wait for the slices, and for earlier deferred requests
-    return sequencer.defer([*entries, *pending], pending, append)
+        def append(outcomes: dict[Any, CheckedBatch | Exception]) -> Any:
+            for tp, result in outcomes.items():
+                outcome(tp, result)
+            if not entries:
+                return respond({})
+            return deps.replica_manager.append_records(
+                timeout_ms, acks, entries, respond, validated=validated
+            )
+
+        # appends to these partitions wait for the slices, and for earlier deferred requests
+        return sequencer.defer([*entries, *pending], pending, append)
+
+    verifier = deps.txn_verifier
+    if req.transactional_id is None or verifier is None or not verifier.enabled:
+        return act()
+    # KIP-890: a producer's first batch of a transaction on a partition is verified first
+    first, pid, epoch = _first_transactional_batches(deps, entries, validated)
+    if not first:
+        return act()
+
+    def refuse(errors: dict[TP, int]) -> None:
+        for tp, code in errors.items():
+            if code:
+                results[tp] = ProduceResult(code)
+                entries.pop(tp, None)
+                validated.pop(tp, None)
+
+    verdict = verifier.verify(req.transactional_id, pid, epoch, first)
+    if isinstance(verdict, dict):
+        refuse(verdict)  # this broker is the coordinator: appended in this same step
+        return act()
+
+    async def verified() -> Any:
+        refuse(await verdict)
+        r = act()
+        return await r if inspect.isawaitable(r) else r
+
+    return verified()
+
+
+def _first_transactional_batches(
+    deps: ProduceDeps, entries: dict[TP, WritableBuffer], validated: dict[TP, ValidatedRecords]
+) -> tuple[list[TP], int, int]:
+    """Partitions where this request's transactional batch would open the producer's
+    transaction (none open there yet), with the producer id and epoch."""
+    first: list[TP] = []
+    pid = epoch = -1
+    rm = deps.replica_manager
+    for tp in entries:
+        v = validated.get(tp)
+        if v is None or not v.headers:
+            continue
+        h = v.headers[0]
+        if not h.is_transactional or h.is_control or h.producer_id < 0:
+            continue
+        p = rm.get_partition(tp)
+        if p is None or p.log is None or not p.is_leader:
+            continue
+        if h.producer_id not in p.log.producer_state.ongoing:
+            first.append(tp)
+            pid, epoch = h.producer_id, h.producer_epoch
+    return first, pid, epoch
 
 
 def _leader_config(deps: ProduceDeps, tp: TP) -> LogConfig | None:

@@ -11,6 +11,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    import kio.schema.add_offsets_to_txn.v0.request
+    import kio.schema.add_offsets_to_txn.v1.request
+    import kio.schema.add_offsets_to_txn.v2.request
+    import kio.schema.add_offsets_to_txn.v3.request
+    import kio.schema.add_offsets_to_txn.v4.request
+    import kio.schema.add_partitions_to_txn.v0.request
+    import kio.schema.add_partitions_to_txn.v1.request
+    import kio.schema.add_partitions_to_txn.v2.request
+    import kio.schema.add_partitions_to_txn.v3.request
+    import kio.schema.add_partitions_to_txn.v4.request
+    import kio.schema.add_partitions_to_txn.v5.request
     import kio.schema.alter_client_quotas.v0.request
     import kio.schema.alter_client_quotas.v1.request
     import kio.schema.alter_configs.v0.request
@@ -63,9 +74,16 @@ if TYPE_CHECKING:
     import kio.schema.describe_log_dirs.v2.request
     import kio.schema.describe_log_dirs.v3.request
     import kio.schema.describe_log_dirs.v4.request
+    import kio.schema.describe_producers.v0.request
+    import kio.schema.describe_transactions.v0.request
     import kio.schema.elect_leaders.v0.request
     import kio.schema.elect_leaders.v1.request
     import kio.schema.elect_leaders.v2.request
+    import kio.schema.end_txn.v0.request
+    import kio.schema.end_txn.v1.request
+    import kio.schema.end_txn.v2.request
+    import kio.schema.end_txn.v3.request
+    import kio.schema.end_txn.v4.request
     import kio.schema.find_coordinator.v0.request
     import kio.schema.find_coordinator.v1.request
     import kio.schema.find_coordinator.v2.request
@@ -117,6 +135,9 @@ if TYPE_CHECKING:
     import kio.schema.list_offsets.v9.request
     import kio.schema.list_offsets.v10.request
     import kio.schema.list_partition_reassignments.v0.request
+    import kio.schema.list_transactions.v0.request
+    import kio.schema.list_transactions.v1.request
+    import kio.schema.list_transactions.v2.request
     import kio.schema.metadata.v0.request
     import kio.schema.metadata.v1.request
     import kio.schema.metadata.v2.request
@@ -160,6 +181,13 @@ if TYPE_CHECKING:
     import kio.schema.sync_group.v3.request
     import kio.schema.sync_group.v4.request
     import kio.schema.sync_group.v5.request
+    import kio.schema.txn_offset_commit.v0.request
+    import kio.schema.txn_offset_commit.v1.request
+    import kio.schema.txn_offset_commit.v2.request
+    import kio.schema.txn_offset_commit.v3.request
+    import kio.schema.txn_offset_commit.v4.request
+    import kio.schema.write_txn_markers.v1.request
+    import kio.schema.write_txn_markers.v2.request
 
     ListOffsetsRequest = (
         kio.schema.list_offsets.v1.request.ListOffsetsRequest
@@ -329,6 +357,44 @@ if TYPE_CHECKING:
         | kio.schema.offset_for_leader_epoch.v4.request.OffsetForLeaderEpochRequest
     )
 
+    AddPartitionsToTxnRequest = (
+        kio.schema.add_partitions_to_txn.v0.request.AddPartitionsToTxnRequest
+        | kio.schema.add_partitions_to_txn.v1.request.AddPartitionsToTxnRequest
+        | kio.schema.add_partitions_to_txn.v2.request.AddPartitionsToTxnRequest
+        | kio.schema.add_partitions_to_txn.v3.request.AddPartitionsToTxnRequest
+        | kio.schema.add_partitions_to_txn.v4.request.AddPartitionsToTxnRequest
+        | kio.schema.add_partitions_to_txn.v5.request.AddPartitionsToTxnRequest
+    )
+
+    AddOffsetsToTxnRequest = (
+        kio.schema.add_offsets_to_txn.v0.request.AddOffsetsToTxnRequest
+        | kio.schema.add_offsets_to_txn.v1.request.AddOffsetsToTxnRequest
+        | kio.schema.add_offsets_to_txn.v2.request.AddOffsetsToTxnRequest
+        | kio.schema.add_offsets_to_txn.v3.request.AddOffsetsToTxnRequest
+        | kio.schema.add_offsets_to_txn.v4.request.AddOffsetsToTxnRequest
+    )
+
+    EndTxnRequest = (
+        kio.schema.end_txn.v0.request.EndTxnRequest
+        | kio.schema.end_txn.v1.request.EndTxnRequest
+        | kio.schema.end_txn.v2.request.EndTxnRequest
+        | kio.schema.end_txn.v3.request.EndTxnRequest
+        | kio.schema.end_txn.v4.request.EndTxnRequest
+    )
+
+    WriteTxnMarkersRequest = (
+        kio.schema.write_txn_markers.v1.request.WriteTxnMarkersRequest
+        | kio.schema.write_txn_markers.v2.request.WriteTxnMarkersRequest
+    )
+
+    TxnOffsetCommitRequest = (
+        kio.schema.txn_offset_commit.v0.request.TxnOffsetCommitRequest
+        | kio.schema.txn_offset_commit.v1.request.TxnOffsetCommitRequest
+        | kio.schema.txn_offset_commit.v2.request.TxnOffsetCommitRequest
+        | kio.schema.txn_offset_commit.v3.request.TxnOffsetCommitRequest
+        | kio.schema.txn_offset_commit.v4.request.TxnOffsetCommitRequest
+    )
+
     DescribeConfigsRequest = (
         kio.schema.describe_configs.v1.request.DescribeConfigsRequest
         | kio.schema.describe_configs.v2.request.DescribeConfigsRequest
@@ -396,4 +462,16 @@ if TYPE_CHECKING:
     DescribeClusterRequest = (
         kio.schema.describe_cluster.v0.request.DescribeClusterRequest
         | kio.schema.describe_cluster.v1.request.DescribeClusterRequest
+    )
+
+    DescribeProducersRequest = kio.schema.describe_producers.v0.request.DescribeProducersRequest
+
+    DescribeTransactionsRequest = (
+        kio.schema.describe_transactions.v0.request.DescribeTransactionsRequest
+    )
+
+    ListTransactionsRequest = (
+        kio.schema.list_transactions.v0.request.ListTransactionsRequest
+        | kio.schema.list_transactions.v1.request.ListTransactionsRequest
+        | kio.schema.list_transactions.v2.request.ListTransactionsRequest
     )

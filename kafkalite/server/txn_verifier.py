@@ -1,0 +1,148 @@
+"""KIP-890 part 1: a partition leader verifies a transaction before its first batch.
+
+Before appending the first transactional batch of a producer to a partition
+(no transaction of that producer is open there), the leader asks the
+transaction coordinator whether the partition is part of the producer's
+ongoing transaction: AddPartitionsToTxn v4 with ``verify_only``, sent over the
+Kafka protocol to the coordinator's broker, or answered in process when the
+coordinator is this broker (Kafka's AddPartitionsToTxnManager). A late write
+of an aborted or timed-out transaction is so refused instead of opening a
+transaction nobody will close (a "hanging" transaction holding the LSO back).
+
+Errors for the producer (Kafka's mapping): the coordinator being unavailable,
+moving or busy is NOT_ENOUGH_REPLICAS (retriable for every producer version);
+a partition not in the transaction is INVALID_TXN_STATE; a fenced epoch is
+INVALID_PRODUCER_EPOCH.
+
+``transaction.partition.verification.enable`` (default true) turns it off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any
+
+from kafkalite.common.types import TopicPartition
+from kafkalite.protocol.api_keys import ApiKey
+from kafkalite.protocol.errors import ErrorCode
+from kafkalite.server.txn_marker_sender import BrokerConnection
+
+if TYPE_CHECKING:
+    from kafkalite.coordinator.transaction.txn_coordinator import TransactionCoordinator
+    from kafkalite.server.metadata_cache import MetadataCache
+
+log = logging.getLogger(__name__)
+
+_RETRIABLE = {
+    ErrorCode.coordinator_not_available,
+    ErrorCode.not_coordinator,
+    ErrorCode.coordinator_load_in_progress,
+    ErrorCode.concurrent_transactions,
+    ErrorCode.network_exception,
+    ErrorCode.request_timed_out,
+}
+
+
+def produce_error(code: int) -> int:
+    """What a failed verification tells the producer."""
+    if code == 0:
+        return 0
+    if code in _RETRIABLE:
+        return int(ErrorCode.not_enough_replicas)
+    if code in (ErrorCode.producer_fenced, ErrorCode.invalid_producer_epoch):
+        return int(ErrorCode.invalid_producer_epoch)
+    if code == ErrorCode.invalid_producer_id_mapping:
+        return int(ErrorCode.invalid_producer_id_mapping)
+    return int(ErrorCode.invalid_txn_state)
+
+
+class TxnVerifier:
+    def __init__(
+        self,
+        broker_id: int,
+        coordinator: TransactionCoordinator,
+        metadata_cache: MetadataCache,
+        listener_name: str,
+        *,
+        ssl_context: ssl.SSLContext | None = None,
+        request_timeout_ms: int = 30000,
+        enabled: bool = True,
+    ) -> None:
+        self.broker_id = broker_id
+        self.coordinator = coordinator
+        self.cache = metadata_cache
+        self.listener_name = listener_name
+        self.ssl_context = ssl_context
+        self.request_timeout_s = request_timeout_ms / 1000
+        self.enabled = enabled
+        self._connections: dict[tuple[int, str, int], BrokerConnection] = {}
+
+    def verify(
+        self, transactional_id: str, pid: int, epoch: int, partitions: list[TopicPartition]
+    ) -> dict[TopicPartition, int] | Awaitable[dict[TopicPartition, int]]:
+        """Produce errors per partition: at once when this broker is the coordinator (so the
+        caller appends in the same step, in request order), else an awaitable."""
+        leader = self.coordinator.coordinator_for(transactional_id)
+        if leader == self.broker_id:
+            errors = self.coordinator.verify_partitions(transactional_id, pid, epoch, partitions)
+            return {tp: produce_error(e) for tp, e in errors.items()}
+        if leader < 0:
+            return dict.fromkeys(partitions, int(ErrorCode.not_enough_replicas))
+        return self._remote(leader, transactional_id, pid, epoch, partitions)
+
+    async def _remote(
+        self,
+        leader: int,
+        transactional_id: str,
+        pid: int,
+        epoch: int,
+        partitions: list[TopicPartition],
+    ) -> dict[TopicPartition, int]:
+        broker = self.cache.brokers.get(leader)
+        endpoint = broker.endpoints.get(self.listener_name) if broker is not None else None
+        if endpoint is None:
+            return dict.fromkeys(partitions, int(ErrorCode.not_enough_replicas))
+        key = (leader, endpoint[0], endpoint[1])
+        conn = self._connections.get(key)
+        if conn is None:
+            conn = self._connections[key] = BrokerConnection(
+                endpoint[0], endpoint[1], self.ssl_context
+            )
+        by_topic: dict[str, list[int]] = {}
+        for t, p in partitions:
+            by_topic.setdefault(t, []).append(p)
+        body: dict[str, Any] = {
+            "transactions": [
+                {
+                    "transactional_id": transactional_id,
+                    "producer_id": pid,
+                    "producer_epoch": epoch,
+                    "verify_only": True,
+                    "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+                }
+            ]
+        }
+        try:
+            async with asyncio.timeout(self.request_timeout_s):
+                resp = await conn.call(ApiKey.ADD_PARTITIONS_TO_TXN, 4, body)
+        except (OSError, EOFError, TimeoutError, asyncio.IncompleteReadError, ConnectionError) as e:
+            log.debug("verifying %s with broker %d failed: %r", transactional_id, leader, e)
+            return dict.fromkeys(partitions, int(ErrorCode.not_enough_replicas))
+        out: dict[TopicPartition, int] = {}
+        if int(resp.error_code):
+            return dict.fromkeys(partitions, produce_error(int(resp.error_code)))
+        for txn in resp.results_by_transaction:
+            for t in txn.topic_results:
+                for p in t.results_by_partition:
+                    out[(t.name, int(p.partition_index))] = produce_error(
+                        int(p.partition_error_code)
+                    )
+        return {tp: out.get(tp, int(ErrorCode.invalid_txn_state)) for tp in partitions}
+
+    async def close(self) -> None:
+        for c in self._connections.values():
+            c.close()
+        self._connections.clear()
