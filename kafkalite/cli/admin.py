@@ -8,6 +8,9 @@ kafkalite configs --bootstrap-server HOST:PORT --entity-type clients|users
                  (--entity-name X | --entity-default) [--entity-type ... --entity-name ...]
                  [--describe | --alter --add-config producer_byte_rate=N[,k=v] | --delete-config k]
                  (also --client X / --user X / --client-defaults / --user-defaults, as kafka-configs.sh)
+kafkalite groups --bootstrap-server HOST:PORT --list | --describe --group G [--members]
+                 | --reset-offsets --group G --topic T (--to-earliest|--to-latest|--to-offset N
+                 |--to-datetime ISO) [--execute]
 kafkalite dump-log FILE [--print-data-log] [--verify-index-only]
 kafkalite transactions --bootstrap-server HOST:PORT list | describe --transactional-id ID |
                  describe-producers --topic T --partition P | abort --topic T --partition P --start-offset N
@@ -313,6 +316,11 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--add-config", action="append")
     c.add_argument("--delete-config", action="append")
 
+    from kafkalite.cli import groups
+
+    gp = sub.add_parser("groups", help="list, describe and reset offsets of consumer groups")
+    groups.add_arguments(gp)
+
     d = sub.add_parser("dump-log", help="print the batches and records of a segment file")
     try:
         from kafkalite.cli import dump_log
@@ -335,6 +343,8 @@ def main(argv: list[str] | None = None) -> int:
         return _topics(args)
     if args.cmd == "configs":
         return _configs(args)
+    if args.cmd == "groups":
+        return groups.run(args)
     if args.cmd == "transactions":
         return transactions.run(args)
     if args.cmd == "dump-log":

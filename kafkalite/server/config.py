@@ -225,6 +225,28 @@ _DEFS: list[ConfigDef] = [
     ConfigDef("group.min.session.timeout.ms", "int", 6000, validator=at_least(0)),
     ConfigDef("group.max.session.timeout.ms", "int", 1800000, validator=at_least(0)),
     ConfigDef("group.max.size", "int", INT_MAX, validator=at_least(1)),
+    # the consumer group protocol (KIP-848); bounds are checked by GroupConfig
+    ConfigDef("group.consumer.session.timeout.ms", "int", 45000, validator=at_least(1)),
+    ConfigDef("group.consumer.min.session.timeout.ms", "int", 45000, validator=at_least(1)),
+    ConfigDef("group.consumer.max.session.timeout.ms", "int", 60000, validator=at_least(1)),
+    ConfigDef("group.consumer.heartbeat.interval.ms", "int", 5000, validator=at_least(1)),
+    ConfigDef("group.consumer.min.heartbeat.interval.ms", "int", 5000, validator=at_least(1)),
+    ConfigDef("group.consumer.max.heartbeat.interval.ms", "int", 15000, validator=at_least(1)),
+    ConfigDef("group.consumer.max.size", "int", INT_MAX, validator=at_least(1)),
+    ConfigDef(
+        "group.consumer.assignors",
+        "list",
+        ["uniform", "range"],
+        "Server-side assignors (names, or Kafka's class names); the first is the default.",
+    ),
+    ConfigDef(
+        "group.consumer.migration.policy",
+        "string",
+        "bidirectional",
+        "Online migration between the classic and consumer protocols (only empty groups "
+        "convert in kafkalite).",
+        validator=one_of("disabled", "upgrade", "downgrade", "bidirectional"),
+    ),
     ConfigDef("offsets.retention.minutes", "int", 10080, validator=at_least(1)),
     ConfigDef("offsets.retention.check.interval.ms", "long", 600000, validator=at_least(1)),
     ConfigDef("offsets.commit.timeout.ms", "int", 5000, validator=at_least(1)),

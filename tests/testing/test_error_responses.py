@@ -82,6 +82,18 @@ REQUESTS: dict[int, dict[str, Any]] = {
     ApiKey.LIST_GROUPS: {},
     ApiKey.DELETE_GROUPS: {"groups_names": ["g", "h"]},
     ApiKey.OFFSET_DELETE: {"group_id": "g", "topics": [_TOPIC]},
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: {
+        "group_id": "g",
+        "member_id": "m",
+        "member_epoch": 0,
+        "rebalance_timeout": 1000,
+        "subscribed_topic_names": ["t"],
+        "topic_partitions": [],
+    },
+    ApiKey.CONSUMER_GROUP_DESCRIBE: {
+        "group_ids": ["g", "h"],
+        "include_authorized_operations": False,
+    },
     ApiKey.ADD_PARTITIONS_TO_TXN: {
         "v3_and_below_transactional_id": "x",
         "v3_and_below_producer_id": 1,

@@ -32,6 +32,20 @@ def _offset_fetch(bootstrap: str, group: str, topic: str, stable: bool) -> tuple
         c.close()
 
 
+_SETTLING = ("unstable_offset_commit", "coordinator_load_in_progress", "not_coordinator")
+
+
+def _settled_offset(bootstrap: str, group: str, topic: str) -> tuple[str, int]:
+    """A require_stable fetch retried as clients do (KIP-447): EndTxn answers once the
+    outcome is logged, and the markers that settle the pending offsets follow it."""
+    deadline = time.monotonic() + 20
+    got = _offset_fetch(bootstrap, group, topic, stable=True)
+    while got[0] in _SETTLING and time.monotonic() < deadline:
+        time.sleep(0.05)
+        got = _offset_fetch(bootstrap, group, topic, stable=True)
+    return got
+
+
 def _txn(p: Producer, group_meta, topic: str, sink: str, offset: int, commit: bool | None) -> None:
     p.begin_transaction()
     p.produce(sink, value=b"x", partition=0)
@@ -57,9 +71,9 @@ def test_transactional_offsets_visible_only_on_commit_across_restarts(tmp_path):
         )
         p.init_transactions(10)
         _txn(p, meta, "src", "sink", 5, commit=True)
-        assert _offset_fetch(bs, group, "src", stable=True) == ("none", 5)
+        assert _settled_offset(bs, group, "src") == ("none", 5)
         _txn(p, meta, "src", "sink", 9, commit=False)
-        assert _offset_fetch(bs, group, "src", stable=True) == ("none", 5)
+        assert _settled_offset(bs, group, "src") == ("none", 5)
         _txn(p, meta, "src", "sink", 12, commit=None)  # left open
         assert _offset_fetch(bs, group, "src", stable=False) == ("none", 5)
         assert _offset_fetch(bs, group, "src", stable=True)[0] == "unstable_offset_commit"
@@ -67,23 +81,12 @@ def test_transactional_offsets_visible_only_on_commit_across_restarts(tmp_path):
         b.restart()
         bs = b.bootstrap_servers
         # replayed from __consumer_offsets: still pending until the coordinator aborts it
-        deadline = time.monotonic() + 20
-        got = _offset_fetch(bs, group, "src", stable=True)
-        while got[0] != "none" and time.monotonic() < deadline:
-            time.sleep(0.2)
-            got = _offset_fetch(bs, group, "src", stable=True)
-        assert got == ("none", 5)
+        assert _settled_offset(bs, group, "src") == ("none", 5)
 
         p2 = Producer({"bootstrap.servers": bs, "transactional.id": "to"})
         p2.init_transactions(10)
         _txn(p2, meta, "src", "sink", 20, commit=True)
         b.restart()
-        got = _offset_fetch(b.bootstrap_servers, group, "src", stable=True)
-        deadline = time.monotonic() + 20
-        while got[0] in ("coordinator_load_in_progress", "not_coordinator"):
-            assert time.monotonic() < deadline, got
-            time.sleep(0.1)
-            got = _offset_fetch(b.bootstrap_servers, group, "src", stable=True)
-        assert got == ("none", 20)
+        assert _settled_offset(b.bootstrap_servers, group, "src") == ("none", 20)
     finally:
         b.stop()

@@ -9,6 +9,7 @@ rather than the ``KafkaServer``.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -29,11 +30,28 @@ class TopicPartitions(Protocol):
     def partitions(self) -> Mapping[int, PartitionLeader]: ...
 
 
+class TopicDescription(Protocol):
+    """A topic as the consumer protocol assigns it: by id, with its partition count."""
+
+    @property
+    def topic_id(self) -> uuid.UUID: ...
+
+    @property
+    def partitions(self) -> Mapping[int, PartitionLeader]: ...
+
+    @property
+    def is_internal(self) -> bool: ...
+
+
 class ClusterMetadata(Protocol):
-    """The broker's metadata cache: live brokers, the offsets topic's leaders."""
+    """The broker's metadata cache: live brokers, the offsets topic's leaders, the
+    topics (the consumer protocol's subscriptions and regexes resolve against them)."""
 
     @property
     def brokers(self) -> Mapping[int, object]: ...
+
+    @property
+    def topics(self) -> Mapping[str, TopicDescription]: ...
 
     def get_topic(self, name: str) -> TopicPartitions | None: ...
 

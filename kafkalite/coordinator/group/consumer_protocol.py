@@ -35,3 +35,64 @@ def subscribed_topics(metadata: bytes) -> set[str] | None:
         return topics
     except (struct.error, UnicodeDecodeError):
         return None
+
+
+def assigned_partitions(assignment: bytes) -> dict[str, list[int]] | None:
+    """Partitions in a consumer Assignment (every version starts with them), or None."""
+    try:
+        pos = 2  # version
+        (n,) = structs.I32.unpack_from(assignment, pos)
+        pos += 4
+        out: dict[str, list[int]] = {}
+        for _ in range(max(n, 0)):
+            (ln,) = structs.I16.unpack_from(assignment, pos)
+            pos += 2
+            if ln < 0 or pos + ln > len(assignment):
+                return None
+            topic = assignment[pos : pos + ln].decode("utf-8")
+            pos += ln
+            (k,) = structs.I32.unpack_from(assignment, pos)
+            pos += 4
+            parts = []
+            for _ in range(max(k, 0)):
+                (p,) = structs.I32.unpack_from(assignment, pos)
+                pos += 4
+                parts.append(int(p))
+            out[topic] = parts
+        return out
+    except (struct.error, UnicodeDecodeError):
+        return None
+
+
+def owned_partitions(metadata: bytes) -> dict[str, list[int]]:
+    """The owned partitions of a Subscription v1+ (cooperative clients), else none."""
+    try:
+        (version,) = structs.I16.unpack_from(metadata, 0)
+        if version < 1:
+            return {}
+        pos = 2
+        (n,) = structs.I32.unpack_from(metadata, pos)
+        pos += 4
+        for _ in range(max(n, 0)):
+            (ln,) = structs.I16.unpack_from(metadata, pos)
+            pos += 2 + max(ln, 0)
+        (ud,) = structs.I32.unpack_from(metadata, pos)
+        pos += 4 + max(ud, 0)
+        out = assigned_partitions(b"\x00\x00" + metadata[pos:])
+        return out or {}
+    except struct.error:
+        return {}
+
+
+def encode_assignment(parts: dict[str, list[int]], version: int = 0) -> bytes:
+    """A ConsumerProtocolAssignment (v0 layout; v1+ only adds nothing we send)."""
+    out = bytearray(structs.I16.pack(min(max(version, 0), 3)))
+    out += structs.I32.pack(len(parts))
+    for topic in sorted(parts):
+        b = topic.encode("utf-8")
+        out += structs.I16.pack(len(b)) + b
+        out += structs.I32.pack(len(parts[topic]))
+        for p in sorted(parts[topic]):
+            out += structs.I32.pack(p)
+    out += structs.I32.pack(-1)  # user data: null
+    return bytes(out)

@@ -26,6 +26,7 @@ from typing import Any
 from kafkalite.common.types import TopicPartition
 from kafkalite.coordinator.group import consumer_protocol
 from kafkalite.coordinator.group.collaborators import ClusterMetadata, CreateTopics, Replicas
+from kafkalite.coordinator.group.consumer_coordinator import ConsumerGroupCoordinator
 from kafkalite.coordinator.group.delayed_heartbeat import DelayedHeartbeat
 from kafkalite.coordinator.group.delayed_join import DelayedJoin, DelayedSync, InitialDelayedJoin
 from kafkalite.coordinator.group.group_metadata import (
@@ -49,8 +50,9 @@ log = logging.getLogger(__name__)
 
 #: a new member's JoinGroup cannot outlive this (it has no member id to heartbeat with)
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
-#: the only group type this coordinator runs (ListGroups v5 types filter)
+#: the group types of ListGroups v5 (types filter) and DescribeGroups
 CLASSIC_GROUP_TYPE = "classic"
+CONSUMER_GROUP_TYPE = "consumer"
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +97,7 @@ class GroupSummary:
     protocol_type: str = ""
     protocol: str = ""
     members: list[MemberDescription] = field(default_factory=list)
+    message: str | None = None
 
 
 @dataclass(slots=True)
@@ -134,6 +137,8 @@ class GroupCoordinator:
         self.heartbeat_purgatory: DelayedOperationPurgatory[DelayedHeartbeat] = None  # type: ignore[assignment]
         self._tasks: set[asyncio.Task[Any]] = set()
         self._creating_topic: asyncio.Task[None] | None = None
+        #: the KIP-848 protocol: ConsumerGroupHeartbeat and ConsumerGroupDescribe
+        self.consumer = ConsumerGroupCoordinator(self)
 
     # ---- lifecycle ----------------------------------------------------------------
     def startup(self) -> None:
@@ -180,10 +185,12 @@ class GroupCoordinator:
             self.manager.unload(tp[1], self._on_group_unloaded)
 
     def _on_group_loaded(self, group: GroupMetadata) -> None:
+        self.consumer.on_loaded(group)
         for member in group.members.values():
             self._complete_and_schedule_next_heartbeat_expiration(group, member)
 
     def _on_group_unloaded(self, group: GroupMetadata) -> None:
+        ConsumerGroupCoordinator.on_unloaded(group)
         previous = group.state
         group.transition_to(GroupState.DEAD, self.clock_ms())
         for member in group.members.values():
@@ -278,6 +285,22 @@ class GroupCoordinator:
             group = self.manager.add_group(
                 GroupMetadata(req.group_id, GroupState.EMPTY, self.clock_ms())
             )
+        if group.consumer is not None:
+            if not group.consumer.is_empty:
+                # a classic member of a consumer group: the broker assigns (KIP-848 migration)
+                if self.config.consumer_migration_policy == "disabled" and not any(
+                    m.classic is not None for m in group.consumer.members.values()
+                ):
+                    return JoinGroupResult(member_id, ErrorCode.inconsistent_group_protocol)
+                return await self.consumer.classic.join(group, req)
+            if not is_unknown:
+                return JoinGroupResult(member_id, ErrorCode.unknown_member_id)
+            # an empty consumer group becomes a classic group, as in Kafka; its records go
+            gone: list[tuple[bytes, bytes | None]] = [(k, None) for k in group.consumer.persisted]
+            group.consumer = None
+            group.protocol_type = None
+            if gone:
+                self._spawn(self.manager.store_records(group.group_id, gone))
         if not self._accept_joining_member(group, member_id):
             return JoinGroupResult(member_id, ErrorCode.group_max_size_reached)
 
@@ -518,6 +541,8 @@ class GroupCoordinator:
         return False
 
     def on_complete_join(self, group: GroupMetadata) -> None:
+        if group.consumer is not None:
+            return  # upgraded to a consumer group while the rebalance waited
         for m in group.not_yet_rejoined_members():
             if not m.is_static:  # static members keep their place until their session expires
                 self._remove_heartbeat_for_leaving_member(group, m)
@@ -617,6 +642,10 @@ class GroupCoordinator:
             return SyncGroupResult(ErrorCode.unknown_member_id)
         if group.is_state(GroupState.DEAD):
             return SyncGroupResult(ErrorCode.coordinator_not_available)
+        if group.consumer is not None:
+            return self.consumer.classic.sync(
+                group, generation_id, member_id, group_instance_id, protocol_type, protocol_name
+            )
         error = group.validate_member(member_id, group_instance_id)
         if error:
             return SyncGroupResult(error)
@@ -678,6 +707,10 @@ class GroupCoordinator:
             return int(ErrorCode.unknown_member_id)
         if group.is_state(GroupState.DEAD):
             return int(ErrorCode.coordinator_not_available)
+        if group.consumer is not None:
+            return self.consumer.classic.heartbeat(
+                group, member_id, group_instance_id, generation_id
+            )
         error = group.validate_member(member_id, group_instance_id)
         if error:
             return error
@@ -778,6 +811,8 @@ class GroupCoordinator:
             return int(ErrorCode.unknown_member_id), []
         if group.is_state(GroupState.DEAD):
             return int(ErrorCode.coordinator_not_available), []
+        if group.consumer is not None:
+            return 0, self.consumer.classic.leave(group, members)
         errors = []
         for member_id, instance_id in members:
             if member_id == "":
@@ -833,7 +868,12 @@ class GroupCoordinator:
             group = self.manager.add_group(
                 GroupMetadata(group_id, GroupState.EMPTY, self.clock_ms())
             )
-        error = self._validate_offset_commit(group, member_id, group_instance_id, generation_id)
+        if group.consumer is not None:
+            error = self.consumer.validate_offset_commit(
+                group.consumer, member_id, generation_id, api_version
+            )
+        else:
+            error = self._validate_offset_commit(group, member_id, group_instance_id, generation_id)
         if error:
             return dict.fromkeys(offsets, error)
         member = group.members.get(member_id)
@@ -875,12 +915,20 @@ class GroupCoordinator:
         self,
         group_id: str,
         partitions: list[TopicPartition] | None,
+        member_id: str | None = None,
+        member_epoch: int = -1,
     ) -> tuple[int, dict[TopicPartition, OffsetAndMetadata | None]]:
-        """Committed offsets (None = no commit) for the partitions, or all of them."""
+        """Committed offsets (None = no commit) for the partitions, or all of them.
+
+        A consumer group checks the member epoch of OffsetFetch v9+ (STALE_MEMBER_EPOCH)."""
         error = self._validate_group_status(group_id, allow_empty=True)
         if error:
             return error, {}
         group = self.manager.get_group(group_id)
+        if group is not None and group.consumer is not None:
+            error = self.consumer.validate_offset_fetch(group.consumer, member_id, member_epoch)
+            if error:
+                return error, {}
         committed = {} if group is None or group.is_state(GroupState.DEAD) else group.offsets
         if partitions is None:
             return 0, dict(committed)
@@ -894,6 +942,13 @@ class GroupCoordinator:
         group = self.manager.get_group(group_id)
         if group is None or group.is_state(GroupState.DEAD):
             return GroupSummary(int(ErrorCode.group_id_not_found), group_id)
+        if group.consumer is not None:
+            # Kafka 4 answers DescribeGroups for classic groups only
+            return GroupSummary(
+                int(ErrorCode.group_id_not_found),
+                group_id,
+                message=f"Group {group_id} is not a classic group.",
+            )
         stable = group.is_state(GroupState.STABLE) and group.protocol_name is not None
         members = []
         for m in group.members.values():
@@ -924,12 +979,12 @@ class GroupCoordinator:
             return int(ErrorCode.coordinator_not_available), []
         if self.manager.is_loading:
             return int(ErrorCode.coordinator_load_in_progress), []
-        if types and CLASSIC_GROUP_TYPE not in types:
-            return 0, []
         out = [
             g
             for g in self.manager.current_groups()
-            if not g.is_state(GroupState.DEAD) and (not states or g.state.value.lower() in states)
+            if not g.is_state(GroupState.DEAD)
+            and (not states or g.state_name.lower() in states)
+            and (not types or g.group_type in types)
         ]
         return 0, out
 
@@ -940,8 +995,10 @@ class GroupCoordinator:
         group = self.manager.get_group(group_id)
         if group is None or group.is_state(GroupState.DEAD):
             return int(ErrorCode.group_id_not_found)
-        if not group.is_state(GroupState.EMPTY):
+        if not group.is_empty:
             return int(ErrorCode.non_empty_group)
+        if group.consumer is not None:
+            group.consumer.dead = True
         return await self.manager.delete_group(group)
 
     async def handle_delete_offsets(
@@ -957,7 +1014,15 @@ class GroupCoordinator:
         if group is None or group.is_state(GroupState.DEAD):
             return int(ErrorCode.group_id_not_found), {}
         results: dict[TopicPartition, int] = {}
-        if group.is_state(GroupState.EMPTY):
+        if group.consumer is not None and not group.consumer.is_empty:
+            subscribed = group.consumer.subscription_metadata
+            deletable = []
+            for tp in partitions:
+                if tp[0] in subscribed:
+                    results[tp] = int(ErrorCode.group_subscribed_to_topic)
+                else:
+                    deletable.append(tp)
+        elif group.is_state(GroupState.EMPTY):
             deletable = list(partitions)
         elif group.protocol_type == consumer_protocol.PROTOCOL_TYPE:
             deletable = []

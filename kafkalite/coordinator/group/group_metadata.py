@@ -22,6 +22,7 @@ from enum import Enum
 
 from kafkalite.common.types import TopicPartition
 from kafkalite.coordinator.group import consumer_protocol
+from kafkalite.coordinator.group.consumer_group import ConsumerGroup
 from kafkalite.coordinator.group.offset_codec import GroupMetadataValue, MemberMetadataValue
 from kafkalite.protocol.errors import ErrorCode
 
@@ -199,6 +200,25 @@ class GroupMetadata:
         self.offsets: dict[TopicPartition, OffsetAndMetadata] = {}
         #: commits appended but not yet acknowledged, per partition (never expired)
         self.pending_offset_commits: Counter[TopicPartition] = Counter()
+        #: set when the group runs the consumer protocol (KIP-848); the classic state
+        #: then stays Empty and this holds the members
+        self.consumer: ConsumerGroup | None = None
+
+    @property
+    def group_type(self) -> str:
+        return "classic" if self.consumer is None else "consumer"
+
+    @property
+    def is_empty(self) -> bool:
+        """No member of either protocol."""
+        return self.is_state(GroupState.EMPTY) and (self.consumer is None or self.consumer.is_empty)
+
+    @property
+    def state_name(self) -> str:
+        """The state as ListGroups and the CLI name it for the group's type."""
+        if self.consumer is not None and not self.is_state(GroupState.DEAD):
+            return self.consumer.state.value
+        return self.state.value
 
     # ---- state --------------------------------------------------------------------
     def is_state(self, *states: GroupState) -> bool:
@@ -438,6 +458,10 @@ class GroupMetadata:
                     out.append(tp)
             return out
 
+        if self.consumer is not None and not self.consumer.is_empty:
+            # a live consumer group keeps the offsets of the topics it subscribes to
+            keep = set(self.consumer.subscription_metadata)
+            return expired({tp: o.commit_timestamp for tp, o in self.offsets.items()}, keep)
         if self.protocol_type is None:
             return expired({tp: o.commit_timestamp for tp, o in self.offsets.items()}, set())
         if self.is_state(GroupState.EMPTY):

@@ -21,7 +21,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from kafkalite.common.errors import ConfigError
 from kafkalite.common.types import TopicPartition
+from kafkalite.coordinator.group import consumer_group_codec as cg_codec
 from kafkalite.coordinator.group import offset_codec as codec
 from kafkalite.coordinator.group.collaborators import ClusterMetadata, Replicas
 from kafkalite.coordinator.group.group_metadata import (
@@ -36,6 +38,9 @@ from kafkalite.protocol.records import build_batch, iter_batches
 log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
+#: the server-side assignors of the consumer protocol (the first is the default)
+DEFAULT_ASSIGNORS = ("uniform", "range")
+MIGRATION_POLICIES = ("disabled", "upgrade", "downgrade", "bidirectional")
 
 
 @dataclass(slots=True)
@@ -54,6 +59,16 @@ class GroupConfig:
     group_max_session_timeout_ms: int = 1800000
     group_initial_rebalance_delay_ms: int = 3000
     group_max_size: int = 2**31 - 1
+    # the consumer protocol (KIP-848)
+    consumer_session_timeout_ms: int = 45000
+    consumer_min_session_timeout_ms: int = 45000
+    consumer_max_session_timeout_ms: int = 60000
+    consumer_heartbeat_interval_ms: int = 5000
+    consumer_min_heartbeat_interval_ms: int = 5000
+    consumer_max_heartbeat_interval_ms: int = 15000
+    consumer_max_size: int = 2**31 - 1
+    consumer_assignors: tuple[str, ...] = ("uniform", "range")  # the first is the default
+    consumer_migration_policy: str = "bidirectional"
 
     @classmethod
     def from_broker_config(cls, cfg: Any) -> GroupConfig:
@@ -63,7 +78,7 @@ class GroupConfig:
             v = cfg.get(key) if hasattr(cfg, "get") else None
             return default if v is None else int(v)
 
-        return cls(
+        out = cls(
             offsets_topic_num_partitions=get(
                 "offsets.topic.num.partitions", d.offsets_topic_num_partitions
             ),
@@ -90,7 +105,82 @@ class GroupConfig:
                 "group.initial.rebalance.delay.ms", d.group_initial_rebalance_delay_ms
             ),
             group_max_size=get("group.max.size", d.group_max_size),
+            consumer_session_timeout_ms=get(
+                "group.consumer.session.timeout.ms", d.consumer_session_timeout_ms
+            ),
+            consumer_min_session_timeout_ms=get(
+                "group.consumer.min.session.timeout.ms", d.consumer_min_session_timeout_ms
+            ),
+            consumer_max_session_timeout_ms=get(
+                "group.consumer.max.session.timeout.ms", d.consumer_max_session_timeout_ms
+            ),
+            consumer_heartbeat_interval_ms=get(
+                "group.consumer.heartbeat.interval.ms", d.consumer_heartbeat_interval_ms
+            ),
+            consumer_min_heartbeat_interval_ms=get(
+                "group.consumer.min.heartbeat.interval.ms", d.consumer_min_heartbeat_interval_ms
+            ),
+            consumer_max_heartbeat_interval_ms=get(
+                "group.consumer.max.heartbeat.interval.ms", d.consumer_max_heartbeat_interval_ms
+            ),
+            consumer_max_size=get("group.consumer.max.size", d.consumer_max_size),
+            consumer_assignors=_assignor_names(cfg.get("group.consumer.assignors")),
+            consumer_migration_policy=str(
+                cfg.get("group.consumer.migration.policy") or d.consumer_migration_policy
+            ).lower(),
         )
+        out.check_consumer_bounds()
+        return out
+
+    def check_consumer_bounds(self) -> None:
+        """Kafka's GroupCoordinatorConfig checks: each default within its min and max,
+        the heartbeat interval below the session timeout."""
+        for key, lo, v, hi in (
+            (
+                "group.consumer.session.timeout.ms",
+                self.consumer_min_session_timeout_ms,
+                self.consumer_session_timeout_ms,
+                self.consumer_max_session_timeout_ms,
+            ),
+            (
+                "group.consumer.heartbeat.interval.ms",
+                self.consumer_min_heartbeat_interval_ms,
+                self.consumer_heartbeat_interval_ms,
+                self.consumer_max_heartbeat_interval_ms,
+            ),
+        ):
+            if not lo <= v <= hi:
+                raise ConfigError(key, f"{v} must be between its min ({lo}) and max ({hi})")
+        if self.consumer_heartbeat_interval_ms >= self.consumer_session_timeout_ms:
+            raise ConfigError(
+                "group.consumer.heartbeat.interval.ms",
+                "must be less than group.consumer.session.timeout.ms",
+            )
+        if self.consumer_migration_policy not in MIGRATION_POLICIES:
+            raise ConfigError(
+                "group.consumer.migration.policy",
+                f"must be one of {', '.join(MIGRATION_POLICIES)}",
+            )
+
+
+def _assignor_names(value: Any) -> tuple[str, ...]:
+    """group.consumer.assignors: names, or Kafka's class names of its two assignors."""
+    if value is None:
+        return DEFAULT_ASSIGNORS
+    items = value if isinstance(value, list | tuple) else str(value).split(",")
+    out = []
+    for item in items:
+        name = str(item).strip()
+        if not name:
+            continue
+        short = name.rsplit(".", 1)[-1]
+        out.append(
+            {"UniformAssignor": "uniform", "RangeAssignor": "range"}.get(short, name.lower())
+        )
+    for name in out:
+        if name not in DEFAULT_ASSIGNORS:
+            raise ConfigError("group.consumer.assignors", f"unknown assignor {name!r}")
+    return tuple(out) or DEFAULT_ASSIGNORS
 
 
 def _store_error(code: int, *, for_offsets: bool) -> int:
@@ -197,6 +287,13 @@ class GroupMetadataManager:
             )
         return _store_error(error, for_offsets=False) if error else 0
 
+    async def store_records(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> int:
+        """Append a consumer group's records (KIP-848 formats); returns an error code."""
+        error, _ = await self._append(self.partition_for(group_id), records)
+        if error:
+            log.warning("storing consumer group %s failed: %s", group_id, ErrorCode(error).name)
+        return _store_error(error, for_offsets=False) if error else 0
+
     async def store_offsets(
         self, group: GroupMetadata, offsets: dict[TopicPartition, OffsetAndMetadata]
     ) -> dict[TopicPartition, int]:
@@ -252,6 +349,9 @@ class GroupMetadataManager:
             (codec.encode_offset_commit_key(group.group_id, t, p), None) for t, p in group.offsets
         ]
         records.append((codec.encode_group_metadata_key(group.group_id), None))
+        if group.consumer is not None:
+            records += [(k, None) for k in group.consumer.persisted]
+            group.consumer.persisted.clear()
         group.offsets.clear()
         group.transition_to(GroupState.DEAD, self.clock_ms())
         self.remove_group(group)
@@ -295,8 +395,9 @@ class GroupMetadataManager:
     async def _load(
         self, partition: int, token: object, on_loaded: Callable[[GroupMetadata], None]
     ) -> None:
+        consumer: dict[str, dict[bytes, bytes | None]] = {}
         try:
-            offsets, metadata = await self._read_partition(partition, token)
+            offsets, metadata = await self._read_partition(partition, token, consumer)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -307,9 +408,20 @@ class GroupMetadataManager:
             return
         now = self.clock_ms()
         loaded = 0
-        for gid in set(offsets) | set(metadata):
+        for gid in set(offsets) | set(metadata) | set(consumer):
             value = metadata.get(gid)
-            if value is not None:
+            cg = None
+            if gid in consumer:
+                try:
+                    cg = cg_codec.rebuild(gid, consumer[gid])
+                except (codec.CodecError, RuntimeError) as e:
+                    log.warning("consumer group %s could not be rebuilt: %s", gid, e)
+            if cg is not None:
+                group = GroupMetadata(gid, GroupState.EMPTY, now)
+                group.consumer = cg
+                group.protocol_type = "consumer"
+                cg.persisted = {k: v for k, v in consumer[gid].items() if v is not None}
+            elif value is not None:
                 group = GroupMetadata.from_record_value(gid, value, now)
             elif offsets.get(gid):
                 group = GroupMetadata(gid, GroupState.EMPTY, now)
@@ -325,7 +437,10 @@ class GroupMetadataManager:
         log.info("loaded %d groups from %s-%d", loaded, OFFSETS_TOPIC, partition)
 
     async def _read_partition(
-        self, partition: int, token: object
+        self,
+        partition: int,
+        token: object,
+        consumer: dict[str, dict[bytes, bytes | None]] | None = None,
     ) -> tuple[
         dict[str, dict[TopicPartition, OffsetAndMetadata]],
         dict[str, codec.GroupMetadataValue | None],
@@ -379,7 +494,7 @@ class GroupMetadataManager:
                 for rec in records:
                     if rec.offset < position or rec.key is None:
                         continue
-                    self._apply(rec.offset, rec.key, rec.value, offsets, metadata)
+                    self._apply(rec.offset, rec.key, rec.value, offsets, metadata, consumer)
             if next_position <= position:
                 break
             position = next_position
@@ -396,9 +511,17 @@ class GroupMetadataManager:
         value_bytes: bytes | None,
         offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]],
         metadata: dict[str, codec.GroupMetadataValue | None],
+        consumer: dict[str, dict[bytes, bytes | None]] | None = None,
     ) -> None:
         try:
             key = codec.decode_key(key_bytes)
+            if isinstance(key, codec.UnknownKey):
+                if consumer is not None and key.version in cg_codec.CONSUMER_KEY_VERSIONS:
+                    ck = cg_codec.decode_key(key_bytes)
+                    consumer.setdefault(ck.group, {})[bytes(key_bytes)] = (
+                        None if value_bytes is None else bytes(value_bytes)
+                    )
+                return
             if isinstance(key, codec.OffsetCommitKey):
                 group_offsets = offsets.setdefault(key.group, {})
                 tp = (key.topic, key.partition)
@@ -439,11 +562,7 @@ class GroupMetadataManager:
                 del group.offsets[tp]
                 out.append((codec.encode_offset_commit_key(group.group_id, tp[0], tp[1]), None))
             removed += len(expired)
-            if (
-                group.is_state(GroupState.EMPTY)
-                and not group.offsets
-                and not group.pending_offset_commits
-            ):
+            if group.is_empty and not group.offsets and not group.pending_offset_commits:
                 group.transition_to(GroupState.DEAD, now)
                 self.remove_group(group)
                 out.append((codec.encode_group_metadata_key(group.group_id), None))

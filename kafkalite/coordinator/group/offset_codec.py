@@ -198,6 +198,9 @@ class _Reader:
         self.pos += n
         return b
 
+    def i8(self) -> int:
+        return int.from_bytes(self._take(1), "big", signed=True)
+
     def i16(self) -> int:
         return int(structs.I16.unpack(self._take(2))[0])
 

@@ -70,6 +70,8 @@ from kafkalite.server.apis.fetch import FetchDeps, handle_fetch
 from kafkalite.server.apis.groups import (
     OFFSET_DELETE,
     GroupDeps,
+    handle_consumer_group_describe,
+    handle_consumer_group_heartbeat,
     handle_delete_groups,
     handle_describe_groups,
     handle_find_coordinator,
@@ -313,6 +315,15 @@ _TABLE: list[tuple[Any, int, int, Any, bool, str]] = [
         "leaders only; followers truncate by it (KIP-279), consumers detect truncation (KIP-320)",
     ),
     (
+        ApiKey.CONSUMER_GROUP_HEARTBEAT,
+        0,
+        1,
+        handle_consumer_group_heartbeat,
+        True,
+        "KIP-848 consumer protocol; uniform and range server assignors; v1 regex",
+    ),
+    (ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 1, handle_consumer_group_describe, False, "KIP-848"),
+    (
         ApiKey.ELECT_LEADERS,
         0,
         2,
@@ -406,6 +417,8 @@ _ERROR_RESPONSES: dict[int, ErrorResponseBuilder] = {
     ApiKey.DELETE_GROUPS: groups.delete_groups_error_response,
     OFFSET_DELETE: groups.offset_delete_error_response,
     ApiKey.OFFSET_FOR_LEADER_EPOCH: offset_for_leader_epoch.offset_for_leader_epoch_error_response,
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: groups.consumer_group_heartbeat_error_response,
+    ApiKey.CONSUMER_GROUP_DESCRIBE: groups.consumer_group_describe_error_response,
     ApiKey.ELECT_LEADERS: controller_requests.elect_leaders_error_response,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (
         controller_requests.alter_partition_reassignments_error_response

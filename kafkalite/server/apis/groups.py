@@ -1,6 +1,7 @@
 """Consumer group APIs: FindCoordinator (10), OffsetCommit (8), OffsetFetch (9),
 JoinGroup (11), Heartbeat (12), LeaveGroup (13), SyncGroup (14), DescribeGroups (15),
-ListGroups (16), DeleteGroups (42) and OffsetDelete (47).
+ListGroups (16), DeleteGroups (42), OffsetDelete (47), and the KIP-848 protocol's
+ConsumerGroupHeartbeat (68) and ConsumerGroupDescribe (69).
 
 Each handler turns the request version's shape into plain arguments for the
 GroupCoordinator and its result back into that version's response; the
@@ -14,16 +15,20 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from kafkalite.coordinator.group.group_coordinator import CLASSIC_GROUP_TYPE, JoinRequest
+from kafkalite.coordinator.group.consumer_coordinator import HeartbeatRequest as CgHeartbeat
+from kafkalite.coordinator.group.group_coordinator import JoinRequest
 from kafkalite.coordinator.group.group_metadata import OffsetAndMetadata, TopicPartition
 from kafkalite.coordinator.group.txn_offsets import pending_of
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
+    from kafkalite.coordinator.group.assignors import Assignment
     from kafkalite.coordinator.group.group_coordinator import GroupCoordinator
     from kafkalite.network.api_spec import RequestContext
     from kafkalite.server.apis.request_types import (
+        ConsumerGroupDescribeRequest,
+        ConsumerGroupHeartbeatRequest,
         DeleteGroupsRequest,
         DescribeGroupsRequest,
         FindCoordinatorRequest,
@@ -296,7 +301,18 @@ def handle_offset_fetch(
     version = ctx.api_version
     stable = bool(getattr(req, "require_stable", False))
     if hasattr(req, "groups"):  # v8+: batched groups
-        groups = [_fetch_group(deps, version, g.group_id, g.topics, stable) for g in req.groups]
+        groups = [
+            _fetch_group(
+                deps,
+                version,
+                g.group_id,
+                g.topics,
+                stable,
+                getattr(g, "member_id", None),
+                int(getattr(g, "member_epoch", -1)),
+            )
+            for g in req.groups
+        ]
         return {"throttle_time": 0, "groups": groups}
     g = _fetch_group(deps, version, req.group_id, req.topics, stable)
     if version < 2:
@@ -309,7 +325,13 @@ def handle_offset_fetch(
 
 
 def _fetch_group(
-    deps: GroupDeps, version: int, group_id: str, topics: Any, require_stable: bool = False
+    deps: GroupDeps,
+    version: int,
+    group_id: str,
+    topics: Any,
+    require_stable: bool = False,
+    member_id: str | None = None,
+    member_epoch: int = -1,
 ) -> dict[str, Any]:
     cache = deps.metadata_cache
     # KIP-447: offsets a transaction wrote are UNSTABLE_OFFSET_COMMIT until its marker lands
@@ -337,7 +359,9 @@ def _fetch_group(
         return {"topic_id": topic_id} if use_ids else {"name": name}
 
     if topics is None:
-        error, committed = _coordinator(deps).handle_fetch_offsets(group_id, None)
+        error, committed = _coordinator(deps).handle_fetch_offsets(
+            group_id, None, member_id, member_epoch
+        )
         by_topic: dict[str, list[tuple[int, OffsetAndMetadata | None]]] = {}
         for (name, idx), om in sorted(committed.items()):
             by_topic.setdefault(name, []).append((idx, om))
@@ -363,7 +387,9 @@ def _fetch_group(
         else:
             requested.append((t.name, None, [int(i) for i in t.partition_indexes]))
     wanted = [(name, i) for name, _, idxs in requested if name is not None for i in idxs]
-    error, committed = _coordinator(deps).handle_fetch_offsets(group_id, wanted)
+    error, committed = _coordinator(deps).handle_fetch_offsets(
+        group_id, wanted, member_id, member_epoch
+    )
     if error and version >= 2:
         return {"group_id": group_id, "error_code": error, "topics": []}
     topics_out = []
@@ -436,7 +462,7 @@ def handle_describe_groups(
         error, message = s.error, None
         if error == ErrorCode.group_id_not_found:
             if version >= 6:
-                message = f"Group {group_id} not found."
+                message = s.message or f"Group {group_id} not found."
             else:
                 error = 0  # before v6 a missing group is described as Dead, without an error
         out.append(
@@ -477,8 +503,8 @@ def handle_list_groups(
             {
                 "group_id": g.group_id,
                 "protocol_type": g.protocol_type or "",
-                "group_state": g.state.value,
-                "group_type": CLASSIC_GROUP_TYPE,
+                "group_state": g.state_name,
+                "group_type": g.group_type,
             }
             for g in groups
         ],
@@ -493,6 +519,112 @@ async def handle_delete_groups(
         error = await _coordinator(deps).handle_delete_group(group_id)
         results.append({"group_id": group_id, "error_code": error})
     return {"throttle_time": 0, "results": results}
+
+
+# ---- ConsumerGroupHeartbeat (68) / ConsumerGroupDescribe (69) ---------------------------
+
+
+def _assignment_in(topics: Any) -> Assignment | None:
+    if topics is None:
+        return None
+    out: Assignment = {}
+    for t in topics:
+        if t.topic_id is not None:
+            out.setdefault(t.topic_id, set()).update(int(p) for p in t.partitions)
+    return out
+
+
+def _assignment_out(a: Assignment, names: dict[Any, str] | None = None) -> list[dict[str, Any]]:
+    out = []
+    for tid in sorted(a, key=str):
+        entry: dict[str, Any] = {"topic_id": tid, "partitions": sorted(a[tid])}
+        if names is not None:
+            entry["topic_name"] = names.get(tid, "")
+        out.append(entry)
+    return out
+
+
+async def handle_consumer_group_heartbeat(
+    deps: GroupDeps, ctx: RequestContext, req: ConsumerGroupHeartbeatRequest
+) -> dict[str, Any]:
+    rebalance = req.rebalance_timeout
+    r = await _coordinator(deps).consumer.heartbeat_and_store(
+        CgHeartbeat(
+            group_id=req.group_id,
+            member_id=req.member_id,
+            member_epoch=int(req.member_epoch),
+            instance_id=req.instance_id,
+            rack_id=req.rack_id,
+            rebalance_timeout_ms=_ms(rebalance),
+            subscribed_topic_names=None
+            if req.subscribed_topic_names is None
+            else tuple(req.subscribed_topic_names),
+            subscribed_topic_regex=getattr(req, "subscribed_topic_regex", None),
+            server_assignor=req.server_assignor,
+            owned=_assignment_in(req.topic_partitions),
+            client_id=ctx.client_id or "",
+            client_host=_client_host(ctx),
+            api_version=ctx.api_version,
+        )
+    )
+    return {
+        "throttle_time": 0,
+        "error_code": r.error,
+        "error_message": r.message,
+        "member_id": r.member_id,
+        "member_epoch": r.member_epoch,
+        "heartbeat_interval": r.heartbeat_interval_ms,
+        "assignment": None
+        if r.assignment is None
+        else {"topic_partitions": _assignment_out(r.assignment)},
+    }
+
+
+def handle_consumer_group_describe(
+    deps: GroupDeps, ctx: RequestContext, req: ConsumerGroupDescribeRequest
+) -> dict[str, Any]:
+    ops = (
+        GROUP_AUTHORIZED_OPERATIONS
+        if req.include_authorized_operations
+        else AUTHORIZED_OPERATIONS_OMITTED
+    )
+    out = []
+    for group_id in req.group_ids:
+        d = _coordinator(deps).consumer.describe(group_id)
+        out.append(
+            {
+                "error_code": d.error,
+                "error_message": d.message,
+                "group_id": group_id,
+                "group_state": d.state,
+                "group_epoch": d.group_epoch,
+                "assignment_epoch": d.assignment_epoch,
+                "assignor_name": d.assignor_name,
+                "members": [
+                    {
+                        "member_id": m.member.member_id,
+                        "instance_id": m.member.instance_id,
+                        "rack_id": m.member.rack_id,
+                        "member_epoch": m.member.member_epoch,
+                        "client_id": m.member.client_id,
+                        "client_host": m.member.client_host,
+                        "subscribed_topic_names": list(m.member.subscribed_topic_names),
+                        "subscribed_topic_regex": m.member.subscribed_topic_regex,
+                        "assignment": {
+                            "topic_partitions": _assignment_out(m.member.assigned, d.topic_names)
+                        },
+                        "target_assignment": {
+                            "topic_partitions": _assignment_out(m.target, d.topic_names)
+                        },
+                        # v1: 0 for a classic member, 1 for a consumer-protocol one
+                        "member_type": 0 if m.member.classic is not None else 1,
+                    }
+                    for m in d.members
+                ],
+                "authorized_operations": ops if not d.error else AUTHORIZED_OPERATIONS_OMITTED,
+            }
+        )
+    return {"throttle_time": 0, "groups": out}
 
 
 # ---- error responses -------------------------------------------------------------------
@@ -650,6 +782,39 @@ def list_groups_error_response(req: Any, version: int, code: int) -> dict[str, A
     return {"throttle_time": 0, "error_code": code, "groups": []}
 
 
+def consumer_group_heartbeat_error_response(req: Any, version: int, code: int) -> dict[str, Any]:
+    return {
+        "throttle_time": 0,
+        "error_code": code,
+        "error_message": None,
+        "member_id": None,
+        "member_epoch": 0,
+        "heartbeat_interval": 0,
+        "assignment": None,
+    }
+
+
+def consumer_group_describe_error_response(req: Any, version: int, code: int) -> dict[str, Any]:
+    """Every requested group in error."""
+    return {
+        "throttle_time": 0,
+        "groups": [
+            {
+                "error_code": code,
+                "error_message": None,
+                "group_id": g,
+                "group_state": "",
+                "group_epoch": -1,
+                "assignment_epoch": -1,
+                "assignor_name": "",
+                "members": [],
+                "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+            }
+            for g in req.group_ids
+        ],
+    }
+
+
 def delete_groups_error_response(req: Any, version: int, code: int) -> dict[str, Any]:
     """Every requested group in error, none deleted."""
     return {
@@ -660,6 +825,10 @@ def delete_groups_error_response(req: Any, version: int, code: int) -> dict[str,
 
 __all__ = [
     "OFFSET_DELETE",
+    "consumer_group_describe_error_response",
+    "consumer_group_heartbeat_error_response",
+    "handle_consumer_group_describe",
+    "handle_consumer_group_heartbeat",
     "delete_groups_error_response",
     "describe_groups_error_response",
     "find_coordinator_error_response",

@@ -33,6 +33,10 @@ if TYPE_CHECKING:
     import kio.schema.api_versions.v2.request
     import kio.schema.api_versions.v3.request
     import kio.schema.api_versions.v4.request
+    import kio.schema.consumer_group_describe.v0.request
+    import kio.schema.consumer_group_describe.v1.request
+    import kio.schema.consumer_group_heartbeat.v0.request
+    import kio.schema.consumer_group_heartbeat.v1.request
     import kio.schema.create_partitions.v0.request
     import kio.schema.create_partitions.v1.request
     import kio.schema.create_partitions.v2.request
@@ -474,4 +478,14 @@ if TYPE_CHECKING:
         kio.schema.list_transactions.v0.request.ListTransactionsRequest
         | kio.schema.list_transactions.v1.request.ListTransactionsRequest
         | kio.schema.list_transactions.v2.request.ListTransactionsRequest
+    )
+
+    ConsumerGroupHeartbeatRequest = (
+        kio.schema.consumer_group_heartbeat.v0.request.ConsumerGroupHeartbeatRequest
+        | kio.schema.consumer_group_heartbeat.v1.request.ConsumerGroupHeartbeatRequest
+    )
+
+    ConsumerGroupDescribeRequest = (
+        kio.schema.consumer_group_describe.v0.request.ConsumerGroupDescribeRequest
+        | kio.schema.consumer_group_describe.v1.request.ConsumerGroupDescribeRequest
     )
