@@ -89,9 +89,17 @@ class ReplicaStateMachine:
     # ---- life cycle -------------------------------------------------------------------
     async def startup(self) -> None:
         """Replicas on live brokers Online, on dead ones ReplicaDeletionIneligible; then
-        every live replica learns its partition's state (LeaderAndIsr)."""
+        every live replica learns its partition's state (LeaderAndIsr), and the dead ones
+        go Offline, which takes them out of their ISRs (Kafka's startup does both: a new
+        controller must not leave a broker that died with its predecessor in an ISR, where
+        acks=all would wait for it until replica.lag.time.max.ms)."""
         self.initialize_replica_state()
         await self.handle_state_changes(self.ctx.all_live_replicas(), ReplicaState.ONLINE)
+        offline = [
+            r for r, s in self.replica_state.items() if s is ReplicaState.DELETION_INELIGIBLE
+        ]
+        if offline:
+            await self.handle_state_changes(offline, ReplicaState.OFFLINE)
 
     def shutdown(self) -> None:
         self.replica_state.clear()

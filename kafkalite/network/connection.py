@@ -83,6 +83,7 @@ class Connection:
         "id",
         "last_active",
         "control_plane",
+        "broker_peer",
         "_pending",
         "_wake",
         "_closed",
@@ -148,6 +149,9 @@ class Connection:
         #: fails the controller-request authenticator): exempt from
         #: the broker-wide queue bounds, as Kafka's control plane has its own queue
         self.control_plane: bool | None = None
+        #: a broker proved itself here (a follower request carrying the inter-broker
+        #: authenticator): its follower fetches are obeyed (Kafka's CLUSTER_ACTION)
+        self.broker_peer = False
         #: responses in request order: a future (not answered yet), an encoded
         #: response ``(parts, nbytes)`` (an int second: no encoder), or ``_CLOSE``
         self._pending: collections.deque[tuple[Any, Any]] = collections.deque()

@@ -70,7 +70,7 @@ class DelayedFetch(DelayedOperation):
             plog = p.log if p is not None else None
             if p is None or plog is None or plog.is_offline:
                 return self.force_complete()  # unknown, deleted or its log dir offline
-            if not p.is_leader:
+            if not p.is_leader and params.fetch_only_from_leader:
                 return self.force_complete()  # leadership moved (followers included)
             epoch = st.info.current_leader_epoch
             if epoch >= 0 and epoch != p.leader_epoch:
@@ -84,6 +84,9 @@ class DelayedFetch(DelayedOperation):
             if st.fetch_offset > end or st.fetch_offset < plog.log_start_offset:
                 return self.force_complete()  # truncation / out of range
             if end > st.fetch_offset:
+                if from_follower and rm.leader_quota.is_exceeded():
+                    if rm.leader_throttled(tp, params.replica_id):
+                        continue  # held back by the replication quota: not available
                 if params.min_bytes <= 1:
                     return self.force_complete()  # a batch is at least one byte
                 r = rm.read_partition(params, tp, st.info, st.info.max_bytes, False)

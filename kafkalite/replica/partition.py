@@ -34,6 +34,9 @@ class ReplicaState:
     log_end_offset: int = -1
     last_caught_up_time_ms: int = 0
     log_start_offset: int = -1
+    #: the leader's log end offset and the time of this follower's previous fetch
+    last_fetch_leader_leo: int = -1
+    last_fetch_time_ms: int = 0
 
 
 @dataclass(slots=True)
@@ -76,6 +79,13 @@ class Partition:
         self.isr: list[int] = []
         self.remote_replicas: dict[int, ReplicaState] = {}
         self.min_insync_replicas = 1
+        #: the leader's log end offset when this broker became leader at this epoch: a
+        #: follower joins the ISR only once it has reached it (Kafka's leaderEpochStartOffset)
+        self.leader_epoch_start_offset = -1
+        #: an ISR write in flight (one at a time, as Kafka's pendingIsr)
+        self.isr_change_pending = False
+        #: as a follower, the leader's high watermark in its last fetch response
+        self.leader_hw_seen = 0
 
     @property
     def key(self) -> TopicPartition:
@@ -103,18 +113,29 @@ class Partition:
         self.controller_epoch = state.controller_epoch
         self.replicas = list(state.replicas)
         self.isr = list(state.isr)
+        self.isr_change_pending = False
         now = int(time.time() * 1000)
+        # Kafka's resetReplicaState: a new leadership forgets what followers had fetched
+        # (their LEOs are unknown until they fetch again); ISR members count as caught up now
         self.remote_replicas = {
-            r: self.remote_replicas.get(r) or ReplicaState(r, -1, now)
+            r: (
+                ReplicaState(r, -1, now if r in state.isr else 0)
+                if is_new or r not in self.remote_replicas
+                else self.remote_replicas[r]
+            )
             for r in state.replicas
             if r != self.local_broker_id
         }
+        if is_new:
+            self.leader_epoch_start_offset = log.log_end_offset
         log.leader_epoch_cache.assign(state.leader_epoch, log.log_end_offset)
         self.maybe_increment_high_watermark()
         return is_new
 
     def make_follower(self, state: LeaderAndIsrState, log: Log) -> bool:
         changed = self.leader_id != state.leader or self.leader_epoch != state.leader_epoch
+        self.isr_change_pending = False
+        self.leader_epoch_start_offset = -1
         self.log = log
         self.leader_id = state.leader
         self.leader_epoch = state.leader_epoch
@@ -183,20 +204,61 @@ class Partition:
         return low
 
     def update_follower_fetch_state(
-        self, replica_id: int, fetch_offset: int, log_start_offset: int
+        self, replica_id: int, fetch_offset: int, log_start_offset: int, now_ms: int | None = None
     ) -> bool:
         """A follower fetched from ``fetch_offset``: it has everything below it.
 
-        Returns True if the high watermark moved (waiting acks=all produces may complete).
+        Its last caught-up time follows Kafka's Replica.updateFetchState: now if it
+        asked for the leader's log end, else the time of its previous fetch if it
+        has reached what the leader had then. Returns True if the high watermark
+        moved (waiting acks=all produces may complete).
         """
         rs = self.remote_replicas.get(replica_id)
-        if rs is None:
+        if rs is None or self.log is None:
             return False
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        leader_leo = self.log.log_end_offset
+        if fetch_offset >= leader_leo:
+            rs.last_caught_up_time_ms = max(rs.last_caught_up_time_ms, now)
+        elif fetch_offset >= rs.last_fetch_leader_leo:
+            rs.last_caught_up_time_ms = max(rs.last_caught_up_time_ms, rs.last_fetch_time_ms)
+        rs.last_fetch_leader_leo = leader_leo
+        rs.last_fetch_time_ms = now
         rs.log_end_offset = fetch_offset
         rs.log_start_offset = log_start_offset
-        if self.log is not None and fetch_offset >= self.log.high_watermark:
-            rs.last_caught_up_time_ms = int(time.time() * 1000)
         return self.maybe_increment_high_watermark()
+
+    def isr_expand_candidate(self, replica_id: int) -> bool:
+        """Kafka's isFollowerInSync for an expansion: an assigned replica outside the ISR
+        that has reached the high watermark and this leader's first offset of its epoch."""
+        if not self.is_leader or self.isr_change_pending or replica_id in self.isr:
+            return False
+        if replica_id not in self.replicas:
+            return False
+        rs = self.remote_replicas.get(replica_id)
+        assert self.log is not None
+        return (
+            rs is not None
+            and rs.log_end_offset >= self.log.high_watermark
+            and rs.log_end_offset >= self.leader_epoch_start_offset
+        )
+
+    def out_of_sync_replicas(self, now_ms: int, max_lag_ms: int) -> list[int]:
+        """ISR followers not caught up for ``max_lag_ms`` (replica.lag.time.max.ms)."""
+        if not self.is_leader or self.isr_change_pending:
+            return []
+        assert self.log is not None
+        leo = self.log.log_end_offset
+        out = []
+        for r in self.isr:
+            if r == self.local_broker_id:
+                continue
+            rs = self.remote_replicas.get(r)
+            if rs is None:
+                out.append(r)
+            elif rs.log_end_offset != leo and now_ms - rs.last_caught_up_time_ms > max_lag_ms:
+                out.append(r)
+        return out
 
     def maybe_increment_high_watermark(self) -> bool:
         """HW = min LEO over the ISR; returns True if it moved."""

@@ -18,7 +18,9 @@ request that triggered them has been handled.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -28,6 +30,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 from kafkalite.common.types import TopicPartition
 from kafkalite.log.errors import LogError, OffsetOutOfRange
 from kafkalite.log.fetch_data import FileSlice
+from kafkalite.metadata.isr_change import (
+    ISR_CHANGE_CHECK_INTERVAL_MS,
+    IsrChangePropagator,
+    update_leader_and_isr,
+)
 from kafkalite.protocol.errors import ErrorCode, KafkaError
 from kafkalite.protocol.record_batch import InvalidRecordBatch, ValidatedRecords
 from kafkalite.protocol.record_validator import WritableBuffer
@@ -35,12 +42,26 @@ from kafkalite.replica.delayed_delete_records import DelayedDeleteRecords, Delet
 from kafkalite.replica.delayed_fetch import DelayedFetch, FetchPartitionStatus
 from kafkalite.replica.delayed_produce import DelayedProduce, ProducePartitionStatus
 from kafkalite.replica.partition import LeaderAndIsrState, Partition
+from kafkalite.replica.replica_fetcher import (
+    FetcherConfig,
+    PartitionFetchState,
+    ReplicaFetcherManager,
+    SourceBroker,
+)
+from kafkalite.replica.replication_quota import (
+    UNBOUNDED,
+    ReplicationQuota,
+    is_throttled_replica,
+)
 from kafkalite.timer import loop_slices
 from kafkalite.timer.purgatory import DelayedOperationPurgatory
 
 if TYPE_CHECKING:
+    import ssl
+
     from kafkalite.log.log_config import LogConfig
     from kafkalite.log.log_manager import LogManager
+    from kafkalite.metadata.store import MetadataStore
 
 log = logging.getLogger(__name__)
 
@@ -73,10 +94,18 @@ class FetchParams:
     min_bytes: int
     max_bytes: int
     isolation_level: int
+    #: a consumer's rack (Fetch v11+, KIP-392); None: no client metadata (older versions),
+    #: such a consumer is served by leaders only
+    client_rack: str | None = None
 
     @property
     def is_from_follower(self) -> bool:
         return self.replica_id >= 0
+
+    @property
+    def fetch_only_from_leader(self) -> bool:
+        """Kafka's rule: followers, and consumers without client metadata."""
+        return self.replica_id >= 0 or self.client_rack is None
 
 
 @dataclass(slots=True)
@@ -97,6 +126,8 @@ class FetchPartitionResult:
     aborted_transactions: list[tuple[int, int]] | None = None
     log_end_offset: int = -1
     size: int = 0
+    #: KIP-392: the replica the consumer should fetch from instead (-1: this one)
+    preferred_read_replica: int = -1
 
 
 @dataclass(slots=True)
@@ -112,6 +143,17 @@ class ReplicaManagerConfig:
     log_config_for: Callable[[str], LogConfig | None] = field(default=lambda _t: None)
     #: fetch the configs of topics the broker has not seen yet (before their logs exist)
     ensure_topic_configs: Callable[[Iterable[str]], Awaitable[None]] | None = None
+    #: replica.lag.time.max.ms: an ISR follower not caught up for this long is dropped
+    replica_lag_time_max_ms: int = 30000
+    fetcher: FetcherConfig | None = None
+    #: replica.selector.class is Kafka's RackAwareReplicaSelector (KIP-392)
+    rack_aware_selector: bool = False
+    #: leader/follower.replication.throttled.rate, read live (dynamic broker configs)
+    leader_throttled_rate: Callable[[], int] = field(default=lambda: UNBOUNDED)
+    follower_throttled_rate: Callable[[], int] = field(default=lambda: UNBOUNDED)
+    #: replication.quota.window.num and .size.seconds
+    quota_windows: int = 11
+    quota_window_s: float = 1.0
 
     @classmethod
     def from_broker_config(
@@ -133,6 +175,23 @@ class ReplicaManagerConfig:
             topic_min_isr=lambda t: log_config_for(t).min_insync_replicas,
             log_config_for=log_config_for,
             ensure_topic_configs=ensure_topic_configs,
+            replica_lag_time_max_ms=int(cfg["replica.lag.time.max.ms"]),
+            rack_aware_selector=str(cfg["replica.selector.class"] or "").endswith(
+                "RackAwareReplicaSelector"
+            ),
+            leader_throttled_rate=lambda: int(cfg["leader.replication.throttled.rate"]),
+            follower_throttled_rate=lambda: int(cfg["follower.replication.throttled.rate"]),
+            quota_windows=int(cfg["replication.quota.window.num"]),
+            quota_window_s=float(cfg["replication.quota.window.size.seconds"]),
+            fetcher=FetcherConfig(
+                broker_id=broker_id,
+                fetch_wait_max_ms=int(cfg["replica.fetch.wait.max.ms"]),
+                fetch_min_bytes=int(cfg["replica.fetch.min.bytes"]),
+                fetch_max_bytes=int(cfg["replica.fetch.max.bytes"]),
+                fetch_response_max_bytes=int(cfg["replica.fetch.response.max.bytes"]),
+                backoff_ms=int(cfg["replica.fetch.backoff.ms"]),
+                request_timeout_ms=int(cfg["request.timeout.ms"]),
+            ),
         )
 
 
@@ -149,8 +208,42 @@ class ReplicaManager:
         config: ReplicaManagerConfig,
         log_manager: LogManager,
         epochs: ControllerEpochRecord,
+        *,
+        store: MetadataStore | None = None,
+        broker_endpoint: Callable[[int], tuple[str, int] | None] = lambda _b: None,
+        fetcher_ssl_context: Callable[[], ssl.SSLContext | None] = lambda: None,
+        broker_rack: Callable[[int], str | None] = lambda _b: None,
+        inter_broker_secret: Callable[[], bytes | None] = lambda: None,
     ) -> None:
         self.config = config
+        #: where a leader writes its ISR changes (the partition state znodes)
+        self.store = store
+        #: a broker's inter-broker (host, port), when LeaderAndIsr did not name it
+        self.broker_endpoint = broker_endpoint
+        #: a live broker's broker.rack (the rack-aware replica selector)
+        self.broker_rack = broker_rack
+        self.fetcher_manager = ReplicaFetcherManager(
+            self,
+            config.fetcher or FetcherConfig(config.broker_id),
+            fetcher_ssl_context,
+            inter_broker_secret,
+        )
+        self.isr_propagator = IsrChangePropagator(store) if store is not None else None
+        #: KIP-73 replication throttling, each side bounded by its live config
+        self.leader_quota = ReplicationQuota(
+            config.leader_throttled_rate,
+            windows=config.quota_windows,
+            window_s=config.quota_window_s,
+        )
+        self.follower_quota = ReplicationQuota(
+            config.follower_throttled_rate,
+            windows=config.quota_windows,
+            window_s=config.quota_window_s,
+        )
+        self.isr_shrinks = 0
+        self.isr_expands = 0
+        self._background: list[asyncio.Task[None]] = []
+        self._isr_writes: set[asyncio.Task[None]] = set()
         self._epochs = epochs
         self.broker_id = config.broker_id
         self.log_manager = log_manager
@@ -205,7 +298,11 @@ class ReplicaManager:
         return p
 
     async def become_leader_or_follower(
-        self, controller_id: int, controller_epoch: int, states: list[dict[str, Any]]
+        self,
+        controller_id: int,
+        controller_epoch: int,
+        states: list[dict[str, Any]],
+        live_leaders: Mapping[int, tuple[str, int]] | None = None,
     ) -> dict[TopicPartition, int]:
         """Apply LeaderAndIsr's partition states: create logs as needed, switch roles.
 
@@ -232,12 +329,16 @@ class ReplicaManager:
                 controller_epoch=controller_epoch,
                 is_new=bool(s.get("is_new", False)),
             )
-            errors[tp] = self._become_leader_or_follower(tp, s["topic_id"], state)
+            errors[tp] = self._become_leader_or_follower(tp, s["topic_id"], state, live_leaders)
             await loop_slices.pause()
         return errors
 
     def _become_leader_or_follower(
-        self, tp: TopicPartition, topic_id: uuid.UUID, state: LeaderAndIsrState
+        self,
+        tp: TopicPartition,
+        topic_id: uuid.UUID,
+        state: LeaderAndIsrState,
+        live_leaders: Mapping[int, tuple[str, int]] | None = None,
     ) -> int:
         if tp in self.offline_partitions:
             return ErrorCode.kafka_storage_error  # the controller learns it is offline
@@ -253,9 +354,11 @@ class ReplicaManager:
             )
             p.min_insync_replicas = self.config.topic_min_isr(tp[0])
             if state.leader == self.broker_id:
+                self.fetcher_manager.remove_fetcher_for_partitions([tp])
                 p.make_leader(state, plog)
             else:
                 p.make_follower(state, plog)
+                self._start_following(tp, p, live_leaders)
             for cb in self.on_leadership_change:
                 cb(tp, state.leader == self.broker_id)
             # wake anything parked on this partition (leadership may have changed)
@@ -263,6 +366,34 @@ class ReplicaManager:
             return 0
         except LogError as e:
             return e.error_code
+
+    def _start_following(
+        self,
+        tp: TopicPartition,
+        p: Partition,
+        live_leaders: Mapping[int, tuple[str, int]] | None,
+    ) -> None:
+        """Fetch ``tp`` from its leader, truncating by leader epoch first (Kafka's makeFollower
+        then addFetcherForPartitions); no leader (offline partition): fetch nothing."""
+        fm = self.fetcher_manager
+        leader = p.leader_id
+        endpoint = (live_leaders or {}).get(leader) or self.broker_endpoint(leader)
+        if leader < 0 or endpoint is None:
+            if leader >= 0:
+                log.warning(
+                    "broker %d: no endpoint for leader %d of %s-%d", self.broker_id, leader, *tp
+                )
+            fm.remove_fetcher_for_partitions([tp])
+            return
+        source = SourceBroker(leader, endpoint[0], endpoint[1])
+        current = fm.fetch_state(tp)
+        if (
+            current is not None
+            and current[0] == source
+            and current[1].leader_epoch == p.leader_epoch
+        ):
+            return
+        fm.add_fetcher_for_partition(tp, source, PartitionFetchState(p.topic_id, p.leader_epoch))
 
     async def stop_replicas(
         self, controller_epoch: int, partitions: list[TopicPartition], delete: bool
@@ -274,6 +405,7 @@ class ReplicaManager:
             return {tp: ErrorCode.stale_controller_epoch for tp in partitions}
         errors: dict[TopicPartition, int] = {}
         to_delete: list[TopicPartition] = []
+        self.fetcher_manager.remove_fetcher_for_partitions(list(partitions))
         for tp in partitions:
             p = self.partitions.pop(tp, None)
             if p is not None:
@@ -321,6 +453,7 @@ class ReplicaManager:
             for tp, p in self.partitions.items()
             if p.log is not None and p.log.dir.parent == log_dir
         ]
+        self.fetcher_manager.remove_fetcher_for_partitions(failed)
         for tp in failed:
             p = self.partitions.pop(tp)
             self.offline_partitions.add(tp)
@@ -357,6 +490,154 @@ class ReplicaManager:
             p.reset_producer_state()
             self.fetch_purgatory.check_and_complete(tp)
         return truncated
+
+    def truncate_fully_and_start_at(self, tp: TopicPartition, offset: int) -> None:
+        """A follower below its leader's log start offset restarts empty at it."""
+        p = self.partitions.get(tp)
+        if p is None or p.log is None:
+            raise KafkaError(self.missing_partition_error(tp))
+        p.log.truncate_fully_and_start_at(offset)
+        p.reset_producer_state()
+
+    def append_as_follower(
+        self,
+        tp: TopicPartition,
+        leader_epoch: int,
+        records: bytes | bytearray | memoryview,
+        leader_hw: int,
+        leader_log_start_offset: int,
+    ) -> int:
+        """Append what the leader sent, as it is; take its HW (up to our log end) and log
+        start offset. Returns the new log end offset (the next fetch offset)."""
+        p = self.partitions.get(tp)
+        if p is None or p.log is None:
+            raise KafkaError(self.missing_partition_error(tp))
+        if p.leader_id == self.broker_id or p.leader_epoch != leader_epoch:
+            raise KafkaError(ErrorCode.fenced_leader_epoch, "leadership changed meanwhile")
+        plog = p.log
+        if records:
+            plog.append_as_follower(records)  # the log keeps its producer state
+        p.leader_hw_seen = leader_hw
+        if plog.maybe_increment_high_watermark(min(leader_hw, plog.log_end_offset)):
+            self._wake_fetches_later(tp)  # consumers reading from this follower (KIP-392)
+        if leader_log_start_offset > plog.log_start_offset:
+            target = min(leader_log_start_offset, plog.high_watermark)
+            if target > plog.log_start_offset:
+                plog.maybe_increment_log_start_offset(target)
+        return plog.log_end_offset
+
+    # ---- ISR ----------------------------------------------------------------
+    def startup(self) -> None:
+        """Start the ISR expiration and ISR change propagation tasks (Kafka's schedulers)."""
+        loop = asyncio.get_running_loop()
+        self._background.append(loop.create_task(self._isr_expiration(), name="isr-expiration"))
+        if self.isr_propagator is not None:
+            self._background.append(
+                loop.create_task(self._isr_change_propagation(), name="isr-change-propagation")
+            )
+
+    async def _isr_expiration(self) -> None:
+        interval = max(0.01, self.config.replica_lag_time_max_ms / 2000)
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                self.maybe_shrink_isr()
+            except Exception:
+                log.exception("broker %d: ISR expiration failed", self.broker_id)
+
+    async def _isr_change_propagation(self) -> None:
+        assert self.isr_propagator is not None
+        while True:
+            await asyncio.sleep(ISR_CHANGE_CHECK_INTERVAL_MS / 1000)
+            try:
+                await self.isr_propagator.maybe_propagate()
+            except Exception:
+                log.warning("broker %d: ISR change notification failed", self.broker_id)
+
+    def maybe_shrink_isr(self, now_ms: int | None = None) -> None:
+        """Drop ISR followers that have not caught up within replica.lag.time.max.ms."""
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        lag = self.config.replica_lag_time_max_ms
+        for tp, p in list(self.partitions.items()):
+            out = p.out_of_sync_replicas(now, lag)
+            if out:
+                new_isr = [r for r in p.isr if r not in out]
+                log.info(
+                    "broker %d: shrinking ISR of %s-%d from %s to %s (out of sync: %s)",
+                    self.broker_id,
+                    tp[0],
+                    tp[1],
+                    p.isr,
+                    new_isr,
+                    out,
+                )
+                self._alter_isr(tp, p, new_isr, shrink=True)
+
+    def _maybe_expand_isr(self, tp: TopicPartition, p: Partition, replica_id: int) -> None:
+        if p.isr_expand_candidate(replica_id):
+            new_isr = [*p.isr, replica_id]
+            log.info(
+                "broker %d: expanding ISR of %s-%d from %s to %s",
+                self.broker_id,
+                tp[0],
+                tp[1],
+                p.isr,
+                new_isr,
+            )
+            self._alter_isr(tp, p, new_isr, shrink=False)
+
+    def _alter_isr(
+        self, tp: TopicPartition, p: Partition, new_isr: list[int], shrink: bool
+    ) -> None:
+        if self.store is None:
+            return
+        p.isr_change_pending = True
+        task = asyncio.get_running_loop().create_task(self._write_isr(tp, p, new_isr, shrink))
+        self._isr_writes.add(task)
+        task.add_done_callback(self._isr_writes.discard)
+
+    async def _write_isr(
+        self, tp: TopicPartition, p: Partition, new_isr: list[int], shrink: bool
+    ) -> None:
+        """Kafka's ZooKeeper-mode Partition.updateIsr: a conditional write of the state znode
+        on the version this leader last saw, then an ISR change notification (batched)."""
+        assert self.store is not None
+        epoch, version = p.leader_epoch, p.partition_epoch
+        try:
+            written = await update_leader_and_isr(
+                self.store,
+                tp,
+                leader=self.broker_id,
+                leader_epoch=epoch,
+                isr=new_isr,
+                controller_epoch=p.controller_epoch,
+                zk_version=version,
+            )
+        except Exception as e:
+            log.warning("broker %d: ISR write of %s-%d failed: %r", self.broker_id, *tp, e)
+            written = None
+        if self.partitions.get(tp) is not p or p.leader_epoch != epoch or not p.is_leader:
+            return  # a LeaderAndIsr came meanwhile: its state wins
+        p.isr_change_pending = False
+        if written is None:
+            # the controller changed the partition: its LeaderAndIsr will tell us
+            log.info(
+                "broker %d: ISR write of %s-%d at version %d refused; waiting for the controller",
+                self.broker_id,
+                *tp,
+                version,
+            )
+            return
+        p.isr = list(new_isr)
+        p.partition_epoch = written
+        if shrink:
+            self.isr_shrinks += 1
+        else:
+            self.isr_expands += 1
+        if self.isr_propagator is not None:
+            self.isr_propagator.record(tp)
+        p.maybe_increment_high_watermark()
+        self.on_high_watermark_change(tp)
 
     # ---- produce ------------------------------------------------------------
     def append_records(
@@ -487,6 +768,7 @@ class ReplicaManager:
             min_one_message,
             params.is_from_follower,
             params.isolation_level,
+            params.client_rack,
         )
         r = memo.get(key)
         if r is None:
@@ -508,12 +790,28 @@ class ReplicaManager:
         min_one_message: bool,
     ) -> FetchPartitionResult:
         try:
-            # followers and consumers alike fetch from the leader only (no KIP-392 selector)
-            p = self.leader_partition_or_error(tp, info.current_leader_epoch)
+            if params.fetch_only_from_leader:
+                p = self.leader_partition_or_error(tp, info.current_leader_epoch)
+            else:
+                p = self.replica_partition_or_error(tp, info.current_leader_epoch)
             plog = p.log
             assert plog is not None
             hw = plog.high_watermark
             lso = plog.last_stable_offset
+            preferred = self._preferred_read_replica(p, params, info)
+            if preferred >= 0:
+                # KIP-392: no records, the consumer goes to the replica in its rack
+                return FetchPartitionResult(
+                    0,
+                    hw,
+                    lso,
+                    plog.log_start_offset,
+                    None,
+                    None,
+                    plog.log_end_offset,
+                    0,
+                    preferred,
+                )
             if params.is_from_follower:
                 max_offset = None
             elif params.isolation_level == READ_COMMITTED:
@@ -567,6 +865,63 @@ class ReplicaManager:
         except LogError as e:
             return FetchPartitionResult(e.error_code)
 
+    def replica_partition_or_error(
+        self, tp: TopicPartition, current_leader_epoch: int = -1
+    ) -> Partition:
+        """A partition hosted here as leader or follower (a KIP-392 consumer fetch)."""
+        p = self.partitions.get(tp)
+        if p is None or p.log is None:
+            if tp in self.offline_partitions:
+                raise KafkaError(ErrorCode.kafka_storage_error)
+            raise KafkaError(ErrorCode.unknown_topic_or_partition)
+        if current_leader_epoch >= 0:
+            if current_leader_epoch < p.leader_epoch:
+                raise KafkaError(ErrorCode.fenced_leader_epoch)
+            if current_leader_epoch > p.leader_epoch:
+                raise KafkaError(ErrorCode.unknown_leader_epoch)
+        return p
+
+    def _preferred_read_replica(
+        self, p: Partition, params: FetchParams, info: PartitionFetchInfo
+    ) -> int:
+        """Kafka's RackAwareReplicaSelector, run by the leader: a replica in the consumer's
+        rack that has the fetch offset (the leader itself if it is in that rack; else the
+        most caught-up one); -1 for "fetch here"."""
+        rack = params.client_rack
+        if not rack or not self.config.rack_aware_selector or not p.is_leader:
+            return -1
+        if self.broker_rack(self.broker_id) == rack:
+            return -1
+        best, best_leo = -1, -1
+        for r, rs in p.remote_replicas.items():
+            if r not in p.isr or self.broker_rack(r) != rack:
+                continue
+            leo = rs.log_end_offset
+            if (
+                leo >= info.fetch_offset
+                and rs.log_start_offset <= info.fetch_offset
+                and leo > best_leo
+            ):
+                best, best_leo = r, leo
+        return best
+
+    def leader_throttled(self, tp: TopicPartition, replica_id: int) -> bool:
+        """Kafka's isThrottled for a follower's fetch here: an out-of-sync replica of a
+        partition whose leader replica is listed as throttled (the rate aside)."""
+        p = self.partitions.get(tp)
+        if p is None or p.log is None or replica_id in p.isr:
+            return False
+        listed = p.log.config.leader_replication_throttled_replicas
+        return is_throttled_replica(listed, tp[1], self.broker_id)
+
+    def follower_throttled(self, tp: TopicPartition) -> bool:
+        """This broker is out of sync for ``tp`` and listed as a throttled follower."""
+        p = self.partitions.get(tp)
+        if p is None or p.log is None or self.broker_id in p.isr:
+            return False
+        listed = p.log.config.follower_replication_throttled_replicas
+        return is_throttled_replica(listed, tp[1], self.broker_id)
+
     def read_from_local_log(
         self, params: FetchParams, infos: list[tuple[TopicPartition, PartitionFetchInfo]]
     ) -> list[tuple[TopicPartition, FetchPartitionResult]]:
@@ -575,8 +930,20 @@ class ReplicaManager:
         remaining = params.max_bytes
         min_one = True
         out = []
+        quota = self.leader_quota if params.is_from_follower else None
         for tp, info in infos:
-            r = self.read_partition(params, tp, info, min(info.max_bytes, remaining), min_one)
+            if quota is not None and self.leader_throttled(tp, params.replica_id):
+                if quota.is_exceeded():
+                    quota.throttled += 1
+                    # the HW and offsets as usual, no records (Kafka's shouldLeaderThrottle)
+                    r = self.read_partition(params, tp, info, 0, False)
+                    r.records, r.size = None, 0
+                    out.append((tp, r))
+                    continue
+                r = self.read_partition(params, tp, info, min(info.max_bytes, remaining), min_one)
+                quota.record(r.size)
+            else:
+                r = self.read_partition(params, tp, info, min(info.max_bytes, remaining), min_one)
             if r.size:
                 min_one = False
             remaining = max(0, remaining - r.size)
@@ -608,9 +975,10 @@ class ReplicaManager:
                 else:
                     # the follower's log start offset may have moved the low watermark
                     self.delete_records_purgatory.check_and_complete(tp)
+                self._maybe_expand_isr(tp, p, params.replica_id)
         results = self.read_from_local_log(params, infos)
         total = sum(r.size for _, r in results)
-        has_error = any(r.error for _, r in results)
+        has_error = any(r.error or r.preferred_read_replica >= 0 for _, r in results)
         if params.max_wait_ms <= 0 or not infos or total >= params.min_bytes or has_error:
             return results if respond is None else respond(results)
         statuses = [(tp, FetchPartitionStatus(info.fetch_offset, info)) for tp, info in infos]
@@ -650,6 +1018,15 @@ class ReplicaManager:
             return -1, -1, epoch
         return found[0], found[1], epoch
 
+    def last_offset_for_leader_epoch(
+        self, tp: TopicPartition, current_leader_epoch: int, leader_epoch: int
+    ) -> tuple[int, int]:
+        """OffsetForLeaderEpoch on the leader: (largest epoch <= ``leader_epoch``, its end
+        offset), or (-1, -1) when unknown. Raises the leader-epoch errors."""
+        p = self.leader_partition_or_error(tp, current_leader_epoch)
+        assert p.log is not None
+        return p.log.end_offset_for_epoch(leader_epoch)
+
     def delete_records(
         self, timeout_ms: int, offsets: dict[TopicPartition, int]
     ) -> (
@@ -688,6 +1065,16 @@ class ReplicaManager:
         if self.delete_records_purgatory.try_complete_else_watch(op, pending) or fut.done():
             return fut.result()
         return fut
+
+    async def stop_replication(self) -> None:
+        """Stop the fetchers and the ISR tasks (before the logs close)."""
+        for t in self._background:
+            t.cancel()
+        for t in [*self._background, *self._isr_writes]:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        self._background.clear()
+        await self.fetcher_manager.shutdown()
 
     def shutdown(self) -> None:
         for purg in (self.produce_purgatory, self.fetch_purgatory, self.delete_records_purgatory):

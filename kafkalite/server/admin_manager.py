@@ -50,8 +50,26 @@ def assign_replicas_to_brokers(
     *,
     start_partition: int = 0,
     fixed_start_index: int = -1,
+    racks: Mapping[int, str | None] | None = None,
 ) -> dict[int, list[int]]:
-    """Kafka's rack-unaware assignment: round-robin leaders, shifted followers."""
+    """Kafka's AdminUtils.assignReplicasToBrokers: rack-unaware (round-robin leaders,
+    shifted followers) when no broker has a rack, rack-aware when all have one (each
+    partition's replicas spread over as many racks as possible); a mix is refused."""
+    if racks:
+        with_rack = {b: racks.get(b) for b in brokers}
+        if any(r is not None for r in with_rack.values()):
+            if any(r is None for r in with_rack.values()):
+                raise KafkaError(
+                    ErrorCode.unknown_server_error,
+                    "Not all brokers have rack information for replica rack aware assignment.",
+                )
+            return _assign_rack_aware(
+                {b: str(r) for b, r in with_rack.items()},
+                n_partitions,
+                rf,
+                start_partition=start_partition,
+                fixed_start_index=fixed_start_index,
+            )
     if rf > len(brokers):
         raise KafkaError(
             ErrorCode.invalid_replication_factor,
@@ -76,6 +94,69 @@ def assign_replicas_to_brokers(
     return out
 
 
+def _rack_alternated(racks: Mapping[int, str]) -> list[int]:
+    """Kafka's getRackAlternatedBrokerList: one broker of each rack in turn."""
+    by_rack: dict[str, list[int]] = {}
+    for b in sorted(racks):
+        by_rack.setdefault(racks[b], []).append(b)
+    iters = [iter(by_rack[r]) for r in sorted(by_rack)]
+    out: list[int] = []
+    i = 0
+    while len(out) < len(racks):
+        nxt = next(iters[i], None)
+        if nxt is not None:
+            out.append(nxt)
+        i = (i + 1) % len(iters)
+    return out
+
+
+def _assign_rack_aware(
+    racks: Mapping[int, str],
+    n_partitions: int,
+    rf: int,
+    *,
+    start_partition: int,
+    fixed_start_index: int,
+) -> dict[int, list[int]]:
+    """Kafka's assignReplicasToBrokersRackAware: leaders round robin over the
+    rack-alternated broker list; a follower is skipped while its rack (or itself)
+    already has a replica and some rack (or broker) has none."""
+    arranged = _rack_alternated(racks)
+    n = len(arranged)
+    if rf > n:
+        raise KafkaError(
+            ErrorCode.invalid_replication_factor,
+            f"Replication factor: {rf} larger than available brokers: {n}.",
+        )
+    n_racks = len(set(racks.values()))
+    start = fixed_start_index if fixed_start_index >= 0 else random.randrange(n)
+    shift = fixed_start_index if fixed_start_index >= 0 else random.randrange(n)
+    out: dict[int, list[int]] = {}
+    pid = max(0, start_partition)
+    for _ in range(n_partitions):
+        if pid > 0 and pid % n == 0:
+            shift += 1
+        first = (pid + start) % n
+        leader = arranged[first]
+        replicas = [leader]
+        racks_used = {racks[leader]}
+        k = 0
+        for _r in range(rf - 1):
+            while True:
+                b = arranged[(first + 1 + (shift * n_racks + k) % (n - 1)) % n]
+                k += 1
+                rack = racks[b]
+                if (rack not in racks_used or len(racks_used) == n_racks) and (
+                    b not in replicas or len(replicas) == n
+                ):
+                    replicas.append(b)
+                    racks_used.add(rack)
+                    break
+        out[pid] = replicas
+        pid += 1
+    return out
+
+
 class AdminManager:
     def __init__(
         self,
@@ -93,6 +174,10 @@ class AdminManager:
         self.topic_configs: dict[str, dict[str, str]] = {}
         #: called with a topic whose overrides this broker changed (AlterConfigs)
         self.topic_config_listeners: list[Callable[[str], None]] = []
+
+    def _racks(self) -> dict[int, str | None]:
+        """The live brokers' broker.rack, as the controller's UpdateMetadata described them."""
+        return {b: info.rack for b, info in self.metadata_cache.brokers.items()}
 
     # ---- configs ------------------------------------------------------------
     async def load_topic_configs(self) -> None:
@@ -261,7 +346,7 @@ class AdminManager:
                     ErrorCode.invalid_replication_factor,
                     f"Replication factor: {rf} larger than available brokers: {len(live)}.",
                 )
-            assignment = assign_replicas_to_brokers(live, num_partitions, rf)
+            assignment = assign_replicas_to_brokers(live, num_partitions, rf, racks=self._racks())
         configs: dict[str, str] = {}
         for c in getattr(t, "configs", ()) or ():
             if c.value is None:
@@ -309,7 +394,9 @@ class AdminManager:
                 continue
             try:
                 self.check_new_topic_name(name, created)
-                assignment = assign_replicas_to_brokers(live, int(cfg["num.partitions"]), rf)
+                assignment = assign_replicas_to_brokers(
+                    live, int(cfg["num.partitions"]), rf, racks=self._racks()
+                )
                 await self._write_topic(name, assignment, {})
                 created.append(name)
             except KafkaError as e:
@@ -396,7 +483,12 @@ class AdminManager:
             first = existing[0][0] if 0 in existing else brokers[0]
             start = next((i for i, b in enumerate(brokers) if b >= first), 0)
             new = assign_replicas_to_brokers(
-                brokers, count - current, rf, start_partition=current, fixed_start_index=start
+                brokers,
+                count - current,
+                rf,
+                start_partition=current,
+                fixed_start_index=start,
+                racks=self._racks(),
             )
         if validate_only:
             return

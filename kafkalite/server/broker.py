@@ -120,6 +120,7 @@ class KafkaBroker:
         self.metrics = BrokerMetrics()
         self.metrics.register_purgatories(self._purgatories)
         self.metrics.register_controller(lambda: self.controller)
+        self.metrics.register_replica_manager(lambda: self.replica_manager)
         self.metrics.register_transactions(
             lambda: self.transaction_coordinator, lambda: self.replica_manager
         )
@@ -165,6 +166,11 @@ class KafkaBroker:
             ),
             self.log_manager,
             cache,
+            store=self.store,
+            broker_endpoint=self._inter_broker_endpoint,
+            fetcher_ssl_context=self._fetcher_tls,
+            broker_rack=self._broker_rack,
+            inter_broker_secret=lambda: self.inter_broker_secret,
         )
         self.log_manager.on_dir_offline.append(self._on_log_dir_failure)
         rm.on_replicas_deleted.append(admin.forget_topic_configs)
@@ -244,6 +250,7 @@ class KafkaBroker:
         self.advertised = [self._resolve_port(ep) for ep in cfg.advertised]
         self.peers[self.broker_id] = self
         await self._register_broker()
+        rm.startup()
         await self.controller.startup()
         await cache.wait_for(lambda: self.broker_id in cache.brokers, 10.0)
         self._tasks.append(asyncio.get_running_loop().create_task(self.log_manager.run()))
@@ -268,6 +275,8 @@ class KafkaBroker:
             t.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
+        if self.replica_manager is not None:
+            await self.replica_manager.stop_replication()
         if self.controller is not None:
             await self.controller.shutdown()
         await self.quota_store.stop()
@@ -294,6 +303,27 @@ class KafkaBroker:
             with contextlib.suppress(OSError):
                 self.config.pid_file.unlink()
         log.info("kafkalite broker %d stopped", self.broker_id)
+
+    def _inter_broker_endpoint(self, broker_id: int) -> tuple[str, int] | None:
+        """A live broker's inter-broker listener, as the last UpdateMetadata described it."""
+        info = self.metadata_cache.brokers.get(broker_id)
+        if info is None:
+            return None
+        return info.endpoints.get(self.config.inter_broker_listener)
+
+    def _broker_rack(self, broker_id: int) -> str | None:
+        if broker_id == self.broker_id:
+            return self.config["broker.rack"]  # type: ignore[no-any-return]
+        info = self.metadata_cache.brokers.get(broker_id)
+        return None if info is None else info.rack
+
+    def _fetcher_tls(self) -> Any:
+        """The followers' TLS client context when the inter-broker listener uses TLS."""
+        name = self.config.inter_broker_listener
+        ep = next((e for e in self.config.advertised if e.listener == name), None)
+        if ep is not None and ep.security_protocol in ("SSL", "SASL_SSL"):
+            return self.client_tls
+        return None
 
     def _purgatories(self) -> list[Any]:
         rm, gc = self.replica_manager, self.group_coordinator

@@ -333,6 +333,38 @@ _DEFS: list[ConfigDef] = [
     ConfigDef("replica.lag.time.max.ms", "long", 30000),
     ConfigDef("replica.high.watermark.checkpoint.interval.ms", "long", 5000, validator=at_least(1)),
     ConfigDef("replica.fetch.wait.max.ms", "int", 500),
+    ConfigDef("replica.fetch.backoff.ms", "int", 1000, validator=at_least(0)),
+    ConfigDef(
+        "leader.replication.throttled.rate",
+        "long",
+        2**63 - 1,
+        "Bytes/s a leader sends to out-of-sync replicas listed in a topic's "
+        "leader.replication.throttled.replicas (KIP-73).",
+        validator=at_least(0),
+        dynamic=True,
+    ),
+    ConfigDef(
+        "follower.replication.throttled.rate",
+        "long",
+        2**63 - 1,
+        "Bytes/s an out-of-sync follower fetches for replicas listed in a topic's "
+        "follower.replication.throttled.replicas (KIP-73).",
+        validator=at_least(0),
+        dynamic=True,
+    ),
+    ConfigDef("replication.quota.window.num", "int", 11, validator=at_least(1)),
+    ConfigDef("replication.quota.window.size.seconds", "int", 1, validator=at_least(1)),
+    ConfigDef(
+        "replica.selector.class",
+        "string",
+        None,
+        "KIP-392: org.apache.kafka.common.replica.RackAwareReplicaSelector lets consumers "
+        "(Fetch v11+ with client.rack) fetch from a replica in their rack; unset: leaders only.",
+        validator=one_of(
+            "org.apache.kafka.common.replica.RackAwareReplicaSelector",
+            "org.apache.kafka.common.replica.LeaderSelector",
+        ),
+    ),
     ConfigDef("replica.fetch.min.bytes", "int", 1),
     ConfigDef("replica.fetch.max.bytes", "int", 1048576),
     ConfigDef(

@@ -39,6 +39,7 @@ __all__ = [
     "ControllerCollector",
     "MetricsHttpServer",
     "PurgatoryCollector",
+    "ReplicaManagerCollector",
     "TransactionCollector",
 ]
 
@@ -157,6 +158,72 @@ class ControllerCollector(Collector):
             "type=ControllerStats,name=UncleanLeaderElectionsPerSec",
             "unclean leader elections by this controller",
             c.unclean_leader_elections,
+        )
+
+
+_RM = "kafka_server_replicamanager_"
+UNDER_REPLICATED_PARTITIONS = _RM + "underreplicatedpartitions"
+UNDER_MIN_ISR_PARTITION_COUNT = _RM + "underminisrpartitioncount"
+LEADER_COUNT = _RM + "leadercount"
+PARTITION_COUNT = _RM + "partitioncount"
+ISR_SHRINKS = _RM + "isrshrinkspersec"
+ISR_EXPANDS = _RM + "isrexpandspersec"
+REPLICA_FETCHER_MAX_LAG = "kafka_server_replicafetchermanager_maxlag"
+
+
+class ReplicaManagerCollector(Collector):
+    """Kafka's ReplicaManager gauges and meters, and the fetcher manager's MaxLag.
+
+    The per-second meters are exported as their counts (``..._count``), as the JMX
+    exporter does for a Meter's Count attribute.
+    """
+
+    def __init__(self, replica_manager: Callable[[], ReplicaManager | None]) -> None:
+        self._rm = replica_manager
+
+    def collect(self) -> Iterator[Metric]:
+        rm = self._rm()
+        if rm is None:
+            return
+        leaders = under = under_min = 0
+        for p in list(rm.partitions.values()):
+            if not p.is_leader:
+                continue
+            leaders += 1
+            if len(p.isr) < len(p.replicas):
+                under += 1
+            if len(p.isr) < p.min_insync_replicas:
+                under_min += 1
+
+        def gauge(name: str, bean: str, doc: str, value: float) -> GaugeMetricFamily:
+            return GaugeMetricFamily(name, f"kafka.server:{bean}: {doc}", value=value)
+
+        b = "type=ReplicaManager,name="
+        yield gauge(
+            UNDER_REPLICATED_PARTITIONS,
+            b + "UnderReplicatedPartitions",
+            "partitions led here whose ISR is smaller than their replica set",
+            under,
+        )
+        yield gauge(
+            UNDER_MIN_ISR_PARTITION_COUNT,
+            b + "UnderMinIsrPartitionCount",
+            "partitions led here whose ISR is below min.insync.replicas",
+            under_min,
+        )
+        yield gauge(LEADER_COUNT, b + "LeaderCount", "partitions led here", leaders)
+        yield gauge(
+            PARTITION_COUNT, b + "PartitionCount", "replicas hosted here", len(rm.partitions)
+        )
+        yield gauge(ISR_SHRINKS + "_count", b + "IsrShrinksPerSec", "ISR shrinks", rm.isr_shrinks)
+        yield gauge(
+            ISR_EXPANDS + "_count", b + "IsrExpandsPerSec", "ISR expansions", rm.isr_expands
+        )
+        yield gauge(
+            REPLICA_FETCHER_MAX_LAG,
+            "type=ReplicaFetcherManager,name=MaxLag,clientId=Replica",
+            "largest lag in messages of a partition this broker follows",
+            rm.fetcher_manager.max_lag(),
         )
 
 
@@ -296,6 +363,9 @@ class BrokerMetrics:
 
     def register_controller(self, controller: Callable[[], KafkaController | None]) -> None:
         self.register(ControllerCollector(controller))
+
+    def register_replica_manager(self, rm: Callable[[], ReplicaManager | None]) -> None:
+        self.register(ReplicaManagerCollector(rm))
 
     def register_transactions(
         self,

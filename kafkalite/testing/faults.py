@@ -62,12 +62,7 @@ from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.testing.leadership import (
     active_controller,
-    catch_up_follower,
-    is_follower_of,
-    leads_with,
     partition_of,
-    peer,
-    produces_to,
     reassign,
     set_partition_leader,
     until,
@@ -492,15 +487,10 @@ class FaultInjector:
           plus the other current replicas, without the current leader. The
           controller runs phase A (``to_broker`` starts as a follower), then, once
           the new replica is in the ISR, phase B: ``to_broker`` is elected, the old
-          leader's replica is stopped and deleted. Follower fetching is not built
-          yet, so the catch-up is done here the way the replica fetcher and the
-          leader would do it (:func:`~kafkalite.testing.leadership.catch_up_follower`): the leader's batches are
-          appended as follower, the leader records the follower's position and
-          writes the ISR expansion to the state znode, which the controller
-          watches. Produce requests for the partition are held on the old leader
-          until the move is done (then answered NOT_LEADER_OR_FOLLOWER-style), so
-          nothing appended during the move is lost. Both brokers must run in this
-          process (``peers``).
+          leader's replica is stopped and deleted. The new replica catches up by
+          fetching from the leader (the replica fetcher), and the leader writes the
+          ISR expansion to the state znode, which the controller watches: no data
+          is copied by hand, and producers keep writing during the move.
 
         Offsets, records and idempotent producer state (rebuilt from the batch
         headers) survive the move.
@@ -530,29 +520,20 @@ class FaultInjector:
                     f"preferred election of {topic}-{partition} failed: {ErrorCode(code).name} {message or ''}"
                 )
         else:
-            src = peer(broker, st.leader)
-            dst = peer(broker, to_broker)
-            if src is None or dst is None or not src.started:
-                raise ValueError(
-                    f"brokers {st.leader} and {to_broker} must both run in this process"
+            # the real path: the new replica fetches from the leader until the leader
+            # adds it to the ISR, then the controller finishes the reassignment
+            target = [to_broker, *(r for r in replicas if r != st.leader)]
+            await reassign(ctrl, tp, target)
+
+            def moved() -> bool:
+                lic = ctrl.ctx.partition_leadership_info.get(tp)
+                return (
+                    tp not in ctrl.ctx.partitions_being_reassigned
+                    and lic is not None
+                    and lic.leader_and_isr.leader == to_broker
                 )
-            src_faults = src.channel.interceptor
-            hold = (
-                src_faults.add(ApiKey.PRODUCE, Delay(None), when=produces_to(tp), times=None)
-                if isinstance(src_faults, FaultInjector)
-                else None
-            )
-            try:
-                target = [to_broker, *(r for r in replicas if r != st.leader)]
-                await reassign(ctrl, tp, target)
-                # phase A reached both brokers: the follower exists and the leader knows it
-                await until(lambda: is_follower_of(dst, tp, st.leader), timeout_s)
-                await until(lambda: leads_with(src, tp, to_broker), timeout_s)
-                await catch_up_follower(src, dst, tp)
-                await until(lambda: tp not in ctrl.ctx.partitions_being_reassigned, timeout_s)
-            finally:
-                if hold is not None and isinstance(src_faults, FaultInjector):
-                    src_faults.remove(hold)
+
+            await until(moved, timeout_s)
         lic = ctrl.ctx.partition_leadership_info[tp]
         leader, epoch = lic.leader_and_isr.leader, lic.leader_and_isr.leader_epoch
         if leader != to_broker:

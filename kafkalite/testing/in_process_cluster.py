@@ -22,8 +22,9 @@ Failures:
 - ``restart(i)``: a clean stop (or nothing, after a crash) and a start on the
   same data dir and port.
 
-Replication is not built yet: topics must have replication factor 1, and a
-crashed broker's partitions stay offline until it restarts.
+Partitions replicate as in a real cluster (followers fetch from their leaders,
+see ``docs/replication.md``): with replication factor > 1 a crashed leader's
+partitions move to another ISR member.
 """
 
 from __future__ import annotations
@@ -60,9 +61,19 @@ async def _eventually(pred: Callable[[], bool], timeout_s: float, what: str) -> 
 class AsyncCluster:
     """``async with AsyncCluster(n=3, **config) as c:`` — n brokers on the running loop."""
 
-    def __init__(self, n: int = 3, data_dir: str | Path | None = None, **config: Any) -> None:
+    def __init__(
+        self,
+        n: int = 3,
+        data_dir: str | Path | None = None,
+        *,
+        broker_configs: Mapping[int, Mapping[str, Any]] | None = None,
+        **config: Any,
+    ) -> None:
+        """``config`` applies to every broker; ``broker_configs`` adds per-broker keys
+        (e.g. ``{0: {"broker.rack": "a"}}``)."""
         if n < 1:
             raise ValueError("a cluster needs at least one broker")
+        self.broker_configs = {i: dict(c) for i, c in (broker_configs or {}).items()}
         self._own_dir = data_dir is None
         self.data_dir = (
             Path(data_dir)
@@ -87,7 +98,7 @@ class AsyncCluster:
                 self.data_dir / f"broker-{i}",
                 ensemble=self.ensemble,
                 peers=self.peers,
-                **{**self.config, "broker.id": i},
+                **{**self.config, **self.broker_configs.get(i, {}), "broker.id": i},
             )
             for i in range(self.n)
         ]
@@ -363,6 +374,8 @@ async def _crash(kb: KafkaBroker) -> None:
             with contextlib.suppress(Exception):
                 await client.close()
     if kb.replica_manager is not None:
+        with contextlib.suppress(Exception):
+            await kb.replica_manager.stop_replication()
         kb.replica_manager.shutdown()
     # files: descriptors closed as the OS would; no flush, checkpoint or clean-shutdown marker
     lm = kb.log_manager

@@ -23,8 +23,6 @@ from kafkalite.controller.controller_context import (
 )
 from kafkalite.controller.partition_state_machine import leader_and_isr_of, state_znode
 from kafkalite.controller.replica_state_machine import ReplicaState
-from kafkalite.metadata.isr_change import update_leader_and_isr, write_isr_change_notification
-from kafkalite.metadata.kafka_zk_client import KafkaZkClient
 from kafkalite.metadata.store import BadVersionError
 from kafkalite.protocol.errors import ErrorCode
 
@@ -35,7 +33,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "active_controller",
-    "catch_up_follower",
     "is_follower_of",
     "leads_with",
     "partition_info",
@@ -179,48 +176,3 @@ def is_follower_of(b: KafkaBroker, tp: TopicPartition, leader: int) -> bool:
 def leads_with(b: KafkaBroker, tp: TopicPartition, replica: int) -> bool:
     p = b.replica_manager.get_partition(tp)
     return p is not None and p.is_leader and replica in p.remote_replicas
-
-
-async def catch_up_follower(src: KafkaBroker, dst: KafkaBroker, tp: TopicPartition) -> None:
-    """What the replica fetcher and the leader do until ``dst`` joins the ISR of ``tp``.
-
-    A stand-in for follower fetching (not built yet): ``dst`` appends the leader's
-    batches as a follower and takes the leader's high watermark; the leader records
-    the follower's log end offset (its next fetch offset) and, the follower being
-    caught up, writes the expanded ISR to the partition's state znode conditionally
-    on its version (Kafka's Partition.maybeExpandIsr in ZooKeeper mode) and an ISR
-    change notification. The caller holds produce requests for ``tp`` on ``src``.
-    """
-    leader = src.replica_manager.get_partition(tp)
-    follower = dst.replica_manager.get_partition(tp)
-    assert leader is not None and leader.log is not None
-    assert follower is not None and follower.log is not None
-    llog, flog = leader.log, follower.log
-    if flog.log_end_offset < llog.log_start_offset or flog.log_end_offset > llog.log_end_offset:
-        flog.truncate_fully_and_start_at(llog.log_start_offset)
-    while flog.log_end_offset < llog.log_end_offset:
-        data = llog.read(flog.log_end_offset, 1 << 20, max_offset=None, min_one_message=True)
-        raw = data.records
-        raw = raw if isinstance(raw, bytes | bytearray) else raw.read_bytes()
-        if not raw or not flog.append_as_follower(raw).num_messages:
-            break
-    flog.update_high_watermark(min(llog.high_watermark, flog.log_end_offset))
-    leader.update_follower_fetch_state(dst.broker_id, flog.log_end_offset, flog.log_start_offset)
-    states = await KafkaZkClient(src.store).get_partition_states([tp])
-    state, version = states[tp]
-    if state.leader != src.broker_id or state.leader_epoch != leader.leader_epoch:
-        raise RuntimeError(f"{tp[0]}-{tp[1]} changed leadership during the move; try again")
-    isr = [*state.isr, dst.broker_id] if dst.broker_id not in state.isr else list(state.isr)
-    written = await update_leader_and_isr(
-        src.store,
-        tp,
-        leader=state.leader,
-        leader_epoch=state.leader_epoch,
-        isr=isr,
-        controller_epoch=state.controller_epoch,
-        zk_version=version,
-    )
-    if written is None:
-        raise RuntimeError(f"{tp[0]}-{tp[1]}: the state znode changed during the move; try again")
-    leader.isr = isr
-    await write_isr_change_notification(src.store, [tp])

@@ -30,6 +30,7 @@ from kafkalite.protocol import inter_broker as ib
 from kafkalite.server.broker import KafkaBroker
 from kafkalite.testing import AsyncBroker
 from kafkalite.testing.embedded_broker import _make_config
+from kafkalite.testing.faults import Delay
 from kafkalite.testing.in_process_cluster import _crash
 
 _I32 = struct.Struct(">i")
@@ -89,11 +90,13 @@ def _spy(broker: KafkaBroker, log: list[Received]) -> None:
     rm, cache = broker.replica_manager, broker.metadata_cache
     lair, um, stop = rm.become_leader_or_follower, cache.update_metadata, rm.stop_replicas
 
-    async def handle_leader_and_isr(controller_id: int, epoch: int, states: list[Any]) -> Any:
+    async def handle_leader_and_isr(
+        controller_id: int, epoch: int, states: list[Any], live_leaders: Any = None
+    ) -> Any:
         log.append(
             Received("LeaderAndIsr", epoch, {(s["topic"], s["partition"]): s for s in states})
         )
-        return await lair(controller_id, epoch, states)
+        return await lair(controller_id, epoch, states, live_leaders)
 
     async def handle_update_metadata(
         controller_id: int, epoch: int, states: list[Any], live: list[Any], deleted: list[str]
@@ -133,6 +136,7 @@ class Cluster:
         *,
         zookeeper_connect: str | None = None,
         session_timeout_ms: int | None = None,
+        replication: bool = False,
         **config: Any,
     ) -> None:
         if session_timeout_ms is None:
@@ -140,6 +144,10 @@ class Cluster:
             # hiccups (kazoo drops it after 2/3 of the timeout without a ping answer)
             session_timeout_ms = 6000 if zookeeper_connect else 1500
         self.tmp_path = tmp_path
+        #: False: every follower fetch is held at its leader (replication paused), so
+        #: the ISR changes only by the controller's and the test's own writes, which
+        #: these controller tests observe step by step
+        self.replication = replication
         self.zookeeper_connect = zookeeper_connect
         self.ensemble = None if zookeeper_connect else EmbeddedEnsemble(fsync=False)
         self.session_timeout_ms = session_timeout_ms
@@ -158,11 +166,16 @@ class Cluster:
         self.admin: MetadataStore = None  # type: ignore[assignment]
 
     def _node(self, i: int, **overrides: Any) -> AsyncBroker:
-        return AsyncBroker(
+        node = AsyncBroker(
             self.tmp_path / f"b{i}",
             ensemble=self.ensemble,
             **{**self.config, "broker.id": i, **overrides},
         )
+        if not self.replication:
+            node.faults.add(
+                "FETCH", Delay(None), when=lambda _ctx, req: req.replica_id >= 0, times=None
+            )
+        return node
 
     async def start(self, *, concurrently: bool = False) -> Cluster:
         """Start every broker, one after another (broker 0 is then the first controller)

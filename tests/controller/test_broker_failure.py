@@ -233,8 +233,9 @@ async def test_controller_startup_initializes_both_state_machines(tmp_path, back
         replicas = observed["replicas"]
         assert replicas[PartitionAndReplica("on", 0, 1)] is R.ONLINE
         assert replicas[PartitionAndReplica("moved", 0, 1)] is R.ONLINE
-        assert replicas[PartitionAndReplica("moved", 0, 0)] is R.DELETION_INELIGIBLE
-        assert replicas[PartitionAndReplica("off", 0, 2)] is R.DELETION_INELIGIBLE
+        # dead brokers' replicas: ReplicaDeletionIneligible, then Offline (out of their ISRs)
+        assert replicas[PartitionAndReplica("moved", 0, 0)] is R.OFFLINE
+        assert replicas[PartitionAndReplica("off", 0, 2)] is R.OFFLINE
         # elected during startup
         st, _ = await cluster.wait_state("moved", 0, lambda s: s.leader == 1)
         assert st.controller_epoch == 2

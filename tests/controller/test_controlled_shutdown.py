@@ -9,11 +9,19 @@ import time
 from kafkalite.metadata.isr_change import update_leader_and_isr
 from kafkalite.protocol import inter_broker as ib
 from kafkalite.protocol.errors import ErrorCode
+from kafkalite.testing.faults import Delay
 from tests.controller.cluster import Cluster, call, client_partition, eventually
 
 
 async def _shutdown_request(cluster: Cluster, broker_id: int) -> ib.ControlledShutdownResponse:
+    """What a stopping broker asks. It is stopping: its followers stop fetching (held at
+    every other broker), so no leader adds it back to an ISR the controller shrank."""
     b = cluster.broker(broker_id)
+    for i in cluster.live_ids:
+        if i != broker_id:
+            cluster.nodes[i].faults.add(
+                "FETCH", Delay(None), client_id=f"replica-fetcher-{broker_id}", times=None
+            )
     return await call(
         cluster.controller().bound_port(),
         ib.CONTROLLED_SHUTDOWN,

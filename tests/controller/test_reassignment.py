@@ -1,8 +1,9 @@
 """Partition reassignment (seed 002 §9, #26-30) through /admin/reassign_partitions and
 the AlterPartitionReassignments/ListPartitionReassignments APIs.
 
-Follower fetching is not built yet, so "the new replicas catch up" is written as the
-leader writes it: the new ISR in the state znode. Phase A (union AR, new replicas
+The test cluster holds follower fetches (``Cluster(replication=False)``), so "the new
+replicas catch up" is written as the leader writes it: the new ISR in the state znode;
+reassignments with real data movement are in test_replication_processes.py. Phase A (union AR, new replicas
 started) and phase B (leader move, old replicas stopped and deleted, final AR) are
 the controller's.
 """
@@ -31,16 +32,23 @@ async def _reassign(cluster: Cluster, wanted: dict[tuple[str, int], list[int]]) 
 
 
 async def _catch_up(cluster: Cluster, topic: str, partition: int, isr: list[int]) -> None:
-    st, version = await cluster.state(topic, partition)
-    assert await update_leader_and_isr(
-        cluster.admin,
-        (topic, partition),
-        leader=st.leader,
-        leader_epoch=st.leader_epoch,
-        isr=isr,
-        controller_epoch=st.controller_epoch,
-        zk_version=version,
-    )
+    """Write the ISR as the leader would; again on a version conflict (a new controller
+    resuming the reassignment may write the znode meanwhile, as the leader would see)."""
+
+    async def write() -> bool:
+        st, version = await cluster.state(topic, partition)
+        written = await update_leader_and_isr(
+            cluster.admin,
+            (topic, partition),
+            leader=st.leader,
+            leader_epoch=st.leader_epoch,
+            isr=isr,
+            controller_epoch=st.controller_epoch,
+            zk_version=version,
+        )
+        return written is not None
+
+    await eventually(write)
 
 
 async def _assignment(cluster: Cluster, topic: str) -> dict[int, list[int]]:

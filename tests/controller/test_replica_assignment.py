@@ -70,3 +70,44 @@ async def test_create_partitions_continues_from_partition_0s_first_replica(tmp_p
         assert {p: a[p] for p in range(2, 6)} == expected
         for p in range(6):
             await cluster.wait_state("t", p, lambda s: s.leader >= 0)
+
+
+def test_rack_aware_assignment_matches_kafkas_example():
+    """Kafka's AdminRackAwareTest: the rack-alternated broker list and the assignment."""
+    from kafkalite.server.admin_manager import _rack_alternated
+
+    racks = {0: "rack1", 1: "rack3", 2: "rack3", 3: "rack2", 4: "rack2", 5: "rack1"}
+    assert _rack_alternated(racks) == [0, 3, 1, 5, 4, 2]
+    assert _rack_alternated({b: r for b, r in racks.items() if b != 5}) == [0, 3, 1, 4, 2]
+    got = assign_replicas_to_brokers(list(racks), 7, 3, fixed_start_index=0, racks=racks)
+    assert got == {
+        0: [0, 3, 1],
+        1: [3, 1, 5],
+        2: [1, 5, 4],
+        3: [5, 4, 2],
+        4: [4, 2, 0],
+        5: [2, 0, 3],
+        6: [0, 4, 2],
+    }
+    # random start: every partition still spans three racks, leaders evenly spread
+    many = assign_replicas_to_brokers(list(racks), 60, 3, racks=racks)
+    assert all(len({racks[b] for b in rs}) == 3 for rs in many.values())
+    assert set(Counter(rs[0] for rs in many.values()).values()) == {10}
+    # some brokers with a rack, some without: refused, as Kafka does
+    with pytest.raises(KafkaError):
+        assign_replicas_to_brokers([0, 1, 2], 1, 2, racks={0: "a", 1: "b", 2: None})
+
+
+async def test_created_topics_spread_replicas_over_racks():
+    """Topics created on brokers with broker.rack get the rack-aware placement."""
+    from kafkalite.testing.in_process_cluster import AsyncCluster
+
+    racks = {0: "a", 1: "a", 2: "b", 3: "b"}
+    async with AsyncCluster(
+        4, broker_configs={i: {"broker.rack": r} for i, r in racks.items()}
+    ) as c:
+        await c.create_topic("spread", 8, 2)
+        t = c.kafka(0).metadata_cache.get_topic("spread")
+        assert t is not None
+        for p in t.partitions.values():
+            assert {racks[b] for b in p.replicas} == {"a", "b"}

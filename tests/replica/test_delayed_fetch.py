@@ -33,8 +33,12 @@ MAX_WAIT_MS = 10_000
 AT_ONCE_S = 5.0  # "at once": well under the 10 s max wait
 
 
-def parked(bootstrap: str, req) -> InFlight:
+def parked(bootstrap: str, req, broker=None) -> InFlight:
+    """``req`` sent and parked; ``broker`` (a fixture): sent on a connection signed in as
+    a broker (a follower fetch)."""
     c = RawClient.to(bootstrap)
+    if broker is not None:
+        c.sign_in_as_broker(broker.kafka, FOLLOWER)
     op = InFlight(lambda: c.call(1, FETCH_V, req))
     time.sleep(0.4)
     assert op.pending, "the fetch was answered instead of parking"
@@ -57,14 +61,19 @@ def broker(kafka_broker_factory):
 
 
 def test_lost_leadership_completes_a_parked_consumer_fetch_at_once(broker):
+    """A v11+ consumer may read from followers (KIP-392), so losing leadership alone does
+    not end its fetch; the leader epoch it fetched with does: FENCED_LEADER_EPOCH at once."""
     broker.create_topic("lead", 1)
     set_replicas(broker, "lead", isr=[0, FOLLOWER], replicas=[0, FOLLOWER])
-    op = parked(broker.bootstrap_servers, fetch([("lead", 0, 0)], wait_ms=MAX_WAIT_MS))
+    op = parked(
+        broker.bootstrap_servers,
+        fetch([("lead", 0, 0)], wait_ms=MAX_WAIT_MS, current_leader_epoch=1),
+    )
     set_replicas(
         broker, "lead", leader=FOLLOWER, isr=[0, FOLLOWER], replicas=[0, FOLLOWER], epoch=2
     )
     p = only_partition(op.wait())
-    assert p.error_code == ErrorCode.not_leader_or_follower
+    assert p.error_code == ErrorCode.fenced_leader_epoch
     assert op.took < AT_ONCE_S
 
 
@@ -77,6 +86,7 @@ def test_lost_leadership_completes_a_parked_follower_fetch_at_once(broker):
     op = parked(
         broker.bootstrap_servers,
         fetch([("flead", 0, 0)], replica_id=FOLLOWER, wait_ms=MAX_WAIT_MS),
+        broker,
     )
     set_replicas(
         broker, "flead", leader=98, isr=[0, FOLLOWER, 98], replicas=[0, FOLLOWER, 98], epoch=2
@@ -85,7 +95,7 @@ def test_lost_leadership_completes_a_parked_follower_fetch_at_once(broker):
     assert p.error_code == ErrorCode.not_leader_or_follower
     assert op.took < AT_ONCE_S
     # and a follower fetch to a broker that is not the leader is refused, not served
-    c = RawClient.to(broker.bootstrap_servers)
+    c = RawClient.to(broker.bootstrap_servers).sign_in_as_broker(broker.kafka, FOLLOWER)
     r = c.call(1, FETCH_V, fetch([("flead", 0, 0)], replica_id=FOLLOWER, wait_ms=0))
     assert only_partition(r).error_code == ErrorCode.not_leader_or_follower
     c.close()
@@ -148,6 +158,7 @@ def test_follower_fetch_is_woken_by_the_leader_append_before_the_hw_moves(broker
     op = parked(
         broker.bootstrap_servers,
         fetch([("fwake", 0, 0)], replica_id=FOLLOWER, wait_ms=MAX_WAIT_MS),
+        broker,
     )
     c = RawClient.to(broker.bootstrap_servers)
     r = c.call(0, PRODUCE_V, produce([("fwake", 0, batch(3))], acks=1))
@@ -164,7 +175,7 @@ def test_consumer_fetch_waits_for_the_hw_not_the_append(broker):
     set_replicas(broker, "cwake", isr=[0, FOLLOWER], replicas=[0, FOLLOWER])
     op = parked(broker.bootstrap_servers, fetch([("cwake", 0, 0)], wait_ms=MAX_WAIT_MS))
     c = RawClient.to(broker.bootstrap_servers)
-    follower = RawClient.to(broker.bootstrap_servers)
+    follower = RawClient.to(broker.bootstrap_servers).sign_in_as_broker(broker.kafka, FOLLOWER)
     c.call(0, PRODUCE_V, produce([("cwake", 0, batch(3))], acks=1))
     time.sleep(0.5)
     assert op.pending, "a consumer fetch woke although the high watermark did not move"

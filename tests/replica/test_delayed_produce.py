@@ -103,7 +103,9 @@ def test_acks_all_with_isr_leader_only_completes_at_once(kafka_bootstrap, kafka_
 
 def test_acks_all_waits_for_isr_until_the_follower_fetches_past_the_offset(replicated):
     producer = RawClient.to(replicated.bootstrap_servers)
-    follower = RawClient.to(replicated.bootstrap_servers)
+    follower = RawClient.to(replicated.bootstrap_servers).sign_in_as_broker(
+        replicated.kafka, FOLLOWER
+    )
     out = {}
     th = threading.Thread(target=lambda: out.update(r=produce_acks_all(producer, "rep", 3)))
     th.start()
@@ -168,7 +170,7 @@ def test_isr_below_min_insync_after_append_gives_not_enough_replicas_after_appen
     b.create_topic("misr2", 1, config={"min.insync.replicas": "2"})
     add_follower(b, "misr2", [0, FOLLOWER])
     producer = RawClient.to(b.bootstrap_servers)
-    follower = RawClient.to(b.bootstrap_servers)
+    follower = RawClient.to(b.bootstrap_servers).sign_in_as_broker(b.kafka, FOLLOWER)
     out = {}
     th = threading.Thread(target=lambda: out.update(r=produce_acks_all(producer, "misr2", 2)))
     th.start()
@@ -191,7 +193,9 @@ def test_delete_records_waits_for_the_followers_log_start_offset(replicated):
     )
 
     c = RawClient.to(replicated.bootstrap_servers)
-    follower = RawClient.to(replicated.bootstrap_servers)
+    follower = RawClient.to(replicated.bootstrap_servers).sign_in_as_broker(
+        replicated.kafka, FOLLOWER
+    )
     c.call(0, 9, produce("rep", batch(5), acks=1))
     follower.call(1, 12, follower_fetch("rep", 5))  # HW -> 5
     out = {}
@@ -227,7 +231,7 @@ def test_acks_all_partial_failure_keeps_each_local_error_and_waits_for_the_rest(
     b.create_topic("partial", 2)
     set_replicas(b, "partial", 0, isr=[0, FOLLOWER], replicas=[0, FOLLOWER])
     producer = RawClient.to(b.bootstrap_servers)
-    follower = RawClient.to(b.bootstrap_servers)
+    follower = RawClient.to(b.bootstrap_servers).sign_in_as_broker(b.kafka, FOLLOWER)
     req = wire_produce(
         [("partial", 0, batch(3)), ("partial", 1, _corrupt(batch(2))), ("partial", 7, batch(1))],
         acks=-1,
@@ -272,7 +276,9 @@ def test_delete_records_waiting_for_followers_gets_not_leader_when_leadership_mo
     )
 
     c = RawClient.to(replicated.bootstrap_servers)
-    follower = RawClient.to(replicated.bootstrap_servers)
+    follower = RawClient.to(replicated.bootstrap_servers).sign_in_as_broker(
+        replicated.kafka, FOLLOWER
+    )
     c.call(0, 9, produce("rep", batch(5), acks=1))
     follower.call(1, 12, follower_fetch("rep", 5))  # HW -> 5, follower's log start 0
     req = DeleteRecordsRequest(

@@ -146,6 +146,30 @@ class RawClient:
         assert got_cid == cid
         return obj
 
+    def sign_in_as_broker(self, broker: Any, replica_id: int) -> RawClient:
+        """Make this connection a broker's, as a replica fetcher's first signed request
+        does (an OffsetForLeaderEpoch v4 with no topics, carrying the inter-broker
+        authenticator for ``broker``, a KafkaBroker): its follower fetches are obeyed."""
+        from kafkalite.protocol import inter_broker as ib
+
+        body = messages.encode(
+            messages.build(messages.request_type(23, 4), {"replica_id": replica_id, "topics": []})
+        )
+        mac = ib.authenticator(broker.inter_broker_secret, 23, 4, broker.broker_id, body)
+        self._cid += 1
+        client_id = b"raw"
+        header = (
+            struct.pack(">hhi", 23, 4, self._cid)
+            + struct.pack(">h", len(client_id))
+            + client_id
+            + ib.header_tagged_fields(mac)
+        )
+        payload = header + body
+        self.sock.sendall(_I32.pack(len(payload)) + payload)
+        cid, resp = self.read_response(23, 4)
+        assert cid == self._cid and resp.topics == ()
+        return self
+
     def is_closed(self, timeout: float = 5) -> bool:
         self.sock.settimeout(timeout)
         try:

@@ -82,6 +82,7 @@ def test_follower_named_in_the_replica_state_tag_reads_past_the_hw(kafka_broker_
         )
         consumer = c.call(1, 15, _fetch(15, "rep", tid, 0)).responses[0].partitions[0]
         assert consumer.high_watermark == 0 and not consumer.records  # the follower lags
+        c.sign_in_as_broker(b.kafka, FOLLOWER)  # follower fetches need a broker's signature
         follower_state = {"replica_state": {"replica_id": FOLLOWER, "replica_epoch": 1}}
         got = c.call(1, 15, _fetch(15, "rep", tid, 0, **follower_state)).responses[0]
         assert got.partitions[0].error_code == 0 and len(got.partitions[0].records) > 61

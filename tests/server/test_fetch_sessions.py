@@ -161,6 +161,7 @@ def test_a_follower_session_evicts_a_consumer_session(small_cache):
     b, c = small_cache(1)
     consumer = c.call(1, 12, fetch_req(0, 0, [("cached", 0, 0)])).session_id
     assert consumer != 0
+    c.sign_in_as_broker(b.kafka, 1)  # follower fetches need a broker's signed request
     follower = c.call(1, 12, fetch_req(0, 0, [], replica_id=1))
     # followers' sessions are privileged: they may evict any consumer session
     assert follower.error_code == ErrorCode.none and follower.session_id != 0

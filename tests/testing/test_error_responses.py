@@ -34,6 +34,7 @@ REQUESTS: dict[int, dict[str, Any]] = {
     },
     ApiKey.FETCH: {"topics": [_TOPIC], "forgotten_topics_data": []},
     ApiKey.LIST_OFFSETS: {"topics": [_TOPIC]},
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: {"replica_id": -1, "topics": [_TOPIC]},
     ApiKey.METADATA: {"topics": [{"name": "t"}]},
     ApiKey.OFFSET_COMMIT: {"group_id": "g", "topics": [_TOPIC]},
     ApiKey.OFFSET_FETCH: {

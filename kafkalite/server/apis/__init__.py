@@ -33,6 +33,7 @@ from kafkalite.server.apis import (
     init_producer_id,
     list_offsets,
     metadata,
+    offset_for_leader_epoch,
     produce,
     topics,
     transactions,
@@ -86,6 +87,7 @@ from kafkalite.server.apis.groups import (
 from kafkalite.server.apis.init_producer_id import InitProducerIdDeps, handle_init_producer_id
 from kafkalite.server.apis.list_offsets import handle_list_offsets
 from kafkalite.server.apis.metadata import MetadataDeps, handle_metadata
+from kafkalite.server.apis.offset_for_leader_epoch import handle_offset_for_leader_epoch
 from kafkalite.server.apis.produce import ProduceDeps, handle_produce
 from kafkalite.server.apis.topics import (
     TopicDeps,
@@ -176,6 +178,7 @@ def _collaborators(s: BrokerServices | None) -> dict[str, Any] | None:
             s.quotas,
         ),
         list_offsets.__name__: rm,
+        offset_for_leader_epoch.__name__: rm,
         delete_records.__name__: rm,
         metadata.__name__: MetadataDeps(cache, s.config, s.admin),
         api_versions.__name__: s.api_versions,
@@ -304,6 +307,14 @@ _TABLE: list[tuple[Any, int, int, Any, bool, str]] = [
     (ApiKey.DELETE_GROUPS, 0, 2, handle_delete_groups, False, ""),
     (OFFSET_DELETE, 0, 0, handle_offset_delete, False, ""),
     (
+        ApiKey.OFFSET_FOR_LEADER_EPOCH,
+        2,
+        4,
+        handle_offset_for_leader_epoch,
+        False,
+        "leaders only; followers truncate by it (KIP-279), consumers detect truncation (KIP-320)",
+    ),
+    (
         ApiKey.CONSUMER_GROUP_HEARTBEAT,
         0,
         1,
@@ -405,6 +416,7 @@ _ERROR_RESPONSES: dict[int, ErrorResponseBuilder] = {
     ApiKey.LIST_GROUPS: groups.list_groups_error_response,
     ApiKey.DELETE_GROUPS: groups.delete_groups_error_response,
     OFFSET_DELETE: groups.offset_delete_error_response,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: offset_for_leader_epoch.offset_for_leader_epoch_error_response,
     ApiKey.CONSUMER_GROUP_HEARTBEAT: groups.consumer_group_heartbeat_error_response,
     ApiKey.CONSUMER_GROUP_DESCRIBE: groups.consumer_group_describe_error_response,
     ApiKey.ELECT_LEADERS: controller_requests.elect_leaders_error_response,

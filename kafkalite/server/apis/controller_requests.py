@@ -69,6 +69,11 @@ STALE_CONTROLLER_EPOCH = int(ErrorCode.stale_controller_epoch)
 STALE_BROKER_EPOCH = int(ErrorCode.stale_broker_epoch)
 INVALID_TOPIC = int(ErrorCode.invalid_topic_exception)
 UNKNOWN_TOPIC_OR_PARTITION = int(ErrorCode.unknown_topic_or_partition)
+#: the requests a follower sends (Kafka requires CLUSTER_ACTION for them with a replica
+#: id), and their first flexible version (the authenticator is a header tag)
+_FOLLOWER_APIS = frozenset({1, 23})
+_FOLLOWER_API_FIRST_FLEXIBLE = {1: 12, 23: 4}
+
 #: RequestContext.extra key: why the channel refused the request's authenticator
 _UNAUTHENTICATED = "controller_request_unauthenticated"
 
@@ -99,7 +104,31 @@ class ControllerRequestChannel(RequestChannel):
             if api_key in ib.CONTROLLER_APIS and api_key in self.api_table:
                 # bytes already (only a Produce is handed a view): bytes() returns it as is
                 return self._handle_controller_request(conn, bytes(frame), api_key, version)
+            if api_key in _FOLLOWER_APIS and not conn.broker_peer:
+                self._authenticate_follower(conn, frame, api_key, version)
         return super().handle(conn, frame)
+
+    def _authenticate_follower(
+        self, conn: Connection, frame: bytes | memoryview, api_key: int, version: int
+    ) -> None:
+        """A replica fetcher signs its Fetch and OffsetForLeaderEpoch requests like the
+        controller's (the header tag): a valid one marks the connection a broker's.
+        Requests without tags (every client's) cost one byte check."""
+        gate = self.gate
+        if gate is None or version < _FOLLOWER_API_FIRST_FLEXIBLE[api_key]:
+            return
+        try:
+            pos = parse_request_header(frame).size
+            if pos >= len(frame) or frame[pos] == 0:
+                return  # no tagged fields: not signed
+            presented, body = ib.read_header_authenticator(frame, pos)
+        except (MalformedRequest, ib.InterBrokerCodecError):
+            return  # the ordinary path reports it
+        if presented is not None and (
+            gate.check_authenticator(api_key, version, presented, memoryview(frame)[body:], True)
+            is None
+        ):
+            conn.broker_peer = True
 
     def _handle_controller_request(
         self, conn: Connection, frame: bytes, api_key: int, version: int
@@ -278,7 +307,10 @@ async def handle_leader_and_isr(
     if states:
         errors.update(
             await deps.replica_manager.become_leader_or_follower(
-                req.controller_id, req.controller_epoch, states
+                req.controller_id,
+                req.controller_epoch,
+                states,
+                {ll.broker_id: (ll.host_name, ll.port) for ll in req.live_leaders},
             )
         )
     return _leader_and_isr_response(req, errors, ctx.api_version)

@@ -36,6 +36,8 @@ TopicPartition = tuple[str, int]
 _ZERO_UUID = uuid.UUID(int=0)
 #: the first Fetch version whose clients can read zstd (KIP-110)
 FIRST_ZSTD_FETCH = 10
+#: the first Fetch version with the consumer's rack_id (KIP-392)
+FIRST_RACK_ID = 11
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +59,11 @@ def handle_fetch(deps: FetchDeps, ctx: RequestContext, req: FetchRequest) -> Any
     version = ctx.api_version
     cache = deps.metadata_cache
     replica_id = req.replica_id
+    if replica_id >= 0 and not getattr(ctx.connection, "broker_peer", False):
+        # a follower's fetch moves the leader's view of its log (and so the HW): only a
+        # broker (its request signed with the inter-broker secret) may send one, as
+        # Kafka's CLUSTER_ACTION rule; others get TOPIC_AUTHORIZATION_FAILED per partition
+        return fetch_error_response(req, version, ErrorCode.topic_authorization_failed)
     epoch = req.session_epoch
     uses_topic_ids = version >= FIRST_TOPIC_ID
     # Kafka's KafkaApis: the response is bounded by fetch.max.bytes whatever the request asks
@@ -75,6 +82,8 @@ def handle_fetch(deps: FetchDeps, ctx: RequestContext, req: FetchRequest) -> Any
         min_bytes=min(req.min_bytes, max_bytes),
         max_bytes=max_bytes,
         isolation_level=req.isolation_level if replica_id < 0 else 0,
+        # KIP-392: a v11+ consumer carries client metadata (its rack, maybe empty)
+        client_rack=req.rack_id if replica_id < 0 and version >= FIRST_RACK_ID else None,
     )
 
     # validate: resolve names (v13+ uses topic ids) and the session
@@ -214,6 +223,7 @@ def handle_fetch(deps: FetchDeps, ctx: RequestContext, req: FetchRequest) -> Any
                     aborted_transactions=r.aborted_transactions
                     if params.isolation_level == 1
                     else None,
+                    preferred_read_replica=r.preferred_read_replica,
                     records=_wire(r.records),
                 )
             )
@@ -239,6 +249,7 @@ def _has_news(session: FetchSession, tp: TopicPartition, r: FetchPartitionResult
     return bool(
         r.size
         or r.error
+        or r.preferred_read_replica >= 0
         or r.high_watermark != cp.high_watermark
         or r.last_stable_offset != cp.last_stable_offset
         or r.log_start_offset != cp.response_log_start_offset

@@ -176,6 +176,9 @@ if TYPE_CHECKING:
     import kio.schema.offset_fetch.v8.request
     import kio.schema.offset_fetch.v9.request
     import kio.schema.offset_fetch.v10.request
+    import kio.schema.offset_for_leader_epoch.v2.request
+    import kio.schema.offset_for_leader_epoch.v3.request
+    import kio.schema.offset_for_leader_epoch.v4.request
     import kio.schema.sync_group.v0.request
     import kio.schema.sync_group.v1.request
     import kio.schema.sync_group.v2.request
@@ -350,6 +353,12 @@ if TYPE_CHECKING:
         | kio.schema.init_producer_id.v3.request.InitProducerIdRequest
         | kio.schema.init_producer_id.v4.request.InitProducerIdRequest
         | kio.schema.init_producer_id.v5.request.InitProducerIdRequest
+    )
+
+    OffsetForLeaderEpochRequest = (
+        kio.schema.offset_for_leader_epoch.v2.request.OffsetForLeaderEpochRequest
+        | kio.schema.offset_for_leader_epoch.v3.request.OffsetForLeaderEpochRequest
+        | kio.schema.offset_for_leader_epoch.v4.request.OffsetForLeaderEpochRequest
     )
 
     AddPartitionsToTxnRequest = (
