@@ -552,7 +552,16 @@ class GroupResult:
 class _BatchContext:
     """Per-pass decisions shared by the batches of one job."""
 
-    __slots__ = ("offset_map", "now_ms", "delete_retention_ms", "aborted", "producer_last", "stats")
+    __slots__ = (
+        "offset_map",
+        "now_ms",
+        "delete_retention_ms",
+        "aborted",
+        "producer_last",
+        "txn_data_seen",
+        "removed_markers",
+        "stats",
+    )
 
     def __init__(self, job: CleanJob, offset_map: OffsetMap, stats: CleanerStats) -> None:
         self.offset_map = offset_map
@@ -563,6 +572,10 @@ class _BatchContext:
             self.aborted.setdefault(t.producer_id, []).append((t.first_offset, t.last_offset))
         #: producer id -> base offset of its last batch in the cleaned range
         self.producer_last: dict[int, int] = {}
+        #: producers whose open transaction had a data batch in this pass (since its marker)
+        self.txn_data_seen: set[int] = set()
+        #: (producer id, offset) of the markers removed from the group being cleaned
+        self.removed_markers: set[tuple[int, int]] = set()
         self.stats = stats
 
     def is_aborted(self, h: BatchHeader) -> bool:
@@ -720,9 +733,8 @@ class Cleaner:
         min_horizon: int | None = None
         coverage: int | None = None
         try:
-            for src in group:
-                for txn in src.aborted_txns:
-                    seg.txn_index.append(txn)
+            removed_markers = ctx.removed_markers
+            removed_markers.clear()
             pending = bytearray()
             pending_headers: list[BatchHeader] = []
             counter = [0]
@@ -772,6 +784,12 @@ class Cleaner:
             if held is not None:
                 emit(held[0], held[1], True)
             flush()
+            # an abort marker that went takes its index entry along: a read_committed reader
+            # told of an aborted transaction skips the producer's batches until its marker
+            for src in group:
+                for txn in src.aborted_txns:
+                    if (txn.producer_id, txn.last_offset) not in removed_markers:
+                        seg.txn_index.append(txn)
             ctx.stats.bytes_read += counter[0]
             ctx.stats.segments_cleaned += len(group)
             seg.on_become_inactive()
@@ -788,9 +806,9 @@ class Cleaner:
         """The batch to write (or None) and the delete horizon of tombstones it keeps."""
         stats = ctx.stats
         if h.is_control:
-            stats.messages_read += 1
-            stats.messages_written += 1
-            return batch, None
+            return self._filter_marker(batch, h, ctx)
+        if h.is_transactional:
+            ctx.txn_data_seen.add(h.producer_id)
         _h, records = decode_batch(batch, check_crc=True)
         stats.messages_read += len(records)
         aborted = ctx.is_aborted(h)
@@ -843,6 +861,48 @@ class Cleaner:
             build_batch(kept, compression=h.compression, delete_horizon_ms=new_horizon, **common),
             kept_horizon,
         )
+
+    @staticmethod
+    def _filter_marker(
+        batch: bytes, h: BatchHeader, ctx: _BatchContext
+    ) -> tuple[bytes | None, int | None]:
+        """Kafka's rule for a transaction marker (KIP-534): it stays while any batch of its
+        transaction is still in the log (a read_committed reader needs it to end the
+        transaction); once none is, it gets a delete horizon of now + delete.retention.ms
+        (so a reader that saw the data has time to see the marker too), and a pass after
+        that horizon removes it. A producer's last batch always stays: its state is
+        rebuilt from it."""
+        stats = ctx.stats
+        stats.messages_read += 1
+        had_data = h.producer_id in ctx.txn_data_seen
+        ctx.txn_data_seen.discard(h.producer_id)
+        horizon = h.base_timestamp if h.has_delete_horizon else None
+        if had_data or ctx.producer_last.get(h.producer_id) == h.base_offset:
+            stats.messages_written += 1
+            return batch, None
+        if horizon is not None:
+            if ctx.now_ms >= horizon:
+                ctx.removed_markers.add((h.producer_id, h.base_offset))
+                return None, None
+            stats.messages_written += 1
+            return batch, horizon
+        horizon = ctx.now_ms + ctx.delete_retention_ms
+        _h, records = decode_batch(batch, check_crc=True)
+        stats.messages_written += 1
+        out = build_batch(
+            records,
+            base_offset=h.base_offset,
+            producer_id=h.producer_id,
+            producer_epoch=h.producer_epoch,
+            base_sequence=h.base_sequence,
+            is_transactional=True,
+            is_control=True,
+            timestamp_type=1 if h.is_log_append_time else 0,
+            partition_leader_epoch=h.partition_leader_epoch,
+            last_offset_delta=h.last_offset_delta,
+            delete_horizon_ms=horizon,
+        )
+        return out, horizon
 
 
 def group_segments_by_size(

@@ -291,6 +291,89 @@ def test_aborted_transactional_records_are_removed_and_not_mapped(tmp_path: Path
     lm.shutdown()
 
 
+def _txn(lg, pid: int, seq: int, recs: list[tuple[bytes, bytes]], *, commit: bool) -> None:
+    """One transaction of ``pid``: its data batch, then its marker, as the log receives them."""
+    data = build_batch(
+        [(k, v, [], NOW) for k, v in recs],
+        producer_id=pid,
+        producer_epoch=0,
+        base_sequence=seq,
+        is_transactional=True,
+    )
+    first = lg.log_end_offset
+    lg.append_as_leader(bytearray(data), 0)
+    marker = build_control_batch(
+        1 if commit else 0, 0, producer_id=pid, producer_epoch=0, timestamp=NOW
+    )
+    lg.append_as_leader(bytearray(marker), 0)
+    if not commit:
+        lg.active_segment.txn_index.append(AbortedTxn(pid, first, lg.log_end_offset - 1, 0))
+    lg.update_high_watermark(lg.log_end_offset)
+
+
+def _markers(lg) -> list[tuple[int, int, bool]]:
+    return [
+        (h.producer_id, h.base_offset, h.has_delete_horizon) for h, _ in batches(lg) if h.is_control
+    ]
+
+
+def test_a_marker_goes_once_its_transaction_has_no_data_left_and_delete_retention_passed(
+    tmp_path: Path,
+) -> None:
+    clock = Clock()
+    lm = new_manager(tmp_path, compact_config(**{"delete.retention.ms": 10_000}), clock=clock)
+    lg = lm.get_or_create_log("t", 0)
+    _txn(lg, 7, 0, [(b"a", b"aborted")], commit=False)  # offsets 0, 1
+    _txn(lg, 8, 0, [(b"b", b"old")], commit=True)  # 2, 3
+    # the producers go on, so neither marker is its producer's last batch
+    _txn(lg, 7, 1, [(b"c", b"7-later")], commit=True)
+    _txn(lg, 8, 1, [(b"d", b"8-later")], commit=True)
+    append_each(lg, [(b"b", b"new")] + [(b"pad", b"x")] * 20)  # supersedes 8's first record
+    lg.roll()
+    # pass 1 removes the aborted data and the superseded committed record; both markers stay
+    # (their transactions had data in this pass) with no horizon yet
+    lm.cleaner.clean_once_sync()
+    vals = latest(records(lg))
+    assert b"a" not in vals and vals[b"b"][1] == b"new"
+    assert (7, 1, False) in _markers(lg) and (8, 3, False) in _markers(lg)
+    # pass 2: no data of either transaction left: the markers get a delete horizon
+    append_each(lg, [(b"pad", b"y")] * 20)
+    lg.roll()
+    lm.cleaner.clean_once_sync()
+    assert (7, 1, True) in _markers(lg) and (8, 3, True) in _markers(lg)
+    [h7] = [h for h, _ in batches(lg) if h.is_control and h.base_offset == 1]
+    assert h7.base_timestamp == NOW + 10_000
+    # the later transactions' markers keep their data, so they stay as they were
+    assert all(not hz for pid, off, hz in _markers(lg) if off > 3)
+    clock.now = NOW + 9_999
+    lm.cleaner.clean_once_sync()
+    assert {off for _pid, off, _hz in _markers(lg)} >= {1, 3}
+    # past the horizon the cleaner comes back by itself and the two markers go
+    clock.now = NOW + 10_000
+    assert lm.cleaner.clean_once_sync() is not None
+    offs = {off for _pid, off, _hz in _markers(lg)}
+    assert 1 not in offs and 3 not in offs and len(offs) == 2
+    # the abort marker's index entry went with it (readers would skip producer 7 for good)
+    assert [t for s in lg.segments for t in s.txn_index.all_aborted_txns()] == []
+    assert latest(records(lg))[b"c"][1] == b"7-later"
+    lm.shutdown()
+
+
+def test_a_marker_that_is_its_producers_last_batch_stays(tmp_path: Path) -> None:
+    lm = new_manager(tmp_path, compact_config(**{"delete.retention.ms": 0}))
+    lg = lm.get_or_create_log("t", 0)
+    _txn(lg, 9, 0, [(b"a", b"aborted")], commit=False)
+    append_each(lg, [(b"pad", b"x")] * 20)
+    lg.roll()
+    for _ in range(3):
+        append_each(lg, [(b"pad", b"y")] * 5)
+        lg.roll()
+        lm.cleaner.clean_once_sync()
+    assert [(pid, off) for pid, off, _hz in _markers(lg)] == [(9, 1)]
+    assert b"a" not in latest(records(lg))
+    lm.shutdown()
+
+
 def test_a_full_offset_map_stops_at_a_segment_boundary(tmp_path: Path) -> None:
     cleaner = CleanerConfig(enable_cleaner=False, dedupe_buffer_size=24 * 40)  # 36 keys
     lm = new_manager(tmp_path, compact_config(), cleaner=cleaner)
