@@ -20,9 +20,10 @@ install: $(STAMP)
 run: $(STAMP)
 	$(VENV)/bin/kafkalite-server config/server.yaml
 
-## Debian packages the tests use: kcat (librdkafka 2.0 client) and Apache ZooKeeper
+## Debian packages the tests use: kcat (librdkafka 2.0 client), Apache ZooKeeper, and a Java
+## runtime (ZooKeeper, and Spark for the tests marked `spark`)
 system-deps:
-	@if ! command -v kcat >/dev/null || [ ! -f /usr/share/java/zookeeper.jar ]; then \
+	@if ! command -v kcat >/dev/null || [ ! -f /usr/share/java/zookeeper.jar ] || ! command -v java >/dev/null; then \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 		$$SUDO apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq kcat zookeeper default-jre-headless >/dev/null; \

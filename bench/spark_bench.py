@@ -1,0 +1,198 @@
+"""Rows/s of the kafkalite Spark connector (issue 18) against a plain confluent-kafka consumer.
+
+    python bench/spark_bench.py [--records 1000000] [--size 1024] [--partitions 2]
+                                [--bootstrap HOST:PORT] [--master local[2]]
+
+Starts kafkalite as its own process (unless ``--bootstrap``), produces ``--records`` records
+of ``--size`` bytes, then times, on the same records:
+
+- ``consumer``: one confluent-kafka consumer in this process, assigned every partition,
+  reading until it has every record (``consume`` in batches of 10,000; values touched);
+- ``source (availableNow)``: ``spark.readStream.format("kafkalite")`` with
+  ``Trigger.AvailableNow`` into Spark's ``noop`` sink, query start to termination, and the
+  part of it spent in micro-batches (the progress' ``triggerExecution``);
+- ``source (batch)``: ``spark.read.format("kafkalite")...write.format("noop")``;
+- ``sink (batch)``: ``spark.range(n)`` of ``--size``-byte values written with
+  ``df.write.format("kafkalite")`` (at-least-once, acks=all, idempotent producer);
+- ``producer``: the producing step itself, for reference.
+
+Spark's times include planning and task start-up, as a user sees them, after one small
+warm-up read (JVM and Python workers started).
+Issue 18's goal: the availableNow source within 2x of the plain consumer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.harness.brokers import open_broker  # noqa: E402
+
+
+def log(msg: str) -> None:
+    print(f"[spark_bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def timed(fn: Callable[[], Any]) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+def produce(bootstrap: str, topic: str, n: int, size: int, partitions: int) -> None:
+    from confluent_kafka import Producer
+
+    p = Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000, "acks": "all"}
+    )
+    value = b"x" * size
+    for i in range(n):
+        while True:
+            try:
+                p.produce(topic, value=value, key=str(i).encode(), partition=i % partitions)
+                break
+            except BufferError:
+                p.poll(0.05)
+    assert p.flush(300) == 0
+
+
+def consume(bootstrap: str, topic: str, n: int, partitions: int) -> None:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "spark-bench-baseline",
+            "enable.auto.commit": False,
+            "fetch.max.bytes": 64 * 1024 * 1024,
+        }
+    )
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    got = nbytes = 0
+    while got < n:
+        for m in c.consume(num_messages=10_000, timeout=1.0):
+            if m.error() is None:
+                got += 1
+                nbytes += len(m.value())
+    c.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--records", type=int, default=1_000_000)
+    ap.add_argument("--size", type=int, default=1024)
+    ap.add_argument("--partitions", type=int, default=2)
+    ap.add_argument("--bootstrap", metavar="HOST:PORT")
+    ap.add_argument("--master", default="local[2]")
+    args = ap.parse_args(argv)
+    n = args.records
+
+    broker = open_broker(args.bootstrap, default_name="broker")
+    bootstrap = broker.bootstrap
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from pyspark.sql import SparkSession
+
+    import kafkalite.spark
+
+    topic, out = f"spark-bench-{os.getpid()}", f"spark-bench-out-{os.getpid()}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for fut in admin.create_topics(
+        [NewTopic(topic, args.partitions), NewTopic(out, args.partitions)]
+    ).values():
+        fut.result(60)
+    results: list[tuple[str, float]] = []
+    try:
+        log(f"producing {n} records of {args.size} B to {topic} ({args.partitions} partitions)")
+        results.append(
+            ("producer", timed(lambda: produce(bootstrap, topic, n, args.size, args.partitions)))
+        )
+        log("plain consumer")
+        results.append(("consumer", timed(lambda: consume(bootstrap, topic, n, args.partitions))))
+
+        spark = (
+            SparkSession.builder.master(args.master)
+            .config("spark.driver.host", "127.0.0.1")
+            .config("spark.driver.bindAddress", "127.0.0.1")
+            .config("spark.ui.enabled", "false")
+            .config("spark.sql.shuffle.partitions", str(args.partitions))
+            .getOrCreate()
+        )
+        spark.sparkContext.setLogLevel("ERROR")
+        kafkalite.spark.register(spark)
+        # warm-up: JVM code paths and the Python workers, which Spark then reuses (a running
+        # pipeline pays this once, not per query)
+        warm = json.dumps({topic: {str(p): 1000 for p in range(args.partitions)}})
+        spark.read.format("kafkalite").option("kafka.bootstrap.servers", bootstrap).option(
+            "subscribe", topic
+        ).option("endingOffsets", warm).load().write.format("noop").mode("overwrite").save()
+
+        def source_stream() -> None:
+            with tempfile.TemporaryDirectory() as cp:
+                q = (
+                    spark.readStream.format("kafkalite")
+                    .option("kafka.bootstrap.servers", bootstrap)
+                    .option("subscribe", topic)
+                    .option("startingOffsets", "earliest")
+                    .load()
+                    .writeStream.format("noop")
+                    .option("checkpointLocation", cp)
+                    .trigger(availableNow=True)
+                    .start()
+                )
+                q.awaitTermination()
+                rows = sum(p["numInputRows"] for p in q.recentProgress)
+                assert rows == n, rows
+                in_batches.append(
+                    sum(p["durationMs"]["triggerExecution"] for p in q.recentProgress) / 1000
+                )
+
+        in_batches: list[float] = []
+        log("source, availableNow")
+        results.append(("source (availableNow)", timed(source_stream)))
+        results.append(("  of which in batches", in_batches[0]))
+
+        def source_batch() -> None:
+            spark.read.format("kafkalite").option("kafka.bootstrap.servers", bootstrap).option(
+                "subscribe", topic
+            ).load().write.format("noop").mode("overwrite").save()
+
+        log("source, batch")
+        results.append(("source (batch)", timed(source_batch)))
+
+        def sink_batch() -> None:
+            spark.range(n, numPartitions=args.partitions).selectExpr(
+                "CAST(id AS STRING) AS key", f"CAST(repeat('x', {args.size}) AS BINARY) AS value"
+            ).write.format("kafkalite").mode("append").option(
+                "kafka.bootstrap.servers", bootstrap
+            ).option("topic", out).save()
+
+        log("sink, batch")
+        results.append(("sink (batch)", timed(sink_batch)))
+        spark.stop()
+    finally:
+        broker.stop()
+
+    base = dict(results)["consumer"]
+    print(f"\n{n} records of {args.size} B, {args.partitions} partitions, Spark {args.master}\n")
+    print(f"| {'case':<22} | {'seconds':>8} | {'rows/s':>10} | {'MB/s':>7} | vs consumer |")
+    print(f"|{'-' * 24}|{'-' * 10}:|{'-' * 12}:|{'-' * 9}:|------------:|")
+    for name, secs in results:
+        print(
+            f"| {name:<22} | {secs:8.2f} | {n / secs:10,.0f} | {n * args.size / secs / 1e6:7.1f} |"
+            f" {secs / base:10.2f}x |"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,355 @@
+"""confluent-kafka calls behind the data source: the driver's metadata and offset look-ups,
+and the executors' range reads into Arrow batches.
+
+Executors never join a group and never commit: each one assigns the exact partitions and
+offsets it was planned, as Spark's JVM connector does. Their consumer is created lazily on
+first use and kept for the life of the Python worker (Spark reuses workers), one per client
+configuration.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kafkalite.spark.options import EARLIEST, LATEST, OffsetSpec, SourceOptions
+
+__all__ = [
+    "DataLossError",
+    "OffsetRange",
+    "Offsets",
+    "check_data_loss",
+    "driver_consumer",
+    "list_partitions",
+    "read_range",
+    "resolve",
+]
+
+#: topic -> partition -> offset
+Offsets = dict[str, dict[int, int]]
+
+#: rows per Arrow batch an executor yields
+BATCH_ROWS = 8192
+#: one poll's wait: a range ending in a transaction marker ends after one empty poll
+POLL_SECONDS = 0.1
+
+
+class DataLossError(RuntimeError):
+    """Offsets a query needs are gone (retention, DeleteRecords, a deleted topic): raised when
+    ``failOnDataLoss`` is true, as Spark's connector fails the query."""
+
+
+@dataclass(frozen=True)
+class OffsetRange:
+    """One input partition's work: ``[start, end)`` of one topic partition."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+    @property
+    def size(self) -> int:
+        return max(0, self.end - self.start)
+
+
+def _consumer_conf(client: dict[str, str], role: str) -> dict[str, Any]:
+    conf: dict[str, Any] = {
+        # never used to join a group (assign only), but librdkafka requires one
+        "group.id": f"spark-kafkalite-{role}-{uuid.uuid4()}",
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "enable.partition.eof": False,
+        # an offset deleted under a reader is an error to decide on (failOnDataLoss), never
+        # a silent jump to the log start
+        "auto.offset.reset": "error",
+        "allow.auto.create.topics": False,
+        # Spark's (the Java client's) default; librdkafka's own is read_committed
+        "isolation.level": "read_uncommitted",
+    }
+    conf.update(client)
+    return conf
+
+
+def driver_consumer(client: dict[str, str]) -> Any:
+    from confluent_kafka import Consumer
+
+    return Consumer(_consumer_conf(client, "driver"))
+
+
+def list_partitions(
+    consumer: Any, opts: SourceOptions, timeout: float = 30.0
+) -> list[tuple[str, int]]:
+    """The partitions the options select, as (topic, partition), sorted."""
+    if opts.assign is not None:
+        return sorted((t, p) for t, ps in opts.assign.items() for p in ps)
+    md = consumer.list_topics(timeout=timeout)
+    if opts.subscribe is not None:
+        wanted = set(opts.subscribe)
+        names = [t for t in md.topics if t in wanted]
+    else:
+        assert opts.subscribe_pattern is not None
+        rx = re.compile(opts.subscribe_pattern)
+        # as the Java consumer's exclude.internal.topics=true
+        names = [t for t in md.topics if rx.fullmatch(t) and not t.startswith("__")]
+    out: list[tuple[str, int]] = []
+    for name in names:
+        topic = md.topics[name]
+        if topic.error is not None:
+            continue
+        out.extend((name, p) for p in topic.partitions)
+    return sorted(out)
+
+
+def watermarks(
+    consumer: Any, parts: Sequence[tuple[str, int]], timeout: float = 30.0
+) -> dict[tuple[str, int], tuple[int, int]]:
+    """(log start, latest) per partition; latest is the LSO under read_committed, since the
+    consumer's isolation.level is passed to ListOffsets."""
+    from confluent_kafka import TopicPartition
+
+    return {(t, p): _watermark(consumer, TopicPartition(t, p), timeout) for t, p in parts}
+
+
+def _watermark(consumer: Any, tp: Any, timeout: float) -> tuple[int, int]:
+    """One partition's (log start, latest), refreshing a long-lived client's metadata when the
+    partition is newer than its cache (librdkafka answers _UNKNOWN_PARTITION from the cache)."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            low, high = consumer.get_watermark_offsets(tp, timeout=timeout, cached=False)
+            return int(low), int(high)
+        except KafkaException as e:
+            code = e.args[0].code()
+            if code not in (KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC):
+                raise
+            if time.monotonic() > deadline:
+                raise
+            consumer.list_topics(tp.topic, timeout=timeout)
+            time.sleep(0.05)
+
+
+def _by_timestamp(
+    consumer: Any, stamps: dict[tuple[str, int], int], strategy: str, timeout: float
+) -> dict[tuple[str, int], int]:
+    from confluent_kafka import TopicPartition
+
+    if not stamps:
+        return {}
+    got = consumer.offsets_for_times(
+        [TopicPartition(t, p, ts) for (t, p), ts in stamps.items()], timeout=timeout
+    )
+    out = {}
+    for tp in got:
+        if tp.error is not None:
+            raise RuntimeError(f"offset by timestamp for {tp.topic}-{tp.partition}: {tp.error}")
+        if tp.offset < 0:  # no record at or after the timestamp
+            if strategy == "error":
+                raise RuntimeError(
+                    f"no offset matched timestamp {stamps[(tp.topic, tp.partition)]} in "
+                    f"{tp.topic}-{tp.partition} (startingOffsetsByTimestampStrategy=error)"
+                )
+            out[(tp.topic, tp.partition)] = LATEST
+        else:
+            out[(tp.topic, tp.partition)] = tp.offset
+    return out
+
+
+def resolve(
+    consumer: Any,
+    spec: OffsetSpec,
+    parts: Sequence[tuple[str, int]],
+    marks: dict[tuple[str, int], tuple[int, int]],
+    strategy: str = "error",
+    timeout: float = 30.0,
+) -> dict[tuple[str, int], int]:
+    """Concrete offsets for ``parts`` from a spec. A partition a JSON spec leaves out, or one
+    no record reaches by timestamp (strategy ``latest``), gets the latest offset."""
+    if spec.kind == "earliest":
+        return {tp: marks[tp][0] for tp in parts}
+    if spec.kind == "latest":
+        return {tp: marks[tp][1] for tp in parts}
+    if spec.kind == "timestamp":
+        assert spec.timestamp is not None
+        got = _by_timestamp(consumer, {tp: spec.timestamp for tp in parts}, strategy, timeout)
+        return {tp: marks[tp][1] if off == LATEST else off for tp, off in got.items()}
+    if spec.kind == "timestamps":
+        stamps = {
+            (t, p): ts for t, ps in spec.offsets.items() for p, ts in ps.items() if (t, p) in marks
+        }
+        got = _by_timestamp(consumer, stamps, strategy, timeout)
+        return {tp: marks[tp][1] if got.get(tp, LATEST) == LATEST else got[tp] for tp in parts}
+    out = {}
+    for tp in parts:
+        off = spec.offsets.get(tp[0], {}).get(tp[1])
+        if off is None or off == LATEST:
+            out[tp] = marks[tp][1]
+        elif off == EARLIEST:
+            out[tp] = marks[tp][0]
+        else:
+            out[tp] = off
+    return out
+
+
+def check_data_loss(message: str, fail: bool) -> None:
+    if fail:
+        raise DataLossError(
+            message
+            + ". Some data may have been lost because they are not available in Kafka any more;"
+            " either the data was aged out by Kafka or the topic may have been deleted before all"
+            " the data in the topic was processed. If you want your streaming query to continue"
+            ' with the data that is left, set the source option "failOnDataLoss" to "false".'
+        )
+
+
+# --- executors -------------------------------------------------------------------------------
+
+_CONSUMERS: dict[tuple[tuple[str, str], ...], Any] = {}
+
+
+def _executor_consumer(client: dict[str, str]) -> Any:
+    key = tuple(sorted(client.items()))
+    consumer = _CONSUMERS.get(key)
+    if consumer is None:
+        from confluent_kafka import Consumer
+
+        consumer = Consumer(_consumer_conf(client, "executor"))
+        _CONSUMERS[key] = consumer
+    return consumer
+
+
+def read_range(
+    rng: OffsetRange,
+    client: dict[str, str],
+    *,
+    include_headers: bool,
+    fail_on_data_loss: bool,
+    poll_timeout_ms: int,
+    arrow_schema: Any,
+) -> Iterator[Any]:
+    """Yield ``pyarrow.RecordBatch`` es of the records in ``[rng.start, rng.end)``.
+
+    Gaps (compacted records, transaction markers, aborted records under read_committed)
+    are skipped: the read ends when the consumer's position reaches ``end`` (librdkafka moves
+    it over markers and aborted records it filters). A position that stops short of ``end``
+    fails after ``kafkaConsumer.pollTimeoutMs`` rather than dropping what it did not see.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from confluent_kafka import KafkaError, TopicPartition
+
+    if rng.size == 0:
+        return
+    consumer = _executor_consumer(client)
+    tp = TopicPartition(rng.topic, rng.partition)
+    low, high = _watermark(consumer, tp, poll_timeout_ms / 1000)
+    start = rng.start
+    if low > start:
+        check_data_loss(
+            f"Cannot fetch offsets {start} to {low} of {rng.topic}-{rng.partition}: the log"
+            f" starts at {low}",
+            fail_on_data_loss,
+        )
+        start = low
+    if start >= rng.end:
+        return
+    consumer.assign([TopicPartition(rng.topic, rng.partition, start)])
+    ts_type = pa.timestamp("us", tz="UTC")
+    pending: list[Any] = []  # messages of the next batch
+
+    def batch(ms: list[Any]) -> Any:
+        """Columns by comprehension over the messages: cheaper than appends per record."""
+        n = len(ms)
+        stamps = [m.timestamp() for m in ms]
+        cols = [
+            pa.array([m.key() for m in ms], pa.binary()),
+            pa.array([m.value() for m in ms], pa.binary()),
+            pa.array([rng.topic] * n, pa.string()),
+            pa.array([rng.partition] * n, pa.int32()),
+            pa.array([m.offset() for m in ms], pa.int64()),
+            pc.multiply(pa.array([t[1] for t in stamps], pa.int64()), 1000).cast(ts_type),
+            # confluent-kafka: 1 create time, 2 log append time; Spark: 0 and 1
+            pa.array([1 if t[0] == 2 else 0 for t in stamps], pa.int32()),
+        ]
+        if include_headers:
+            cols.append(
+                pa.array(
+                    [[{"key": k, "value": v} for k, v in m.headers() or ()] for m in ms],
+                    arrow_schema.field("headers").type,
+                )
+            )
+        return pa.RecordBatch.from_arrays(cols, schema=arrow_schema)
+
+    deadline = time.monotonic() + poll_timeout_ms / 1000
+    done = False
+    next_off = start
+    try:
+        while not done:
+            # asking for no more than the range holds returns as soon as it is all there
+            want = max(1, min(BATCH_ROWS, rng.end - next_off))
+            msgs = consumer.consume(num_messages=want, timeout=POLL_SECONDS)
+            if not msgs:
+                pos = consumer.position([tp])[0].offset
+                if pos >= rng.end:
+                    break
+                if time.monotonic() > deadline:
+                    low, high = _watermark(consumer, tp, 10)
+                    if high <= max(pos, start):
+                        check_data_loss(
+                            f"{rng.topic}-{rng.partition} ends at {high}, before the planned end"
+                            f" {rng.end}",
+                            fail_on_data_loss,
+                        )
+                        break
+                    raise TimeoutError(
+                        f"no record of {rng.topic}-{rng.partition} from {pos} within"
+                        f" kafkaConsumer.pollTimeoutMs={poll_timeout_ms}"
+                    )
+                continue
+            deadline = time.monotonic() + poll_timeout_ms / 1000
+            for m in msgs:
+                err = m.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        continue
+                    if err.code() in (
+                        KafkaError.OFFSET_OUT_OF_RANGE,
+                        KafkaError._AUTO_OFFSET_RESET,
+                    ):
+                        # retention removed records while this range was being read
+                        low, _ = _watermark(consumer, tp, 10)
+                        resume = next_off
+                        check_data_loss(
+                            f"Cannot fetch offsets {resume} to {low} of {rng.topic}-{rng.partition}:"
+                            f" the log start moved to {low} during the read",
+                            fail_on_data_loss,
+                        )
+                        if low >= rng.end:
+                            done = True
+                            break
+                        consumer.assign(
+                            [TopicPartition(rng.topic, rng.partition, max(low, resume))]
+                        )
+                        break
+                    raise RuntimeError(f"reading {rng.topic}-{rng.partition}: {err}")
+                off = m.offset()
+                if off >= rng.end:
+                    done = True
+                    break
+                next_off = off + 1
+                pending.append(m)
+                if off == rng.end - 1:
+                    done = True
+            if len(pending) >= BATCH_ROWS:
+                yield batch(pending)
+                pending = []
+        if pending:
+            yield batch(pending)
+    finally:
+        consumer.unassign()
