@@ -169,8 +169,9 @@ def resolve(
     strategy: str = "error",
     timeout: float = 30.0,
 ) -> dict[tuple[str, int], int]:
-    """Concrete offsets for ``parts`` from a spec. A partition a JSON spec leaves out, or one
-    no record reaches by timestamp (strategy ``latest``), gets the latest offset."""
+    """Concrete offsets for ``parts`` from a spec. A partition no record reaches by timestamp
+    (strategy ``latest``) gets the latest offset. A JSON of offsets must name exactly the
+    partitions read, as Spark's Kafka source requires (it fails the query otherwise)."""
     if spec.kind == "earliest":
         return {tp: marks[tp][0] for tp in parts}
     if spec.kind == "latest":
@@ -185,6 +186,13 @@ def resolve(
         }
         got = _by_timestamp(consumer, stamps, strategy, timeout)
         return {tp: marks[tp][1] if got.get(tp, LATEST) == LATEST else got[tp] for tp in parts}
+    named = {(t, p) for t, ps in spec.offsets.items() for p in ps}
+    if named != set(parts):
+        raise ValueError(
+            "If startingOffsets or endingOffsets contains specific offsets, you must specify"
+            " all TopicPartitions. Use -1 for latest, -2 for earliest."
+            f" Specified: {sorted(named)} Assigned: {sorted(parts)}"
+        )
     out = {}
     for tp in parts:
         off = spec.offsets.get(tp[0], {}).get(tp[1])

@@ -103,6 +103,30 @@ def test_bad_options_are_rejected(spark: Any, spark_broker: Any, topic_name: str
         ).collect()
 
 
+def test_json_offsets_must_name_every_partition_read(
+    spark: Any, spark_broker: Any, topic_name: str
+) -> None:
+    """As Spark's Kafka source: a JSON of offsets that leaves a partition out fails the query
+    (it does not quietly start that partition somewhere)."""
+    spark_broker.create_topic(topic_name, 2)
+    produce(spark_broker.bootstrap_servers, topic_name, 4)
+    for key in ("startingOffsets", "endingOffsets"):
+        with pytest.raises(Exception, match="must specify all TopicPartitions"):
+            _read(
+                spark,
+                spark_broker.bootstrap_servers,
+                subscribe=topic_name,
+                **{key: json.dumps({topic_name: {"0": -2 if key[0] == "s" else -1}})},
+            ).collect()
+    both = json.dumps({topic_name: {"0": -2, "1": -2}})
+    assert (
+        _read(
+            spark, spark_broker.bootstrap_servers, subscribe=topic_name, startingOffsets=both
+        ).count()
+        == 4
+    )
+
+
 def test_fail_on_data_loss_in_a_batch_read(spark: Any, spark_broker: Any, topic_name: str) -> None:
     """Offsets asked for but deleted (DeleteRecords moves the log start as retention does)."""
     spark_broker.create_topic(topic_name, 1)
