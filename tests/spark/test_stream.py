@@ -146,3 +146,19 @@ def test_streaming_starts_at_latest_by_default(
     later = produce(spark_broker.bootstrap_servers, topic_name, 6, partitions=2, start=10)
     _to_parquet(df, out, cp)
     assert _values(spark, out) == sorted(s.value.decode() for s in later)
+
+
+def test_min_partitions_splits_a_micro_batch_into_more_tasks(
+    spark: Any, spark_broker: Any, topic_name: str, tmp_path: Path
+) -> None:
+    """One Kafka partition's range split into ``minPartitions`` input partitions: the file sink
+    writes one file per non-empty task, so four files, holding every record once."""
+    spark_broker.create_topic(topic_name, 1)
+    sent = produce(spark_broker.bootstrap_servers, topic_name, 40, partitions=1)
+    df = _stream(spark, spark_broker.bootstrap_servers, topic_name, minPartitions="4")
+    q = _to_parquet(df, tmp_path / "out", tmp_path / "cp")
+    assert q.exception() is None
+    assert len(list((tmp_path / "out").glob("part-*.parquet"))) == 4
+    rows = spark.read.parquet(str(tmp_path / "out")).collect()
+    assert sorted(r["offset"] for r in rows) == list(range(40))
+    assert _values(spark, tmp_path / "out") == sorted(s.value.decode() for s in sent)
