@@ -469,17 +469,12 @@ class GroupMetadataManager:
             self._apply(record_offset, key, value, offsets, metadata)
 
         while position < end:
-            data = plog.read(
+            raw = plog.read(
                 position,
                 self.config.offsets_load_buffer_size,
                 max_offset=None,
                 min_one_message=True,
-            ).records
-            raw = (
-                data
-                if isinstance(data, bytes | bytearray)
-                else (data.read_bytes() if data is not None else b"")
-            )
+            ).read_bytes()
             if not raw:
                 break
             next_position = position

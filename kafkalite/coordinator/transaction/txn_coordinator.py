@@ -339,14 +339,9 @@ class TransactionCoordinator:
         position = plog.log_start_offset
         end = plog.log_end_offset
         while position < end:
-            data = plog.read(
+            raw = plog.read(
                 position, self.config.load_buffer_size, max_offset=None, min_one_message=True
-            ).records
-            raw = (
-                data
-                if isinstance(data, bytes | bytearray)
-                else (data.read_bytes() if data is not None else b"")
-            )
+            ).read_bytes()
             if not raw:
                 break
             next_position = position
