@@ -11,6 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from kafkalite.common.principal import KafkaPrincipal
+
 if TYPE_CHECKING:
     from kafkalite.network.connection import Connection
 
@@ -68,3 +70,8 @@ class RequestContext:
     @property
     def listener(self) -> str:
         return self.connection.listener
+
+    @property
+    def principal(self) -> KafkaPrincipal:
+        """The connection's authenticated principal (User:ANONYMOUS without SASL)."""
+        return self.connection.principal

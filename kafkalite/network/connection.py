@@ -32,6 +32,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from kafkalite.common import structs
+from kafkalite.common.principal import ANONYMOUS_PRINCIPAL, KafkaPrincipal
 from kafkalite.network.request_queue import ConnectionLimits, RequestQueue
 from kafkalite.network.responses import CloseConnection, FileRange, Parts
 from kafkalite.network.unexpected_errors import report_unexpected
@@ -84,6 +85,7 @@ class Connection:
         "last_active",
         "control_plane",
         "broker_peer",
+        "principal",
         "_pending",
         "_wake",
         "_closed",
@@ -152,6 +154,8 @@ class Connection:
         #: a broker proved itself here (a follower request carrying the inter-broker
         #: authenticator): its follower fetches are obeyed (Kafka's CLUSTER_ACTION)
         self.broker_peer = False
+        #: who is on the other end: ANONYMOUS until SASL or a client certificate says
+        self.principal: KafkaPrincipal = ANONYMOUS_PRINCIPAL
         #: responses in request order: a future (not answered yet), an encoded
         #: response ``(parts, nbytes)`` (an int second: no encoder), or ``_CLOSE``
         self._pending: collections.deque[tuple[Any, Any]] = collections.deque()

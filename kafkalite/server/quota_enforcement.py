@@ -25,7 +25,6 @@ from typing import Any
 
 from kafkalite.network.api_spec import RequestContext
 from kafkalite.protocol.api_keys import ApiKey
-from kafkalite.quota.entities import ANONYMOUS
 from kafkalite.quota.managers import QuotaConfig, QuotaManagers
 from kafkalite.server.config import BrokerConfig
 
@@ -45,8 +44,8 @@ def quota_config(config: BrokerConfig) -> QuotaConfig:
 
 
 def principal_name(ctx: RequestContext) -> str:
-    """The quota user of a request: every connection is ANONYMOUS until SASL lands."""
-    return ANONYMOUS
+    """The quota user of a request: its principal's name (ANONYMOUS without SASL)."""
+    return ctx.connection.principal.name
 
 
 def enforce(quotas: QuotaManagers, key: int, handler: Handler) -> Handler:
