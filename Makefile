@@ -20,17 +20,19 @@ install: $(STAMP)
 run: $(STAMP)
 	$(VENV)/bin/kafkalite-server config/server.yaml
 
-## Debian packages the tests use: kcat (librdkafka 2.0 client), Apache ZooKeeper, and a Java
-## runtime (ZooKeeper, and Spark for the tests marked `spark`)
+## Debian packages the tests use: kcat (librdkafka 2.0 client), Apache ZooKeeper, a Java
+## runtime (ZooKeeper, and Spark for the tests marked `spark`), and Node.js with npm (the
+## kafkajs and @platformatic/kafka clients pinned in tests/node)
 system-deps:
-	@if ! command -v kcat >/dev/null || [ ! -f /usr/share/java/zookeeper.jar ] || ! command -v java >/dev/null; then \
+	@if ! command -v kcat >/dev/null || [ ! -f /usr/share/java/zookeeper.jar ] || ! command -v java >/dev/null || ! command -v npm >/dev/null; then \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 		$$SUDO apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq kcat zookeeper default-jre-headless >/dev/null; \
+		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq kcat zookeeper default-jre-headless nodejs npm >/dev/null; \
 	fi
 
-$(TEST_STAMP): pyproject.toml $(STAMP)
+$(TEST_STAMP): pyproject.toml tests/node/package-lock.json $(STAMP)
 	$(PIP) install -q -e '.[test]'
+	npm ci --prefix tests/node --no-audit --no-fund --loglevel=error
 	touch $(TEST_STAMP)
 
 install-test: system-deps $(TEST_STAMP)
