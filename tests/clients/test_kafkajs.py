@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -97,6 +98,13 @@ def _got(rows: list[dict]) -> list[Got]:
         )
         for r in rows
     ]
+
+
+def _wait(pred, timeout_s: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not pred():
+        assert time.monotonic() < deadline, "the client never sent the requests the rules wait for"
+        time.sleep(0.02)
 
 
 def _stop(node: NodeSession, *names: str) -> None:
@@ -329,9 +337,9 @@ def test_kafkajs_consumer_survives_dropped_fetch_severed_connection_and_leader_e
     # (the consumer's next fetch with the old epoch is fenced and it refreshes metadata)
     dropped = kafka_faults.drop("Fetch", close_after_ms=200, client_id="kjs_f", times=1)
     not_leader = kafka_faults.error("Fetch", "NOT_LEADER_OR_FOLLOWER", client_id="kjs_f", times=2)
+    _wait(lambda: dropped.hits == 1 and not_leader.hits == 2)
     node.run(produce.replace("TAG", "'two'"))
     node.run("await ctx.until(() => ctx.kjs_f.got.length >= 20)")
-    assert dropped.hits == 1 and not_leader.hits == 2
     kafka_faults.bump_leader_epoch(topic, 0)
     assert kafka_faults.sever_connections("kjs_f") >= 1
     node.run(produce.replace("TAG", "'three'"))
