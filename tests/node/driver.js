@@ -30,8 +30,16 @@ const ctx = {
 
 const AsyncFunction = Object.getPrototypeOf(async function () {}).constructor
 
+// BigInt (offsets, producer ids) as strings, Map and Set as objects and arrays
+function plain (_key, v) {
+  if (typeof v === 'bigint') return v.toString()
+  if (v instanceof Map) return Object.fromEntries(v)
+  if (v instanceof Set) return [...v]
+  return v
+}
+
 function reply (msg) {
-  out(JSON.stringify(msg) + '\n')
+  out(JSON.stringify(msg, plain) + '\n')
 }
 
 function describe (err) {
