@@ -171,6 +171,7 @@ class KafkaBroker:
             fetcher_ssl_context=self._fetcher_tls,
             broker_rack=self._broker_rack,
             inter_broker_secret=lambda: self.inter_broker_secret,
+            partition_known=cache.has_partition,
         )
         self.log_manager.on_dir_offline.append(self._on_log_dir_failure)
         rm.on_replicas_deleted.append(admin.forget_topic_configs)

@@ -41,7 +41,7 @@ ctx.admin = ctx.kafka('kjs-admin').admin()
 await ctx.admin.connect()
 // a consumer collecting every message it gets, as plain JSON
 ctx.collect = async (name, groupId, topics, opts = {}) => {
-  const c = ctx.kafka(name).consumer({
+  const c = ctx.kafka(name, opts.kafka).consumer({
     groupId, sessionTimeout: 6000, heartbeatInterval: 300, rebalanceTimeout: 6000,
     maxWaitTimeInMs: 100, retry: { initialRetryTime: 50, retries: 8 }, ...opts.consumer
   })
@@ -349,3 +349,30 @@ def test_kafkajs_consumer_survives_dropped_fetch_severed_connection_and_leader_e
     _stop(node, "kjs_f")
     values = [base64.b64decode(r["value"]).decode() for r in rows]
     assert values == [f"{t}-{i}" for t in ("one", "two", "three") for i in range(10)]
+
+
+def test_kafkajs_producer_and_consumer_follow_a_leader_move(node, kafka_cluster):
+    """A real move to another broker (a reassignment through the controller): the
+    producer gets NOT_LEADER/unknown partition from the old leader and refreshes
+    metadata; the group member's fetches move to the new leader."""
+    topic = "kjs-move"
+    kafka_cluster.create_topic(topic, assignments={0: [0]})
+    brokers = json.dumps({"brokers": kafka_cluster.bootstrap_servers.split(",")})
+    send = f"""
+      await ctx.mp.send({{ topic: '{topic}', acks: -1, messages: Array.from({{ length: 10 }}, (_, i) => ({{ value: TAG + '-' + i }})) }})
+    """
+    node.run(f"ctx.mp = ctx.kafka('kjs-move-p', {brokers}).producer(); await ctx.mp.connect()")
+    node.run(send.replace("TAG", "'before'"))
+    node.run(f"await ctx.collect('kjs_m', 'kjs-move-group', ['{topic}'], {{ kafka: {brokers} }})")
+    node.run("await ctx.until(() => ctx.kjs_m.got.length >= 10)")
+    kafka_cluster.move_leader(topic, 0, 2)
+    assert kafka_cluster.leader_of(topic, 0) == 2
+    node.run(send.replace("TAG", "'after'"))
+    rows = node.run(
+        "await ctx.until(() => ctx.kjs_m.got.length >= 20); await ctx.sleep(200); return ctx.kjs_m.got"
+    )
+    node.run("await ctx.mp.disconnect()")
+    _stop(node, "kjs_m")
+    values = [base64.b64decode(r["value"]).decode() for r in rows]
+    assert values == [f"{t}-{i}" for t in ("before", "after") for i in range(10)]
+    assert [r.value for r in kafka_cluster.records(topic, 0)] == [v.encode() for v in values]

@@ -333,3 +333,33 @@ def test_platformatic_consumer_survives_dropped_fetch_errors_and_leader_epoch_bu
     )
     _stop(node, "plt_f")
     assert _values(rows) == [f"{t}-{i}" for t in ("one", "two", "three") for i in range(10)]
+
+
+def test_platformatic_producer_follows_a_leader_move(node, kafka_cluster):
+    """A real move to another broker (a reassignment through the controller): the same
+    producer gets NOT_LEADER_OR_FOLLOWER from the old leader, refreshes metadata and
+    sends to the new one; a group member then reads everything from the new leader.
+    (A MessagesStream that is fetching during the move retries the old leader only
+    and then fails, in 1.35, against Kafka too, so the consumer starts after it.)"""
+    topic = "plt-move"
+    kafka_cluster.create_topic(topic, assignments={0: [0]})
+    brokers = {"bootstrapBrokers": kafka_cluster.bootstrap_servers.split(",")}
+    send = f"""
+      await ctx.mp.send({{ messages: Array.from({{ length: 10 }}, (_, i) => ({{ topic: '{topic}', partition: 0,
+        value: Buffer.from(TAG + '-' + i) }})) }})
+    """
+    node.run(f"ctx.mp = ctx.producer('plt-move-p', {json.dumps(brokers)})")
+    node.run(send.replace("TAG", "'before'"))
+    kafka_cluster.move_leader(topic, 0, 2)
+    assert kafka_cluster.leader_of(topic, 0) == 2
+    node.run(send.replace("TAG", "'after'"))
+    node.run("await ctx.mp.close()")
+    node.run(
+        f"await ctx.collect('plt_m', 'plt-move-group', ['{topic}'], {{ consumer: {json.dumps(brokers)} }})"
+    )
+    rows = node.run(
+        "await ctx.until(() => ctx.plt_m.got.length >= 20); await ctx.sleep(200); return ctx.plt_m.got"
+    )
+    _stop(node, "plt_m")
+    assert _values(rows) == [f"{t}-{i}" for t in ("before", "after") for i in range(10)]
+    assert [r.value for r in kafka_cluster.records(topic, 0)] == [v.encode() for v in _values(rows)]

@@ -108,6 +108,34 @@ def test_leader_of_matches_what_clients_see_after_the_controller_crashes(kafka_c
     assert md.topics["ctrl-led"].partitions[p].leader == -1
 
 
+def test_a_broker_a_partition_moved_away_from_answers_not_leader_like_kafka(kafka_cluster):
+    """Kafka's ReplicaManager.getPartitionOrError: a partition the metadata has but this
+    broker no longer hosts is NOT_LEADER_OR_FOLLOWER (clients refresh metadata and
+    follow it); kafkalite answered UNKNOWN_TOPIC_OR_PARTITION, which clients such as
+    @platformatic/kafka's stream retry at the same broker. Unknown partitions stay
+    UNKNOWN_TOPIC_OR_PARTITION."""
+    from kafkalite.protocol.errors import ErrorCode
+    from tests.server.raw_client import RawClient
+
+    kafka_cluster.create_topic("moved-away", assignments={0: [0]})
+    kafka_cluster.move_leader("moved-away", 0, 2)
+    old = RawClient.to(kafka_cluster.bootstrap_of(0))
+    try:
+
+        def list_offsets(partition: int) -> int:
+            part = {"partition_index": partition, "timestamp": -1, "current_leader_epoch": -1}
+            req = messages.build(
+                messages.request_type(ApiKey.LIST_OFFSETS, 7),
+                {"replica_id": -1, "topics": [{"name": "moved-away", "partitions": [part]}]},
+            )
+            return int(old.call(ApiKey.LIST_OFFSETS, 7, req).topics[0].partitions[0].error_code)
+
+        assert list_offsets(0) == ErrorCode.not_leader_or_follower
+        assert list_offsets(5) == ErrorCode.unknown_topic_or_partition
+    finally:
+        old.close()
+
+
 def test_move_leader_takes_an_rf1_partition_and_its_records_to_another_broker(kafka_cluster):
     kafka_cluster.create_topic("moving", assignments={0: [0]})
     bootstrap = kafka_cluster.bootstrap_servers

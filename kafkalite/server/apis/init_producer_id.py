@@ -21,7 +21,6 @@ if TYPE_CHECKING:
     from kafkalite.server.apis.request_types import InitProducerIdRequest
 
 
-
 @dataclass(frozen=True, slots=True)
 class InitProducerIdDeps:
     producer_ids: ProducerIdManager
