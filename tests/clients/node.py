@@ -7,6 +7,7 @@ with ``node`` as a subprocess, reading one JSON document from its stdout.
 
 from __future__ import annotations
 
+import base64
 import itertools
 import json
 import os
@@ -14,14 +15,26 @@ import queue
 import shutil
 import subprocess
 import threading
+import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from tests.clients.workload import Got
 
 NODE_DIR = Path(__file__).resolve().parent.parent / "node"
 NODE_MODULES = NODE_DIR / "node_modules"
 
-__all__ = ["NODE_DIR", "NodeScriptError", "NodeSession", "run_node"]
+__all__ = [
+    "NODE_DIR",
+    "NodeScriptError",
+    "NodeSession",
+    "b64",
+    "consumed",
+    "run_node",
+    "wait_for",
+]
 
 
 class NodeScriptError(AssertionError):
@@ -141,3 +154,31 @@ class NodeSession:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(5)
+
+
+def b64(b: bytes) -> str:
+    """Bytes for a JS step (``Buffer.from(s, 'base64')``)."""
+    return base64.b64encode(b).decode()
+
+
+def consumed(rows: list[dict[str, Any]]) -> list[Got]:
+    """The rows a ``ctx.collect`` consumer gathered (base64 fields) as workload records."""
+    return [
+        Got(
+            r["partition"],
+            r["offset"],
+            base64.b64decode(r["key"]) if r["key"] is not None else None,
+            base64.b64decode(r["value"]) if r["value"] is not None else None,
+            [(k, base64.b64decode(v)) for k, v in r["headers"]],
+            r["timestamp"],
+        )
+        for r in rows
+    ]
+
+
+def wait_for(pred: Callable[[], bool], timeout_s: float = 15.0) -> None:
+    """Until ``pred()`` (a fault rule's hits): the client has sent what the rule waits for."""
+    deadline = time.monotonic() + timeout_s
+    while not pred():
+        assert time.monotonic() < deadline, "the client never sent the requests the rules wait for"
+        time.sleep(0.02)

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import base64
 import json
-import time
 from collections.abc import Iterator
 
 import pytest
 
 from kafkalite.protocol.record_batch import iter_headers
-from tests.clients.node import NodeSession
-from tests.clients.workload import CODEC_IDS, Got, check_consumed, make_records
+from tests.clients.node import NodeSession, b64, consumed, wait_for
+from tests.clients.workload import CODEC_IDS, check_consumed, make_records
 
 SETUP = """
 const { Kafka, logLevel, CompressionTypes, CompressionCodecs } = require('kafkajs')
@@ -80,31 +79,6 @@ def node(kafka_broker) -> Iterator[NodeSession]:
             s.run("await ctx.admin.disconnect()", timeout=10)
         finally:
             s.close()
-
-
-def _b64(b: bytes) -> str:
-    return base64.b64encode(b).decode()
-
-
-def _got(rows: list[dict]) -> list[Got]:
-    return [
-        Got(
-            r["partition"],
-            r["offset"],
-            base64.b64decode(r["key"]) if r["key"] is not None else None,
-            base64.b64decode(r["value"]) if r["value"] is not None else None,
-            [(k, base64.b64decode(v)) for k, v in r["headers"]],
-            r["timestamp"],
-        )
-        for r in rows
-    ]
-
-
-def _wait(pred, timeout_s: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not pred():
-        assert time.monotonic() < deadline, "the client never sent the requests the rules wait for"
-        time.sleep(0.02)
 
 
 def _stop(node: NodeSession, *names: str) -> None:
@@ -175,9 +149,9 @@ def test_kafkajs_produce_keys_headers_codecs_then_consume(node, kafka_broker, co
     recs = make_records(codec, 1500)
     msgs = [
         {
-            "key": _b64(r.key),
-            "value": _b64(r.value),
-            "headers": {k: _b64(v) for k, v in r.headers},
+            "key": b64(r.key),
+            "value": b64(r.value),
+            "headers": {k: b64(v) for k, v in r.headers},
             "timestamp": str(r.timestamp),
         }
         for r in recs
@@ -213,7 +187,7 @@ def test_kafkajs_produce_keys_headers_codecs_then_consume(node, kafka_broker, co
         f"return (await ctx.until(() => ctx.{name}.got.length >= {len(recs)} && ctx.{name}.got, 30000))"
     )
     _stop(node, name)
-    check_consumed(recs, _got(rows), 3)
+    check_consumed(recs, consumed(rows), 3)
 
 
 def test_kafkajs_consumer_group_rebalance_commit_and_resume(node, kafka_broker):
@@ -337,7 +311,7 @@ def test_kafkajs_consumer_survives_dropped_fetch_severed_connection_and_leader_e
     # (the consumer's next fetch with the old epoch is fenced and it refreshes metadata)
     dropped = kafka_faults.drop("Fetch", close_after_ms=200, client_id="kjs_f", times=1)
     not_leader = kafka_faults.error("Fetch", "NOT_LEADER_OR_FOLLOWER", client_id="kjs_f", times=2)
-    _wait(lambda: dropped.hits == 1 and not_leader.hits == 2)
+    wait_for(lambda: dropped.hits == 1 and not_leader.hits == 2)
     node.run(produce.replace("TAG", "'two'"))
     node.run("await ctx.until(() => ctx.kjs_f.got.length >= 20)")
     kafka_faults.bump_leader_epoch(topic, 0)

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import base64
 import json
-import time
 from collections.abc import Iterator
 
 import pytest
 
 from kafkalite.protocol.record_batch import iter_headers
-from tests.clients.node import NodeSession
-from tests.clients.workload import CODEC_IDS, Got, check_consumed, make_records
+from tests.clients.node import NodeSession, b64, consumed, wait_for
+from tests.clients.workload import CODEC_IDS, check_consumed, make_records
 
 SETUP = """
 const K = require('@platformatic/kafka')
@@ -67,33 +66,8 @@ def node(kafka_broker) -> Iterator[NodeSession]:
             s.close()
 
 
-def _b64(b: bytes) -> str:
-    return base64.b64encode(b).decode()
-
-
-def _got(rows: list[dict]) -> list[Got]:
-    return [
-        Got(
-            r["partition"],
-            r["offset"],
-            base64.b64decode(r["key"]) if r["key"] is not None else None,
-            base64.b64decode(r["value"]) if r["value"] is not None else None,
-            [(k, base64.b64decode(v)) for k, v in r["headers"]],
-            r["timestamp"],
-        )
-        for r in rows
-    ]
-
-
 def _values(rows: list[dict]) -> list[str]:
     return [base64.b64decode(r["value"]).decode() for r in rows]
-
-
-def _wait(pred, timeout_s: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not pred():
-        assert time.monotonic() < deadline, "the client never sent the requests the rules wait for"
-        time.sleep(0.02)
 
 
 def _stop(node: NodeSession, *names: str) -> None:
@@ -193,9 +167,9 @@ def test_platformatic_produce_keys_headers_codecs_then_consume(node, kafka_broke
     recs = make_records(codec, 1500)
     msgs = [
         {
-            "key": _b64(r.key),
-            "value": _b64(r.value),
-            "headers": [[k, _b64(v)] for k, v in r.headers],
+            "key": b64(r.key),
+            "value": b64(r.value),
+            "headers": [[k, b64(v)] for k, v in r.headers],
             "timestamp": str(r.timestamp),
         }
         for r in recs
@@ -221,7 +195,7 @@ def test_platformatic_produce_keys_headers_codecs_then_consume(node, kafka_broke
         f"return await ctx.until(() => ctx.{name}.got.length >= {len(recs)} && ctx.{name}.got, 30000)"
     )
     _stop(node, name)
-    check_consumed(recs, _got(rows), 3)
+    check_consumed(recs, consumed(rows), 3)
 
 
 @pytest.mark.parametrize("protocol", ["classic", "consumer"])
@@ -322,7 +296,7 @@ def test_platformatic_consumer_survives_dropped_fetch_errors_and_leader_epoch_bu
     node.run("await ctx.until(() => ctx.plt_f.got.length >= 10)")
     dropped = kafka_faults.drop("Fetch", close_after_ms=200, client_id="plt_f", times=1)
     not_leader = kafka_faults.error("Fetch", "NOT_LEADER_OR_FOLLOWER", client_id="plt_f", times=2)
-    _wait(lambda: dropped.hits == 1 and not_leader.hits == 2)
+    wait_for(lambda: dropped.hits == 1 and not_leader.hits == 2)
     _produce(node, topic, [f"two-{i}" for i in range(10)])
     node.run("await ctx.until(() => ctx.plt_f.got.length >= 20)")
     kafka_faults.bump_leader_epoch(topic, 0)
