@@ -66,3 +66,5 @@ rl.on('line', line => {
 })
 rl.on('close', () => process.exit(0))
 process.on('unhandledRejection', err => process.stderr.write(`unhandled rejection: ${describe(err)}\n`))
+// a client left running by a failed test must not take the session (and the next tests) down
+process.on('uncaughtException', err => process.stderr.write(`uncaught exception: ${describe(err)}\n`))
