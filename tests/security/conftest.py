@@ -26,7 +26,11 @@ from confluent_kafka.admin import (
 
 from kafkalite.testing.embedded_broker import ThreadedBroker
 
-PLAIN_USERS = {"alice": "alice-secret-7Hq", "admin": "admin-secret-3Kx"}
+PLAIN_USERS = {
+    "alice": "alice-secret-7Hq",
+    "admin": "admin-secret-3Kx",
+    "mallory": "mallory-secret-2Rt",
+}
 SCRAM_USERS = {"bob": "bob-secret-9Zp", "carol": "carol-secret-4Wd"}
 REAUTH_MS = 1500
 
@@ -98,6 +102,8 @@ def secure_broker(tmp_path_factory: pytest.TempPathFactory) -> Any:
             f'user_admin="{PLAIN_USERS["admin"]}";'
         ),
         "kafkalite.sasl.plain.users.alice": PLAIN_USERS["alice"],
+        # one listener's own user
+        "listener.name.reauth.kafkalite.sasl.plain.users.mallory": PLAIN_USERS["mallory"],
         "kafkalite.sasl.client.password": "never-shown-Qq8",
     }
     b = ThreadedBroker(d / "data", **config)
