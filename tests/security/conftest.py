@@ -16,7 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import jwt
 import pytest
+from cryptography.hazmat.primitives.asymmetric import rsa
+from jwt.algorithms import RSAAlgorithm
 from confluent_kafka.admin import (
     AdminClient,
     ScramCredentialInfo,
@@ -51,6 +54,16 @@ def make_cert(d: Path) -> tuple[Path, Path]:
     return keystore, crt
 
 
+_RSA = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+JWK_PUBLIC = {**json.loads(RSAAlgorithm.to_jwk(_RSA.public_key())), "kid": "k1", "alg": "RS256"}
+
+
+def signed_jwt(sub: str, *, aud: str = "kafka", iss: str = "https://issuer.test", lifetime_s: int = 3600, kid: str = "k1") -> str:
+    now = int(time.time())
+    claims = {"sub": sub, "aud": aud, "iss": iss, "iat": now, "exp": now + lifetime_s}
+    return jwt.encode(claims, _RSA, algorithm="RS256", headers={"kid": kid})
+
+
 def unsecured_jwt(sub: str, lifetime_s: int = 3600, **claims: Any) -> str:
     """An ``alg: none`` JWS as Kafka's unsecured login module makes one."""
 
@@ -82,11 +95,18 @@ def secure_broker(tmp_path_factory: pytest.TempPathFactory) -> Any:
         pytest.fail("the openssl CLI is needed to make the test certificate")
     d = tmp_path_factory.mktemp("sasl")
     keystore, ca = make_cert(d)
+    jwks = d / "jwks.json"
+    jwks.write_text(json.dumps({"keys": [JWK_PUBLIC]}))
     config: dict[str, Any] = {
         "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,"
-        "SASL_SSL://127.0.0.1:0,REAUTH://127.0.0.1:0",
+        "SASL_SSL://127.0.0.1:0,REAUTH://127.0.0.1:0,JWKS://127.0.0.1:0",
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,"
-        "SASL_SSL:SASL_SSL,REAUTH:SASL_PLAINTEXT",
+        "SASL_SSL:SASL_SSL,REAUTH:SASL_PLAINTEXT,JWKS:SASL_PLAINTEXT",
+        # KIP-768: signed JWTs checked against a JWKS file on one listener
+        "listener.name.jwks.sasl.enabled.mechanisms": "OAUTHBEARER",
+        "listener.name.jwks.oauthbearer.sasl.oauthbearer.jwks.endpoint.url": f"file://{jwks}",
+        "listener.name.jwks.oauthbearer.sasl.oauthbearer.expected.audience": "kafka",
+        "listener.name.jwks.oauthbearer.sasl.oauthbearer.expected.issuer": "https://issuer.test",
         "inter.broker.listener.name": "PLAINTEXT",
         "ssl.keystore.location": str(keystore),
         "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER",

@@ -17,7 +17,13 @@ import pytest
 from confluent_kafka import Producer
 
 from tests.clients.node import run_node
-from tests.security.conftest import PLAIN_USERS, SCRAM_USERS, SecureBroker, unsecured_jwt
+from tests.security.conftest import (
+    PLAIN_USERS,
+    SCRAM_USERS,
+    SecureBroker,
+    signed_jwt,
+    unsecured_jwt,
+)
 
 CLIENTS = ["confluent-kafka", "kafka-python", "aiokafka", "kcat", "kafkajs"]
 MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
@@ -259,3 +265,38 @@ def test_oauthbearer_expired_token_fails(secure_broker: SecureBroker) -> None:
     # %x01 acknowledgement and goes on, so its next request meets ILLEGAL_SASL_STATE,
     # as it would on Kafka
     assert "SASL" in out.error, out.error
+
+
+def _oauth_cb_login(sb: SecureBroker, token: str) -> tuple[bool, list[str]]:
+    errors: list[str] = []
+    delivered: list[Any] = []
+    p = Producer(
+        {
+            "bootstrap.servers": sb.bootstrap("JWKS"),
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "OAUTHBEARER",
+            "oauth_cb": lambda _cfg: (token, time.time() + 3600),
+            "error_cb": lambda e: errors.append(str(e)),
+        }
+    )
+    p.produce("secure", b"j", on_delivery=lambda err, msg: delivered.append(err))
+    deadline = time.monotonic() + 10
+    while not delivered and not errors and time.monotonic() < deadline:
+        p.poll(0.05)
+    return delivered == [None], errors
+
+
+def test_oauthbearer_signed_jwt_checked_against_the_jwks(secure_broker: SecureBroker) -> None:
+    ok, errors = _oauth_cb_login(secure_broker, signed_jwt("frank"))
+    assert ok, errors
+    # wrong audience, wrong issuer, expired, unknown key, unsigned: all refused
+    for bad in (
+        signed_jwt("frank", aud="other"),
+        signed_jwt("frank", iss="https://evil.test"),
+        signed_jwt("frank", lifetime_s=-120),
+        signed_jwt("frank", kid="k2"),
+        unsecured_jwt("frank"),
+    ):
+        ok, errors = _oauth_cb_login(secure_broker, bad)
+        assert not ok
+        assert any("invalid_token" in e for e in errors), errors
