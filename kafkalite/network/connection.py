@@ -537,7 +537,11 @@ class Connection:
         pending, queue = self._pending, self._queue
         max_inflight, max_queued = self._max_inflight, self._max_queued
         while end - start >= 4:
-            if self.control_plane is None and end - start >= 6:
+            if (
+                self.control_plane is None
+                and end - start >= 6
+                and (self.sasl is None or self.sasl.authenticated)
+            ):
                 # the controller's connections send controller requests (keys 4-7) only
                 self.control_plane = view[start + 4] == 0 and 4 <= view[start + 5] <= 7
             if (  # _may_dispatch, inlined: this runs for every request

@@ -111,3 +111,22 @@ async def authenticate(
     expected = scram.server_signature(mech, scram.server_key(mech, salted), auth_message)
     if error is not None or signature != expected:
         raise SaslAuthenticationError("SCRAM: the server's signature does not verify")
+
+
+async def open_connection(
+    host: str,
+    port: int,
+    *,
+    ssl: Any = None,
+    sasl: SaslClientCredentials | None = None,
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """``asyncio.open_connection``, then the SASL exchange when ``sasl`` is given (a
+    SASL_PLAINTEXT / SASL_SSL listener): what every inter-broker client opens."""
+    reader, writer = await asyncio.open_connection(host, port, ssl=ssl)
+    if sasl is not None:
+        try:
+            await authenticate(reader, writer, sasl)
+        except BaseException:
+            writer.close()
+            raise
+    return reader, writer

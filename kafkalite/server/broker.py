@@ -197,6 +197,7 @@ class KafkaBroker:
             fetcher_ssl_context=self._fetcher_tls,
             broker_rack=self._broker_rack,
             inter_broker_secret=lambda: self.inter_broker_secret,
+            fetcher_sasl=lambda: self.inter_broker_sasl,
         )
         self.log_manager.on_dir_offline.append(self._on_log_dir_failure)
         rm.on_replicas_deleted.append(admin.forget_topic_configs)
@@ -218,6 +219,7 @@ class KafkaBroker:
             cfg.inter_broker_listener,
             ssl_context=self.client_tls,
             request_timeout_ms=int(cfg["request.timeout.ms"]),
+            sasl=self.inter_broker_sasl,
         )
         self.transaction_coordinator = TransactionCoordinator(
             TxnConfig.from_broker_config(cfg),
@@ -237,6 +239,7 @@ class KafkaBroker:
             ssl_context=self.client_tls,
             request_timeout_ms=int(cfg["request.timeout.ms"]),
             enabled=bool(cfg["transaction.partition.verification.enable"]),
+            sasl=self.inter_broker_sasl,
         )
         self.controller = KafkaController.for_broker(
             self.broker_id,
@@ -245,6 +248,7 @@ class KafkaBroker:
             ssl_context=self.client_tls,
             secret=self.inter_broker_secret,
             register_broker=self._register_broker,
+            sasl=inter_broker_sasl_credentials(cfg, cfg.control_plane_listener),
         )
         self.channel.api_table = build_broker_api_table(
             BrokerServices(
@@ -397,6 +401,7 @@ class KafkaBroker:
             request_timeout_ms=int(cfg["request.timeout.ms"]),
             ssl_context=self.client_tls,
             secret=self.inter_broker_secret,
+            sasl=self.inter_broker_sasl,
         )
 
     def bound_port(self, listener: str | None = None) -> int:

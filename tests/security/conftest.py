@@ -58,7 +58,14 @@ _RSA = rsa.generate_private_key(public_exponent=65537, key_size=2048)
 JWK_PUBLIC = {**json.loads(RSAAlgorithm.to_jwk(_RSA.public_key())), "kid": "k1", "alg": "RS256"}
 
 
-def signed_jwt(sub: str, *, aud: str = "kafka", iss: str = "https://issuer.test", lifetime_s: int = 3600, kid: str = "k1") -> str:
+def signed_jwt(
+    sub: str,
+    *,
+    aud: str = "kafka",
+    iss: str = "https://issuer.test",
+    lifetime_s: int = 3600,
+    kid: str = "k1",
+) -> str:
     now = int(time.time())
     claims = {"sub": sub, "aud": aud, "iss": iss, "iat": now, "exp": now + lifetime_s}
     return jwt.encode(claims, _RSA, algorithm="RS256", headers={"kid": kid})

@@ -99,7 +99,9 @@ def _kafka_python(sb: SecureBroker, listener: str, mech: str, user: str, pw: str
         logging.getLogger("kafka").removeHandler(seen)
 
 
-def _aiokafka(sb: SecureBroker, listener: str, mech: str, user: str, pw: str, **extra: Any) -> Outcome:
+def _aiokafka(
+    sb: SecureBroker, listener: str, mech: str, user: str, pw: str, **extra: Any
+) -> Outcome:
     from aiokafka import AIOKafkaProducer
     from aiokafka.helpers import create_ssl_context
 
@@ -144,7 +146,9 @@ def _kcat(sb: SecureBroker, listener: str, mech: str, user: str, pw: str) -> Out
         capture_output=True,
         timeout=60,
     )  # fmt: skip
-    return Outcome(proc.returncode == 0 and b"Authentication failed" not in proc.stderr, proc.stderr.decode())
+    return Outcome(
+        proc.returncode == 0 and b"Authentication failed" not in proc.stderr, proc.stderr.decode()
+    )
 
 
 _KAFKAJS = """

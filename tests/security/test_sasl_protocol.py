@@ -31,7 +31,10 @@ def test_only_versions_and_handshake_before_authentication(secure_broker: Secure
     bystander = _wire(secure_broker)
     assert int(plain_login(bystander, "alice", PLAIN_USERS["alice"]).error_code) == 0
     w = _wire(secure_broker)
-    assert int(w.call(18, 3, {"client_software_name": "t", "client_software_version": "1"}).error_code) == 0
+    assert (
+        int(w.call(18, 3, {"client_software_name": "t", "client_software_version": "1"}).error_code)
+        == 0
+    )
     w.send(3, 12, {"topics": None, "allow_auto_topic_creation": False})
     assert w.closed(), "a Metadata request before authentication closes the connection"
     # ... that connection only
@@ -114,7 +117,9 @@ def test_inter_broker_sasl_client_scram(secure_broker: SecureBroker) -> None:
         port = secure_broker.broker.kafka.bound_port("SASL_PLAINTEXT")
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         try:
-            await authenticate(reader, writer, SaslClientCredentials("SCRAM-SHA-512", "carol", password))
+            await authenticate(
+                reader, writer, SaslClientCredentials("SCRAM-SHA-512", "carol", password)
+            )
             return "ok"
         except ConnectionError as e:
             return str(e)
