@@ -18,14 +18,14 @@ from typing import Any
 
 import jwt
 import pytest
-from cryptography.hazmat.primitives.asymmetric import rsa
-from jwt.algorithms import RSAAlgorithm
 from confluent_kafka.admin import (
     AdminClient,
     ScramCredentialInfo,
     ScramMechanism,
     UserScramCredentialUpsertion,
 )
+from cryptography.hazmat.primitives.asymmetric import rsa
+from jwt.algorithms import RSAAlgorithm
 
 from kafkalite.testing.embedded_broker import ThreadedBroker
 

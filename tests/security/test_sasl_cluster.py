@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from kafkalite.metadata import zk_data
@@ -24,11 +23,11 @@ from tests.controller.test_inter_broker_tls import pki  # noqa: F401 (the fixtur
 BROKER_PW, ALICE_PW = "broker-secret-8Uj", "alice-secret-5Nm"
 
 
-def _client(pki: dict[str, Path], bootstrap: str, mech: str = "PLAIN") -> dict[str, Any]:
+def _client(certs: dict[str, Path], bootstrap: str, mech: str = "PLAIN") -> dict[str, Any]:
     return {
         "bootstrap.servers": bootstrap,
         "security.protocol": "SASL_SSL",
-        "ssl.ca.location": str(pki["ca"]),
+        "ssl.ca.location": str(certs["ca"]),
         "sasl.mechanism": mech,
         "sasl.username": "alice",
         "sasl.password": ALICE_PW,
@@ -149,7 +148,7 @@ def test_process_cluster_over_zookeeper_with_scram_between_brokers(
         c.servers[leader].kill9()
         new = c.wait(
             lambda: (
-                (l := c.partition_state("zk-replicated", 0)["leader"]) not in (leader, -1) and l
+                (now := c.partition_state("zk-replicated", 0)["leader"]) not in (leader, -1) and now
             ),
             40,
             "a new leader",

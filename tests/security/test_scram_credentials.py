@@ -18,9 +18,9 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
+from kafkalite.protocol import scram
 from kafkalite.quota.entities import QuotaEntity
 from kafkalite.security.credentials import ScramCredential
-from kafkalite.protocol import scram
 from tests.security.conftest import SCRAM_USERS, SecureBroker
 
 
