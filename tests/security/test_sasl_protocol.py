@@ -256,3 +256,18 @@ def test_credentials_never_in_logs_or_describe_configs(
     for secret in [*PLAIN_USERS.values(), *SCRAM_USERS.values(), "never-shown-Qq8"]:
         assert secret not in text
     assert "Failed authentication" in caplog.text  # the failure itself is logged
+
+
+def test_a_controller_request_before_authentication_closes_the_connection(
+    secure_broker: SecureBroker,
+) -> None:
+    from kafkalite.protocol import inter_broker as ib
+
+    w = _wire(secure_broker)
+    request = ib.ControlledShutdownRequest(0, 0)
+    w.sock.sendall(
+        ib.request_frame(
+            ib.CONTROLLED_SHUTDOWN, 3, 1, "x", request, secret=None, target_broker_id=0
+        )
+    )
+    assert w.closed()
