@@ -71,7 +71,9 @@ class _Messages(logging.Handler):
         self.lines.append(record.getMessage())
 
 
-def _kafka_python(sb: SecureBroker, listener: str, mech: str, user: str, pw: str) -> Outcome:
+def _kafka_python(
+    sb: SecureBroker, listener: str, mech: str, user: str, pw: str, **extra: Any
+) -> Outcome:
     from kafka import KafkaProducer
 
     # kafka-python logs the broker's SaslAuthenticate error and retries the bootstrap
@@ -89,6 +91,7 @@ def _kafka_python(sb: SecureBroker, listener: str, mech: str, user: str, pw: str
             request_timeout_ms=8000,
             max_block_ms=8000,
             bootstrap_timeout_ms=3000 if pw == "wrong-password" else 10000,
+            **extra,
         )
         p.send("secure", b"v").get(timeout=10)
         p.close(timeout=5)
@@ -257,6 +260,41 @@ def test_oauthbearer_unsecured_jwt(secure_broker: SecureBroker, listener: str) -
     assert delivered == [None], errors
     # kafkajs: an oauthBearerProvider handing over an unsecured JWS
     out = _kafkajs(secure_broker, listener, "oauthbearer", "", "", token=unsecured_jwt("erin"))
+    assert out.ok, out.error
+    # kcat (librdkafka 2.0): its unsecured JWT too
+    if shutil.which("kcat"):
+        proc = subprocess.run(
+            [
+                "kcat", "-b", secure_broker.bootstrap(listener), "-P", "-t", "secure",
+                "-X", f"security.protocol={listener}", "-X", "sasl.mechanisms=OAUTHBEARER",
+                "-X", "enable.sasl.oauthbearer.unsecure.jwt=true",
+                "-X", "sasl.oauthbearer.config=principal=kim",
+                "-X", f"ssl.ca.location={secure_broker.ca}", "-X", "message.timeout.ms=8000",
+            ],
+            input=b"v\n",
+            capture_output=True,
+            timeout=60,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+    # aiokafka and kafka-python: their token providers
+    from aiokafka.abc import AbstractTokenProvider
+
+    class Aio(AbstractTokenProvider):  # type: ignore[misc]
+        async def token(self) -> str:
+            return unsecured_jwt("ivan")
+
+    out = _aiokafka(secure_broker, listener, "OAUTHBEARER", "", "", sasl_oauth_token_provider=Aio())
+    assert out.ok, out.error
+
+    from kafka.net.sasl.oauth import AbstractTokenProvider as KafkaTokenProvider
+
+    class Sync(KafkaTokenProvider):  # type: ignore[misc]
+        def token(self) -> str:
+            return unsecured_jwt("judy")
+
+    out = _kafka_python(
+        secure_broker, listener, "OAUTHBEARER", "", "", sasl_oauth_token_provider=Sync()
+    )
     assert out.ok, out.error
 
 
