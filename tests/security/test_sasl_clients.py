@@ -76,9 +76,17 @@ def _kafka_python(
 ) -> Outcome:
     from kafka import KafkaProducer
 
-    # kafka-python logs the broker's SaslAuthenticate error and retries the bootstrap
+    # kafka-python logs the broker's SaslAuthenticate error and retries the bootstrap.
+    # Its transport (3.0.12) drops a response that arrives in the same read as the
+    # close that follows it ("socket disconnected"), as the broker closes right after a
+    # failed authentication (Kafka does too): the broker's own log line of the answer
+    # it sent is then the evidence
     seen = _Messages()
     logging.getLogger("kafka").addHandler(seen)
+    broker_log = logging.getLogger("kafkalite.server.apis.sasl")
+    level = broker_log.level
+    broker_log.setLevel(logging.INFO)
+    broker_log.addHandler(seen)
     try:
         p = KafkaProducer(
             bootstrap_servers=sb.bootstrap(listener),
@@ -100,6 +108,8 @@ def _kafka_python(
         return Outcome(False, f"{type(e).__name__}: {e} " + " ".join(seen.lines))
     finally:
         logging.getLogger("kafka").removeHandler(seen)
+        broker_log.removeHandler(seen)
+        broker_log.setLevel(level)
 
 
 def _aiokafka(
