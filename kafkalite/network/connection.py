@@ -534,6 +534,11 @@ class Connection:
         """
         self._blocked = False
         max_bytes = self.channel.max_request_size
+        sasl = self.sasl
+        if sasl is not None and not sasl.authenticated:
+            # Kafka's sasl.server.max.receive.size: an unauthenticated client cannot make
+            # the broker buffer socket.request.max.bytes
+            max_bytes = min(max_bytes, sasl.context.config.max_receive_size)
         pending, queue = self._pending, self._queue
         max_inflight, max_queued = self._max_inflight, self._max_queued
         while end - start >= 4:

@@ -542,6 +542,13 @@ _SASL_DEFS: list[ConfigDef] = [
         validator=at_least(0),
     ),
     ConfigDef(
+        "sasl.server.max.receive.size",
+        "int",
+        524288,
+        "The largest request frame a SASL listener reads before the client authenticated.",
+        validator=at_least(1),
+    ),
+    ConfigDef(
         "sasl.oauthbearer.jwks.endpoint.url",
         "string",
         None,

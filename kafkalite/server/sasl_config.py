@@ -111,6 +111,7 @@ def sasl_listener_configs(config: BrokerConfig) -> dict[str, SaslListenerConfig]
             oauth=_oauth(config, name),
             max_reauth_ms=max_reauth,
             failure_delay_ms=int(config["connection.failed.authentication.delay.ms"]),
+            max_receive_size=int(config["sasl.server.max.receive.size"]),
         )
     return out
 

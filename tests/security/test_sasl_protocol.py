@@ -271,3 +271,15 @@ def test_a_controller_request_before_authentication_closes_the_connection(
         )
     )
     assert w.closed()
+
+
+def test_a_large_frame_before_authentication_closes_the_connection(
+    secure_broker: SecureBroker,
+) -> None:
+    """Kafka's sasl.server.max.receive.size (512 KiB) before authentication."""
+    w = _wire(secure_broker)
+    w.sock.sendall(struct.pack(">i", 600_000) + b"\x00" * 1000)
+    assert w.closed()
+    w = _wire(secure_broker)
+    assert int(plain_login(w, "alice", PLAIN_USERS["alice"]).error_code) == 0
+    assert metadata(w).brokers  # an authenticated client is not bound by it

@@ -79,3 +79,5 @@ class SaslListenerConfig:
     max_reauth_ms: int = 0
     #: ``connection.failed.authentication.delay.ms``
     failure_delay_ms: int = 100
+    #: ``sasl.server.max.receive.size``: the largest frame before authentication
+    max_receive_size: int = 524288
