@@ -141,17 +141,22 @@ def test_process_cluster_over_zookeeper_with_scram_between_brokers(
         from confluent_kafka.admin import AdminClient, NewTopic
 
         admin = AdminClient(conf)
-        admin.create_topics([NewTopic("zk-replicated", 1, 3)])["zk-replicated"].result(30)
+        admin.create_topics([NewTopic("zk-replicated", 1, 3)])["zk-replicated"].result(60)
         _produce(conf, "zk-replicated", [f"a{i}".encode() for i in range(100)])
-        leader = c.wait(lambda: c.partition_state("zk-replicated", 0)["leader"], 30, "a leader")
-        c.wait(lambda: len(c.partition_state("zk-replicated", 0)["isr"]) == 3, 30, "a full ISR")
+
+        def state() -> dict[str, Any]:
+            from kazoo.exceptions import NoNodeError
+
+            try:
+                return c.partition_state("zk-replicated", 0)
+            except NoNodeError:  # the controller has not written it yet
+                return {"leader": -1, "isr": []}
+
+        c.wait(lambda: len(state()["isr"]) == 3, 60, "a full ISR")
+        leader = state()["leader"]
         c.servers[leader].kill9()
         new = c.wait(
-            lambda: (
-                (now := c.partition_state("zk-replicated", 0)["leader"]) not in (leader, -1) and now
-            ),
-            40,
-            "a new leader",
+            lambda: (now := state()["leader"]) not in (leader, -1) and now, 60, "a new leader"
         )
         assert new != leader
         live = ",".join(s.bootstrap for i, s in c.servers.items() if i != leader)
