@@ -38,6 +38,7 @@ from kafkalite.metadata.isr_change import (
 from kafkalite.protocol.errors import ErrorCode, KafkaError
 from kafkalite.protocol.record_batch import InvalidRecordBatch, ValidatedRecords
 from kafkalite.protocol.record_validator import WritableBuffer
+from kafkalite.protocol.sasl_client import SaslClientCredentials
 from kafkalite.replica.delayed_delete_records import DelayedDeleteRecords, DeleteRecordsStatus
 from kafkalite.replica.delayed_fetch import DelayedFetch, FetchPartitionStatus
 from kafkalite.replica.delayed_produce import DelayedProduce, ProducePartitionStatus
@@ -215,6 +216,7 @@ class ReplicaManager:
         broker_rack: Callable[[int], str | None] = lambda _b: None,
         inter_broker_secret: Callable[[], bytes | None] = lambda: None,
         partition_known: Callable[[TopicPartition], bool] = lambda _tp: False,
+        fetcher_sasl: Callable[[], SaslClientCredentials | None] = lambda: None,
     ) -> None:
         self.config = config
         #: the partition exists in the cluster's metadata (hosted here or not)
@@ -230,6 +232,7 @@ class ReplicaManager:
             config.fetcher or FetcherConfig(config.broker_id),
             fetcher_ssl_context,
             inter_broker_secret,
+            fetcher_sasl,
         )
         self.isr_propagator = IsrChangePropagator(store) if store is not None else None
         #: KIP-73 replication throttling, each side bounded by its live config
