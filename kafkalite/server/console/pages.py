@@ -20,7 +20,7 @@ from kafkalite.coordinator.group.consumer_protocol import assigned_partitions
 from kafkalite.coordinator.group.group_metadata import GroupMetadata, GroupState
 from kafkalite.server.config import CONFIG_DEFS
 from kafkalite.server.console.deps import ConsoleDeps
-from kafkalite.server.console.markup import Html, el, esc, join, url
+from kafkalite.server.console.markup import Html, el, esc, url
 from kafkalite.server.console.messages import FORMATS, BrowseResult, render_bytes
 from kafkalite.server.metadata_cache import TopicMetadata
 from kafkalite.server.topic_names import INTERNAL_TOPICS
@@ -78,7 +78,7 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], **attrs: object
 
 
 def dl(pairs: Iterable[tuple[str, Any]]) -> Html:
-    return el("dl", [join([el("dt", k), el("dd", v)]) for k, v in pairs], class_="facts")
+    return el("dl", [el("div", el("dt", k), el("dd", v)) for k, v in pairs], class_="facts")
 
 
 def layout(title: str, body: Any, *, active: str, read_only: bool, scripts: bool = False) -> Html:

@@ -71,6 +71,8 @@ class Sample:
     latency_ms: float | None
     #: how late the sampler's wake-up ran (ms)
     loop_lag_ms: float | None = None
+    #: the interval the rates cover (s): rate × seconds is the count
+    seconds: float = 1.0
 
 
 class BrokerStateSource:
@@ -257,6 +259,7 @@ class Sampler:
             _rate(c.requests, b.requests, dt),
             latency,
             loop_lag_ms,
+            dt,
         )
         self.samples.append(sample)
         return sample
@@ -267,6 +270,7 @@ class Sampler:
         return {
             "source": self.source.description,
             "time": [round(x.time, 3) for x in s],
+            "seconds": [x.seconds for x in s],
             "messages_in": [x.messages_in for x in s],
             "bytes_in": [x.bytes_in for x in s],
             "bytes_out": [x.bytes_out for x in s],

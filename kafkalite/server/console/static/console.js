@@ -12,7 +12,7 @@
     labels.forEach(function (l, i) { series.push({ label: l, stroke: colors[i % colors.length], width: 2, value: fmtRate(unit) }); });
     var opts = {
       title: title, width: Math.max(400, el.clientWidth - 16), height: 200, series: series,
-      axes: [{}, { size: 60, values: function (u, vals) { return vals.map(function (v) { return v + unit; }); } }],
+      axes: [{ space: 70, values: function (u, vals) { return vals.map(function (v) { return new Date(v * 1000).toLocaleTimeString([], { hour12: false }); }); } }, { size: 60, values: function (u, vals) { return vals.map(function (v) { return v + unit; }); } }],
       scales: { x: { time: true } },
     };
     var data = [[]].concat(labels.map(function () { return []; }));
