@@ -421,5 +421,10 @@ def test_read_only_by_default(tmp_path: Path) -> None:
             urllib.request.urlopen(url + "/topics/keep/delete")
         assert e.value.code == 403
         assert b.kafka.metadata_cache.get_topic("keep") is not None
+        # bound to loopback: a request naming another host (DNS rebinding) is refused
+        req = urllib.request.Request(url + "/topics", headers={"Host": "evil.example:80"})
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(req)
+        assert e.value.code == 403
     finally:
         b.stop()

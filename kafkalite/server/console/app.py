@@ -37,6 +37,7 @@ _STATIC_FILES = (
     "uplot/LICENSE",
 )
 MAX_LIMIT = 500
+_LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 
 
 def _int(text: str, default: int) -> int:
@@ -61,10 +62,15 @@ def _led_logs(deps: ConsoleDeps) -> list[Any]:
 class ConsoleApp:
     """Request handler: one method per route, each a page render or a form action."""
 
-    def __init__(self, deps: ConsoleDeps, *, read_only: bool, sampler: Sampler) -> None:
+    def __init__(
+        self, deps: ConsoleDeps, *, read_only: bool, sampler: Sampler, loopback_only: bool = False
+    ) -> None:
         self.deps = deps
         self.read_only = read_only
         self.sampler = sampler
+        #: bound to a loopback address: answer only requests naming one (a page of another
+        #: site whose name was re-pointed at 127.0.0.1 must not read the console)
+        self.loopback_only = loopback_only
         #: proves a form was served by this console (no cross-site posts)
         self.token = secrets.token_urlsafe(24)
         self._static_cache: dict[str, bytes] = {}
@@ -93,6 +99,11 @@ class ConsoleApp:
     async def handle(self, req: HttpRequest) -> HttpResponse:
         s = req.segments
         head = s[0] if s else ""
+        if self.loopback_only:
+            host = req.headers.get("host", "")
+            name = host if host.endswith("]") else host.rsplit(":", 1)[0]
+            if name not in _LOOPBACK:
+                return HttpResponse("unexpected Host\n", 403, "text/plain; charset=utf-8")
         if req.method == "POST":
             if self.read_only:
                 return self._forbidden(head or "overview")
@@ -265,7 +276,12 @@ class ConsoleServer:
             ),
         )
         self.sampler = Sampler(source)
-        self.app = ConsoleApp(deps, read_only=self.read_only, sampler=self.sampler)
+        self.app = ConsoleApp(
+            deps,
+            read_only=self.read_only,
+            sampler=self.sampler,
+            loopback_only=self.host in _LOOPBACK,
+        )
         self._http = HttpServer(self.app.handle, self.host, self._port)
         await self._http.start()
         self.sampler.start()
