@@ -420,6 +420,18 @@ def topic_page(deps: ConsoleDeps, t: TopicMetadata, *, read_only: bool, page: in
     config_rows = [
         [k, v, "topic override" if k in overrides else "default"] for k, v in sorted(props.items())
     ]
+    group_rows = []
+    for g in sorted(live_groups(deps), key=lambda g: g.group_id):
+        mine = [r for r in group_offsets(deps, g) if r.topic == t.name]
+        if mine:
+            group_rows.append(
+                [
+                    el("a", g.group_id, href=url("groups", g.group_id)),
+                    g.state_name,
+                    len(mine),
+                    opt(total_lag(mine)),
+                ]
+            )
     actions = [el("a", "Browse messages", href=url("topics", t.name, "messages"), class_="button")]
     if not read_only and t.name not in INTERNAL_TOPICS:
         actions.append(
@@ -446,6 +458,10 @@ def topic_page(deps: ConsoleDeps, t: TopicMetadata, *, read_only: bool, page: in
             id="partitions",
         ),
         pager(page, pages, lambda n: url("topics", t.name, page=n)),
+        el("h2", "Consumer groups"),
+        table(["Group", "State", "Partitions committed", "Lag"], group_rows, id="topic-groups")
+        if group_rows
+        else el("p", "No group has committed offsets for this topic.", class_="note"),
         el("h2", "Configs"),
         el("p", f"{len(overrides)} overrides; the rest are the broker's defaults.", class_="note"),
         table(["Name", "Value", "Source"], config_rows, id="configs"),
