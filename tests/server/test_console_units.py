@@ -51,35 +51,35 @@ class _Log:
         self.log_end_offset, self.size_in_bytes = leo, size
 
 
-def test_sampler_turns_broker_state_into_rates() -> None:
+async def test_sampler_turns_broker_state_into_rates() -> None:
     logs = [_Log(0, 0), _Log(0, 0)]
     requests = {0: 0}
     sampler = Sampler(BrokerStateSource(lambda: logs, lambda: requests), size=3)
-    assert sampler.tick(now=100.0) is None
+    assert await sampler.tick(now=100.0) is None
     logs[0].log_end_offset, logs[0].size_in_bytes = 50, 5000
     requests[0] = 20
-    s = sampler.tick(now=102.0)
+    s = await sampler.tick(now=102.0)
     assert s is not None and (s.messages_in, s.bytes_in, s.requests) == (25.0, 2500.0, 10.0)
     assert s.bytes_out is None and s.latency_ms is None and s.seconds == 2.0
     # a log that goes (deleted, or led elsewhere now) does not make the counts fall
     logs.pop(0)
     logs[0].log_end_offset = 10
-    s = sampler.tick(now=103.0)
+    s = await sampler.tick(now=103.0)
     assert s is not None and s.messages_in == 10.0
-    sampler.tick(now=104.0)
-    sampler.tick(now=105.0)
+    await sampler.tick(now=104.0)
+    await sampler.tick(now=105.0)
     series = sampler.series()
     assert len(series["time"]) == 3  # a ring of the last 3
     assert series["time"] == [103.0, 104.0, 105.0]
     json.dumps(series)
 
 
-def test_kafka_named_metrics_take_over_when_the_registry_has_them() -> None:
+async def test_kafka_named_metrics_take_over_when_the_registry_has_them() -> None:
     registry = CollectorRegistry()
     logs = [_Log(7, 700)]
     fallback = BrokerStateSource(lambda: logs, lambda: {0: 3})
     source = FallbackSource(RegistrySource(registry), fallback)
-    assert source.read() == Counters(messages_in=7, bytes_in=700, requests=3)
+    assert await source.read() == Counters(messages_in=7, bytes_in=700, requests=3)
     assert "log end offsets" in source.description
     # the names of issue 20's metrics: per-topic meters and a TotalTimeMs histogram
     msgs = Counter(
@@ -94,16 +94,16 @@ def test_kafka_named_metrics_take_over_when_the_registry_has_them() -> None:
     out.inc(1234)
     total.labels("Produce").observe(4.0)
     total.labels("Fetch").observe(2.0)
-    c = source.read()
+    c = await source.read()
     assert (c.messages_in, c.bytes_out) == (11, 1234)
     assert (c.request_time_ms, c.timed_requests) == (6.0, 2)
     assert c.bytes_in == 700  # not in the registry: still from the broker's state
     assert "Kafka's metrics" in source.description
     sampler = Sampler(source)
-    sampler.tick(now=1.0)
+    await sampler.tick(now=1.0)
     total.labels("Produce").observe(10.0)
     total.labels("Produce").observe(20.0)
-    s = sampler.tick(now=2.0)
+    s = await sampler.tick(now=2.0)
     assert s is not None and s.latency_ms == 15.0
 
 

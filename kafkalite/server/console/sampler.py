@@ -56,7 +56,7 @@ class CounterSource(Protocol):
     #: what the counters come from, shown under the charts
     description: str
 
-    def read(self) -> Counters: ...
+    async def read(self) -> Counters: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +79,8 @@ class BrokerStateSource:
     """Counters from broker state that exists without any metrics code."""
 
     description = "log end offsets and sizes of led partitions; request channel counts"
+    #: logs read per loop iteration: a broker with many partitions is read in steps
+    SLICE = 1000
 
     def __init__(
         self,
@@ -92,14 +94,18 @@ class BrokerStateSource:
         self._gone_bytes = 0
         self._last: dict[int, tuple[int, int]] = {}
 
-    def read(self) -> Counters:
+    async def read(self) -> Counters:
         messages = bytes_ = 0
         seen: dict[int, tuple[int, int]] = {}
-        for log in self._logs():
-            leo, size = log.log_end_offset, log.size_in_bytes
-            seen[id(log)] = (leo, size)
-            messages += leo
-            bytes_ += size
+        logs = list(self._logs())
+        for start in range(0, len(logs), self.SLICE):
+            if start:
+                await asyncio.sleep(0)
+            for log in logs[start : start + self.SLICE]:
+                leo, size = log.log_end_offset, log.size_in_bytes
+                seen[id(log)] = (leo, size)
+                messages += leo
+                bytes_ += size
         for key, (leo, size) in self._last.items():
             if key not in seen:
                 self._gone_messages += leo
@@ -139,7 +145,7 @@ class RegistrySource:
     def available(self) -> bool:
         return any(True for _ in self._registry.collect())
 
-    def read(self) -> Counters:
+    async def read(self) -> Counters:
         meters: dict[str, tuple[float, float, bool]] = {}  # name -> (total, per-topic, seen)
         time_sum = time_count = 0.0
         timed = False
@@ -188,9 +194,9 @@ class FallbackSource:
         self.fallback = fallback
         self.description = fallback.description
 
-    def read(self) -> Counters:
-        p = self.primary.read()
-        merged = self.fallback.read()
+    async def read(self) -> Counters:
+        p = await self.primary.read()
+        merged = await self.fallback.read()
         used_primary = False
         for f in fields(Counters):
             v = getattr(p, f.name)
@@ -235,14 +241,16 @@ class Sampler:
         due: float | None = None
         while True:
             woke = loop.time()
-            self.tick(loop_lag_ms=None if due is None else max(0.0, woke - due) * 1000.0)
+            await self.tick(loop_lag_ms=None if due is None else max(0.0, woke - due) * 1000.0)
             due = loop.time() + self.interval_s
             await asyncio.sleep(self.interval_s)
 
-    def tick(self, now: float | None = None, loop_lag_ms: float | None = None) -> Sample | None:
+    async def tick(
+        self, now: float | None = None, loop_lag_ms: float | None = None
+    ) -> Sample | None:
         """Take one reading; returns the sample it completes (None on the first)."""
+        c = await self.source.read()
         now = time.time() if now is None else now
-        c = self.source.read()
         prev, self._prev = self._prev, (now, c)
         if prev is None:
             return None
