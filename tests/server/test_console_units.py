@@ -151,3 +151,35 @@ def test_make_run_config_turns_the_console_on_read_only() -> None:
     assert cfg["kafkalite.console.port"] == 9080
     assert cfg["kafkalite.console.read.only"] is True
     assert BrokerConfig({})["kafkalite.console.port"] is None  # off by default
+
+
+def test_a_cluster_console_shows_every_broker_and_what_it_holds() -> None:
+    """Three brokers: each console lists all three and the controller; a partition led
+    elsewhere is browsed on its leader's console, and its sizes show there."""
+    import urllib.request
+
+    from kafkalite.testing import cluster
+
+    with cluster(3, **{"kafkalite.console.port": 0}) as c:
+        c.create_topic("spread", partitions=3, replication_factor=1)
+        for b in (0, 1, 2):
+            console = c.kafka(b).console
+            assert console is not None
+            base = f"http://127.0.0.1:{console.port}"
+            page = urllib.request.urlopen(base + "/brokers").read().decode()
+            for other in (0, 1, 2):
+                assert f"<td>{other}</td><td>PLAINTEXT://127.0.0.1:" in page
+            assert f"broker {c.controller_id} (epoch" in page
+        leader = c.leader_of("spread", 0)
+        other = next(b for b in (0, 1, 2) if b != leader)
+        console = c.kafka(other).console
+        assert console is not None
+        base = f"http://127.0.0.1:{console.port}"
+        page = urllib.request.urlopen(base + "/topics/spread/messages?partition=0").read().decode()
+        assert f"Partition 0 is led by broker {leader}" in page
+        leader_console = c.kafka(leader).console
+        assert leader_console is not None
+        page = urllib.request.urlopen(
+            f"http://127.0.0.1:{leader_console.port}/topics/spread/messages?partition=0"
+        ).read()
+        assert b'id="messages"' in page
