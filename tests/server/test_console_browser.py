@@ -283,7 +283,9 @@ def test_each_view_loads_with_real_data(
     browser.get(url + "/brokers")
     brokers = browser.find_element(By.CSS_SELECTOR, "#brokers tbody tr").text
     assert brokers.startswith("0 PLAINTEXT://127.0.0.1:") and "controller, this broker" in brokers
-    assert "kafkalite.console.port" in browser.find_element(By.ID, "brokerconfigs").text
+    configs = browser.find_element(By.ID, "brokerconfigs").text.splitlines()
+    assert "kafkalite.console.read.only false" in configs
+    assert "listeners PLAINTEXT://127.0.0.1:0" in configs
     shot(browser, "brokers")
 
 

@@ -268,6 +268,17 @@ def ids(xs: Iterable[int]) -> str:
     return ", ".join(str(x) for x in xs) or DASH
 
 
+def kafka_value(v: object) -> str:
+    """A config value as Kafka's tools print it (lists comma-separated, booleans lower)."""
+    if v is None:
+        return ""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, list | tuple | set | frozenset):
+        return ",".join(kafka_value(x) for x in v)
+    return str(v)
+
+
 def opt(v: object) -> object:
     return DASH if v is None else v
 
@@ -776,8 +787,7 @@ def brokers_page(deps: ConsoleDeps, *, read_only: bool) -> Html:
         d = CONFIG_DEFS.get(name)
         if d is None or not cfg.is_explicit(name):
             continue
-        shown = "(hidden)" if d.type == "password" and value is not None else value
-        config_rows.append([name, "" if shown is None else str(shown)])
+        config_rows.append([name, "(hidden)" if d.type == "password" else kafka_value(value)])
     body = [
         dl(
             [
