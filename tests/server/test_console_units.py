@@ -183,3 +183,57 @@ def test_a_cluster_console_shows_every_broker_and_what_it_holds() -> None:
             f"http://127.0.0.1:{leader_console.port}/topics/spread/messages?partition=0"
         ).read()
         assert b'id="messages"' in page
+
+
+class _KafkaNamedCollector:
+    """The shape of the broker's Kafka-named collectors: untyped meters (the JMX Count,
+    all-topics sample without a label), per-API histograms with Kafka's FetchConsumer
+    split, and no describe()."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def collect(self):  # type: ignore[no-untyped-def]
+        from prometheus_client.core import HistogramMetricFamily, UnknownMetricFamily
+
+        self.calls += 1
+        m = UnknownMetricFamily("kafka_server_brokertopicmetrics_messagesinpersec", "m")
+        m.add_sample(m.name, {}, 40)
+        m.add_sample(m.name, {"topic": "a"}, 40)
+        yield m
+        r = UnknownMetricFamily("kafka_network_requestmetrics_requestspersec", "r")
+        for request, n in (("Produce", 10), ("Fetch", 5), ("FetchConsumer", 5)):
+            r.add_sample(r.name, {"request": request}, n)
+        yield r
+        h = HistogramMetricFamily(
+            "kafka_network_requestmetrics_totaltimems", "t", labels=["request"]
+        )
+        h.add_metric(["Produce"], [("1.0", 10), ("+Inf", 10)], 5.0)
+        h.add_metric(["Fetch"], [("1.0", 0), ("+Inf", 5)], 2500.0)
+        h.add_metric(["FetchConsumer"], [("1.0", 0), ("+Inf", 5)], 2500.0)
+        yield h
+
+
+class _PerPartition:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def collect(self):  # type: ignore[no-untyped-def]
+        from prometheus_client.core import GaugeMetricFamily
+
+        self.calls += 1
+        yield GaugeMetricFamily("kafka_log_log_size", "s", value=1)
+
+
+async def test_collectors_without_describe_are_found_once_and_read_alone() -> None:
+    registry = CollectorRegistry(auto_describe=False)
+    named, per_partition = _KafkaNamedCollector(), _PerPartition()
+    registry.register(per_partition)  # type: ignore[arg-type]
+    registry.register(named)  # type: ignore[arg-type]
+    source = RegistrySource(registry)
+    c = await source.read()
+    assert (c.messages_in, c.requests) == (40, 15)  # FetchConsumer not counted twice
+    assert (c.request_time_ms, c.timed_requests) == (2505.0, 15)
+    for _ in range(3):
+        await source.read()
+    assert named.calls == 5 and per_partition.calls == 1  # discovery + 4 reads; discovery

@@ -131,27 +131,60 @@ class RegistrySource:
     A meter may be exported as a counter (``_total``), as its count (``_count``) or
     bare; per-topic samples are summed unless an all-topics sample (no ``topic``
     label) exists. TotalTimeMs is read as a histogram or summary: ``_sum``/``_count``.
-    Only the named families are collected (``restricted_registry``), not the
-    per-partition ones.
+    Requests are counted per API: Kafka's FetchConsumer/FetchFollower split of Fetch
+    is left out, as it would count those Fetch requests twice.
+
+    Only the collectors that yield these families are collected each second, not the
+    per-partition ones: found through the registry's names (collectors that describe
+    themselves) or, for collectors that only collect (a registry without
+    auto-describe), by one full collection that notes which collector yields what,
+    repeated at most once a minute while none is found.
     """
 
     description = "Kafka's metrics (BrokerTopicMetrics, RequestMetrics TotalTimeMs)"
+    NAMES = (MESSAGES_IN, BYTES_IN, BYTES_OUT, REQUESTS, TOTAL_TIME)
+    REDISCOVER_S = 60.0
 
     def __init__(self, registry: Any) -> None:
-        names = [MESSAGES_IN, BYTES_IN, BYTES_OUT, REQUESTS, TOTAL_TIME]
-        suffixed = [n + s for n in names for s in ("", "_total", "_count", "_sum")]
-        self._registry = registry.restricted_registry(suffixed)
+        self._registry = registry
+        suffixed = [n + s for n in self.NAMES for s in ("", "_total", "_count", "_sum")]
+        self._restricted = registry.restricted_registry(suffixed)
+        self._collectors: list[Any] = []
+        self._next_discovery = 0.0
 
-    def available(self) -> bool:
-        return any(True for _ in self._registry.collect())
+    def _discover(self) -> None:
+        found = []
+        for collector in list(getattr(self._registry, "_collector_to_names", ())):
+            try:
+                families = list(collector.collect())
+            except Exception:
+                continue
+            if any(f.name.startswith(self.NAMES) for f in families):
+                found.append(collector)
+        self._collectors = found
+
+    def _families(self) -> list[Any]:
+        families = list(self._restricted.collect())
+        if families:
+            return families
+        now = time.monotonic()
+        if not self._collectors and now >= self._next_discovery:
+            self._next_discovery = now + self.REDISCOVER_S
+            self._discover()
+        out = []
+        for collector in self._collectors:
+            out += [f for f in collector.collect() if f.name.startswith(self.NAMES)]
+        return out
 
     async def read(self) -> Counters:
         meters: dict[str, tuple[float, float, bool]] = {}  # name -> (total, per-topic, seen)
         time_sum = time_count = 0.0
         timed = False
-        for family in self._registry.collect():
+        for family in self._families():
             for s in family.samples:
                 name = s.name
+                if s.labels.get("request") in ("FetchConsumer", "FetchFollower"):
+                    continue
                 if name.startswith(TOTAL_TIME):
                     if name.endswith("_sum"):
                         time_sum += s.value
