@@ -142,6 +142,20 @@ async def test_http_server_limits_and_routing() -> None:
         big = b"POST / HTTP/1.1\r\nContent-Length: 999999\r\n\r\n"
         assert (await send(big)).startswith(b"HTTP/1.1 413")
         assert (await send(b"nonsense\r\n\r\n")).startswith(b"HTTP/1.1 400")
+        # idle connections hold at most MAX_CONNECTIONS slots; one more is closed at once
+        idle = [await asyncio.open_connection("127.0.0.1", server.port) for _ in range(32)]
+        r, w = await asyncio.open_connection("127.0.0.1", server.port)
+        assert await asyncio.wait_for(r.read(), 5) == b""
+        w.close()
+        for _r, iw in idle:
+            iw.close()
+        # their slots come back as the server sees them close
+        for _ in range(100):
+            if (await send(b"GET / HTTP/1.1\r\n\r\n")).startswith(b"HTTP/1.1 200"):
+                break
+            await asyncio.sleep(0.05)
+        else:
+            raise AssertionError("the closed connections' slots never came back")
     finally:
         await server.stop()
 

@@ -23,6 +23,8 @@ MAX_LINE = 8192
 MAX_HEADERS = 100
 MAX_BODY = 64 * 1024
 READ_TIMEOUT_S = 10.0
+#: connections served at once; more are closed at once (a console has a few users)
+MAX_CONNECTIONS = 32
 
 _REASONS = {
     200: "OK",
@@ -100,6 +102,7 @@ class HttpServer:
         self._host = host
         self._port = port
         self._server: asyncio.Server | None = None
+        self._active = 0
 
     @property
     def port(self) -> int:
@@ -159,6 +162,10 @@ class HttpServer:
         return req
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self._active >= MAX_CONNECTIONS:
+            writer.close()
+            return
+        self._active += 1
         head_only = False
         try:
             try:
@@ -177,6 +184,7 @@ class HttpServer:
         except ConnectionError:
             pass
         finally:
+            self._active -= 1
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
