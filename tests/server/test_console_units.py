@@ -128,6 +128,7 @@ async def test_http_server_limits_and_routing() -> None:
     try:
         ok = await send(b"GET /groups/a%2Fb?x=1 HTTP/1.1\r\nHost: h\r\n\r\n")
         assert ok.startswith(b"HTTP/1.1 200 OK") and b"X-Frame-Options: DENY" in ok
+        assert ok.count(b"Cache-Control") == 1
         assert seen[-1].segments == ["groups", "a/b"] and seen[-1].query == {"x": "1"}
         form = b"token=t&name=a+b"
         posted = await send(

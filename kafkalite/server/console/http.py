@@ -72,9 +72,9 @@ class HttpResponse:
             "Connection: close",
             "X-Content-Type-Options: nosniff",
             "X-Frame-Options: DENY",
-            "Cache-Control: no-store",
         ]
-        lines += [f"{k}: {v}" for k, v in self.headers.items()]
+        headers = {"Cache-Control": "no-store", **self.headers}
+        lines += [f"{k}: {v}" for k, v in headers.items()]
         head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
         return head if head_only else head + body
 
