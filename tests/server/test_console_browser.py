@@ -122,6 +122,8 @@ def produce(b: ThreadedBroker, topic: str, records: list[tuple[Any, ...]]) -> No
             kw["headers"] = rest[0]
         if len(rest) > 1:
             kw["partition"] = rest[1]
+        if len(rest) > 2:
+            kw["timestamp"] = rest[2]
         p.produce(topic, key=key, value=value, **kw)
     assert p.flush(10) == 0
 
@@ -161,6 +163,7 @@ def orders(broker: ThreadedBroker) -> str:
                 json.dumps({"id": i, "item": "book", "qty": i % 4 + 1}),
                 [("source", b"web")],
                 i % 3,
+                int(time.time() * 1000) - 60_000 + i,  # one ms apart, in order
             )
             for i in range(30)
         ],
@@ -230,6 +233,16 @@ def test_each_view_loads_with_real_data(
     first = browser.find_element(By.CSS_SELECTOR, "#messages tbody tr").text
     assert "order-7" in first and '"item": "book"' in first and "source: web" in first
     shot(browser, "messages")
+    # every partition, merged by timestamp (the default), with a partition column
+    browser.get(url + "/topics/orders/messages?limit=30")
+    rows = [r.text.split() for r in browser.find_elements(By.CSS_SELECTOR, "#messages tbody tr")]
+    assert len(rows) == 30 and {r[0] for r in rows} == {"0", "1", "2"}
+    assert [int(r[4].removeprefix("order-")) for r in rows] == list(range(30))  # by time
+    browser.get(url + "/topics/orders/messages?partition=all&offset=latest&limit=3")
+    rows = [
+        r.text.split()[:2] for r in browser.find_elements(By.CSS_SELECTOR, "#messages tbody tr")
+    ]
+    assert rows == [["0", "9"], ["1", "9"], ["2", "9"]]  # orders 27, 28, 29
     # as hex, and a binary value shown as hex by itself
     browser.get(url + "/topics/orders/messages?partition=1&offset=2&limit=1&format=hex")
     assert "6f726465 722d37" in browser.find_element(By.ID, "messages").text  # "order-7"

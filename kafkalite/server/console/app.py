@@ -12,7 +12,7 @@ from kafkalite.server.console import actions, pages
 from kafkalite.server.console.deps import ConsoleDeps
 from kafkalite.server.console.http import HttpRequest, HttpResponse, HttpServer
 from kafkalite.server.console.markup import url
-from kafkalite.server.console.messages import FORMATS, browse
+from kafkalite.server.console.messages import FORMATS, BrowseResult, browse
 from kafkalite.server.console.sampler import (
     BrokerStateSource,
     FallbackSource,
@@ -37,6 +37,8 @@ _STATIC_FILES = (
     "uplot/LICENSE",
 )
 MAX_LIMIT = 500
+#: "all partitions" reads each partition: offered up to this many partitions
+ALL_PARTITIONS_MAX = 64
 _LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 
 
@@ -177,34 +179,41 @@ class ConsoleApp:
             return await self._messages(req, t)
         return self._not_found(f"No page at /topics/{'/'.join(rest)}.", "topics")
 
+    @staticmethod
+    def _start(log_: Any, offset_arg: str, ts_arg: str, limit: int) -> tuple[int, str | None]:
+        """Where to read from: a time, ``earliest``/``latest`` or an offset."""
+        start, note = log_.log_start_offset, None
+        if ts_arg:
+            try:
+                found = log_.fetch_offset_by_timestamp(actions.parse_time_ms(ts_arg))
+            except ValueError:
+                note = f"Not a time: {ts_arg} (use ms since the epoch or ISO 8601)."
+            else:
+                start = log_.high_watermark if found is None else found[0]
+                note = None if found is not None else f"No record at or after {ts_arg}."
+        elif offset_arg:
+            if offset_arg.lower() in ("latest", "newest", "end"):
+                start = log_.high_watermark - limit
+            elif offset_arg.lower() not in ("earliest", "beginning", "start"):
+                start = _int(offset_arg, log_.log_start_offset)
+        return max(start, log_.log_start_offset), note
+
     async def _messages(self, req: HttpRequest, t: Any) -> HttpResponse:
         deps = self.deps
         q = req.query
-        partition = _int(q.get("partition", "0"), 0)
-        if partition not in t.partitions:
-            partition = min(t.partitions, default=0)
         limit = min(max(_int(q.get("limit", "20"), 20), 1), MAX_LIMIT)
         fmt = q.get("format", "auto")
         fmt = fmt if fmt in FORMATS else "auto"
         offset_arg, ts_arg = q.get("offset", "").strip(), q.get("timestamp", "").strip()
+        if q.get("partition", "all") == "all" and len(t.partitions) <= ALL_PARTITIONS_MAX:
+            return await self._all_partitions(t, offset_arg, ts_arg, limit, fmt)
+        partition = _int(q.get("partition", "0"), 0)
+        if partition not in t.partitions:
+            partition = min(t.partitions, default=0)
         log_ = deps.leader_log(t.name, partition)
         result, note, start = None, None, 0
         if log_ is not None:
-            start = log_.log_start_offset
-            if ts_arg:
-                try:
-                    found = log_.fetch_offset_by_timestamp(actions.parse_time_ms(ts_arg))
-                except ValueError:
-                    note = f"Not a time: {ts_arg} (use ms since the epoch or ISO 8601)."
-                else:
-                    start = log_.high_watermark if found is None else found[0]
-                    note = None if found is not None else f"No record at or after {ts_arg}."
-            elif offset_arg:
-                if offset_arg.lower() in ("latest", "newest", "end"):
-                    start = max(log_.log_start_offset, log_.high_watermark - limit)
-                elif offset_arg.lower() not in ("earliest", "beginning", "start"):
-                    start = _int(offset_arg, log_.log_start_offset)
-            start = max(start, log_.log_start_offset)
+            start, note = self._start(log_, offset_arg, ts_arg, limit)
             result = await browse(log_, start, limit)
         leader = t.partitions[partition].leader if t.partitions else -1
         return self._html(
@@ -221,6 +230,48 @@ class ConsoleApp:
                 leader=leader,
                 start_offset=start,
                 note=note,
+            )
+        )
+
+    async def _all_partitions(
+        self, t: Any, offset_arg: str, ts_arg: str, limit: int, fmt: str
+    ) -> HttpResponse:
+        """Up to ``limit`` records of each partition led here, merged by timestamp: the
+        first ``limit`` of them, or the last for ``latest``."""
+        records, notes, elsewhere = [], [], []
+        for i in sorted(t.partitions):
+            log_ = self.deps.leader_log(t.name, i)
+            if log_ is None:
+                elsewhere.append(i)
+                continue
+            start, note = self._start(log_, offset_arg, ts_arg, limit)
+            if note and note not in notes:
+                notes.append(note)
+            r = await browse(log_, start, limit)
+            for rec in r.records:
+                rec.partition = i
+            records += r.records
+            if r.error:
+                notes.append(f"partition {i}: {r.error}")
+        records.sort(key=lambda r: (r.timestamp, r.partition, r.offset))
+        newest = offset_arg.lower() in ("latest", "newest", "end") and not ts_arg
+        records = records[-limit:] if newest else records[:limit]
+        if elsewhere:
+            notes.append(f"Partitions {', '.join(map(str, elsewhere))} are led by other brokers.")
+        return self._html(
+            pages.messages_page(
+                self.deps,
+                t,
+                read_only=self.read_only,
+                partition=None,
+                offset_arg=offset_arg,
+                timestamp_arg=ts_arg,
+                limit=limit,
+                fmt=fmt,
+                result=BrowseResult(records=records),
+                leader=-1,
+                start_offset=0,
+                note=" ".join(notes) or None,
             )
         )
 

@@ -35,6 +35,7 @@ class BrowsedRecord:
     key: bytes | None
     value: bytes | None
     headers: list[tuple[str, bytes | None]]
+    partition: int = -1
 
 
 @dataclass(slots=True)

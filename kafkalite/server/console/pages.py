@@ -485,7 +485,7 @@ def messages_page(
     t: TopicMetadata,
     *,
     read_only: bool,
-    partition: int,
+    partition: int | None,
     offset_arg: str,
     timestamp_arg: str,
     limit: int,
@@ -495,9 +495,12 @@ def messages_page(
     start_offset: int,
     note: str | None,
 ) -> Html:
+    """``partition`` None: every partition led here, merged by timestamp."""
     part_opts = [
         el("option", f"{i}", value=i, selected=i == partition) for i in sorted(t.partitions)
     ]
+    if len(t.partitions) <= 64:
+        part_opts.insert(0, el("option", "all", value="all", selected=partition is None))
     fmt_opts = [el("option", f, value=f, selected=f == fmt) for f in FORMATS]
     form = el(
         "form",
@@ -550,14 +553,13 @@ def messages_page(
     else:
         if result.error:
             body.append(el("p", result.error, class_="error"))
-        body.append(
-            el(
-                "p",
-                f"Partition {partition}: log start {result.log_start_offset}, "
-                f"high watermark {result.high_watermark}; {len(result.records)} records from offset {start_offset}.",
-                class_="note",
-            )
+        summary = (
+            f"All partitions led here, merged by timestamp: {len(result.records)} records."
+            if partition is None
+            else f"Partition {partition}: log start {result.log_start_offset}, "
+            f"high watermark {result.high_watermark}; {len(result.records)} records from offset {start_offset}."
         )
+        body.append(el("p", summary, class_="note"))
         rows = []
         for r in result.records:
             key, key_fmt = render_bytes(r.key, fmt)
@@ -573,6 +575,7 @@ def messages_page(
             ]
             rows.append(
                 [
+                    *([r.partition] if partition is None else []),
                     r.offset,
                     el(
                         "span",
@@ -584,9 +587,12 @@ def messages_page(
                     headers,
                 ]
             )
-        body.append(table(["Offset", "Timestamp", "Key", "Value", "Headers"], rows, id="messages"))
+        columns = ["Offset", "Timestamp", "Key", "Value", "Headers"]
+        if partition is None:
+            columns.insert(0, "Partition")
+        body.append(table(columns, rows, id="messages"))
 
-        def link(offset: int) -> str:
+        def link(offset: int | str) -> str:
             return url(
                 "topics",
                 t.name,
@@ -597,6 +603,17 @@ def messages_page(
                 format=fmt,
             )
 
+        if partition is None:
+            body.append(
+                el(
+                    "nav",
+                    el("a", "earliest", href=link("earliest")),
+                    " ",
+                    el("a", "newest", href=link("latest")),
+                    class_="pager",
+                )
+            )
+            return layout(f"Messages of {t.name}", body, active="topics", read_only=read_only)
         nav = [
             el("a", "← earlier", href=link(max(result.log_start_offset, start_offset - limit)))
             if start_offset > result.log_start_offset
