@@ -247,6 +247,24 @@ _DEFS: list[ConfigDef] = [
         "convert in kafkalite).",
         validator=one_of("disabled", "upgrade", "downgrade", "bidirectional"),
     ),
+    # share groups (KIP-932); group-level overrides are bounded by the min/max keys
+    ConfigDef("group.share.session.timeout.ms", "int", 45000, validator=at_least(1)),
+    ConfigDef("group.share.min.session.timeout.ms", "int", 45000, validator=at_least(1)),
+    ConfigDef("group.share.max.session.timeout.ms", "int", 60000, validator=at_least(1)),
+    ConfigDef("group.share.heartbeat.interval.ms", "int", 5000, validator=at_least(1)),
+    ConfigDef("group.share.min.heartbeat.interval.ms", "int", 5000, validator=at_least(1)),
+    ConfigDef("group.share.max.heartbeat.interval.ms", "int", 15000, validator=at_least(1)),
+    ConfigDef("group.share.max.size", "int", 200, validator=at_least(1)),
+    ConfigDef("group.share.assignors", "list", ["simple"], "Share group assignors (simple only)."),
+    ConfigDef("group.share.record.lock.duration.ms", "int", 30000, validator=at_least(1000)),
+    ConfigDef("group.share.min.record.lock.duration.ms", "int", 15000, validator=at_least(1000)),
+    ConfigDef("group.share.max.record.lock.duration.ms", "int", 60000, validator=at_least(1000)),
+    ConfigDef("group.share.delivery.count.limit", "int", 5, validator=at_least(2)),
+    ConfigDef("group.share.min.delivery.count.limit", "int", 2, validator=at_least(2)),
+    ConfigDef("group.share.max.delivery.count.limit", "int", 10, validator=at_least(2)),
+    ConfigDef("group.share.partition.max.record.locks", "int", 2000, validator=at_least(1)),
+    ConfigDef("group.share.max.share.sessions", "int", 2000, validator=at_least(1)),
+    ConfigDef("share.fetch.purgatory.purge.interval.requests", "int", 1000),
     ConfigDef("offsets.retention.minutes", "int", 10080, validator=at_least(1)),
     ConfigDef("offsets.retention.check.interval.ms", "long", 600000, validator=at_least(1)),
     ConfigDef("offsets.commit.timeout.ms", "int", 5000, validator=at_least(1)),
@@ -450,10 +468,11 @@ IGNORED_KAFKA_KEYS = frozenset(
         "eligible.leader.replicas.enable",
         "group.coordinator.rebalance.protocols",
         "group.coordinator.threads",
+        "group.share.enable",
     }
 )
 #: whole families of KRaft and share-group keys, ignored the same way
-IGNORED_KAFKA_PREFIXES = ("controller.quorum.", "share.coordinator.", "group.share.")
+IGNORED_KAFKA_PREFIXES = ("controller.quorum.", "share.coordinator.", "group.share.persister.")
 
 
 #: the per-listener connection limits Kafka takes with a ``listener.name.<name>.`` prefix

@@ -156,6 +156,24 @@ class ConsumerGroupCoordinator:
         self.classic = ClassicBridge(self)
 
     # ---- helpers ------------------------------------------------------------------
+    def _group_int(self, group_id: str, key: str, default: int) -> int:
+        """A GROUP config override (consumer.*), else the broker's value."""
+        v = self.gc.group_configs(group_id).get(key)
+        try:
+            return default if v is None else int(v)
+        except ValueError:
+            return default
+
+    def session_timeout_ms(self, group_id: str) -> int:
+        return self._group_int(
+            group_id, "consumer.session.timeout.ms", self.config.consumer_session_timeout_ms
+        )
+
+    def heartbeat_interval_ms(self, group_id: str) -> int:
+        return self._group_int(
+            group_id, "consumer.heartbeat.interval.ms", self.config.consumer_heartbeat_interval_ms
+        )
+
     @property
     def default_assignor(self) -> str:
         return self.config.consumer_assignors[0]
@@ -193,7 +211,7 @@ class ConsumerGroupCoordinator:
         member.session_timer = self._schedule(
             member.classic.session_timeout_ms
             if member.classic is not None
-            else self.config.consumer_session_timeout_ms,
+            else self.session_timeout_ms(gid),
             lambda: self._fence_if_current(gid, mid, None, "its session timed out"),
         )
 
@@ -478,7 +496,7 @@ class ConsumerGroupCoordinator:
             0,
             member_id=member.member_id,
             member_epoch=member.member_epoch,
-            heartbeat_interval_ms=self.config.consumer_heartbeat_interval_ms,
+            heartbeat_interval_ms=self.heartbeat_interval_ms(group.group_id),
             assignment=copy_assignment(member.assigned) if full or changed else None,
         )
 

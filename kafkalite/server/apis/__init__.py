@@ -35,6 +35,7 @@ from kafkalite.server.apis import (
     metadata,
     offset_for_leader_epoch,
     produce,
+    share,
     topics,
     transactions,
 )
@@ -89,6 +90,16 @@ from kafkalite.server.apis.list_offsets import handle_list_offsets
 from kafkalite.server.apis.metadata import MetadataDeps, handle_metadata
 from kafkalite.server.apis.offset_for_leader_epoch import handle_offset_for_leader_epoch
 from kafkalite.server.apis.produce import ProduceDeps, handle_produce
+from kafkalite.server.apis.share import (
+    ShareDeps,
+    handle_alter_share_group_offsets,
+    handle_delete_share_group_offsets,
+    handle_describe_share_group_offsets,
+    handle_share_acknowledge,
+    handle_share_fetch,
+    handle_share_group_describe,
+    handle_share_group_heartbeat,
+)
 from kafkalite.server.apis.topics import (
     TopicDeps,
     handle_create_partitions,
@@ -185,7 +196,14 @@ def _collaborators(s: BrokerServices | None) -> dict[str, Any] | None:
         topics.__name__: TopicDeps(s.config, cache, s.admin, s.quotas),
         client_quotas.__name__: ClientQuotaDeps(s.quotas.configs, s.quota_store),
         init_producer_id.__name__: InitProducerIdDeps(s.producer_ids, s.transaction_coordinator),
-        configs.__name__: ConfigDeps(s.broker_id, s.config, cache, s.admin, s.dynamic_config),
+        configs.__name__: ConfigDeps(
+            s.broker_id,
+            s.config,
+            cache,
+            s.admin,
+            s.dynamic_config,
+            group_coordinator=s.group_coordinator,
+        ),
         cluster.__name__: ClusterDeps(cache, s.log_manager),
         groups.__name__: GroupDeps(
             s.group_coordinator,
@@ -193,6 +211,7 @@ def _collaborators(s: BrokerServices | None) -> dict[str, Any] | None:
             s.clock_ms,
             _txn_coordinator_finder(s.transaction_coordinator),
         ),
+        share.__name__: ShareDeps(s.group_coordinator, cache),
         transactions.__name__: TxnDeps(
             s.transaction_coordinator,
             s.group_coordinator,
@@ -275,8 +294,22 @@ _TABLE: list[tuple[Any, int, int, Any, bool, str]] = [
         False,
         "state, producer id, duration and transactional id pattern filters",
     ),
-    (ApiKey.DESCRIBE_CONFIGS, 1, 4, handle_describe_configs, False, "topic and broker resources"),
-    (ApiKey.ALTER_CONFIGS, 0, 2, handle_alter_configs, True, "topic and broker resources"),
+    (
+        ApiKey.DESCRIBE_CONFIGS,
+        1,
+        4,
+        handle_describe_configs,
+        False,
+        "topic, broker and group resources",
+    ),
+    (
+        ApiKey.ALTER_CONFIGS,
+        0,
+        2,
+        handle_alter_configs,
+        True,
+        "topic, broker and group resources",
+    ),
     (ApiKey.DESCRIBE_LOG_DIRS, 1, 4, handle_describe_log_dirs, False, ""),
     (ApiKey.CREATE_PARTITIONS, 0, 3, handle_create_partitions, True, ""),
     (ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, handle_incremental_alter_configs, True, ""),
@@ -323,6 +356,41 @@ _TABLE: list[tuple[Any, int, int, Any, bool, str]] = [
         "KIP-848 consumer protocol; uniform and range server assignors; v1 regex",
     ),
     (ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 1, handle_consumer_group_describe, False, "KIP-848"),
+    (
+        ApiKey.SHARE_GROUP_HEARTBEAT,
+        1,
+        1,
+        handle_share_group_heartbeat,
+        True,
+        "KIP-932 share groups; simple assignor",
+    ),
+    (ApiKey.SHARE_GROUP_DESCRIBE, 1, 1, handle_share_group_describe, False, "KIP-932"),
+    (
+        ApiKey.SHARE_FETCH,
+        1,
+        2,
+        handle_share_fetch,
+        False,
+        "share sessions, record locks, long polling; v2 renew acknowledgements",
+    ),
+    (ApiKey.SHARE_ACKNOWLEDGE, 1, 2, handle_share_acknowledge, False, "KIP-932"),
+    (
+        ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
+        0,
+        1,
+        handle_describe_share_group_offsets,
+        False,
+        "share-partition start offsets and lag",
+    ),
+    (
+        ApiKey.ALTER_SHARE_GROUP_OFFSETS,
+        0,
+        0,
+        handle_alter_share_group_offsets,
+        True,
+        "empty groups",
+    ),
+    (ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, 0, handle_delete_share_group_offsets, True, ""),
     (
         ApiKey.ELECT_LEADERS,
         0,
@@ -419,6 +487,13 @@ _ERROR_RESPONSES: dict[int, ErrorResponseBuilder] = {
     ApiKey.OFFSET_FOR_LEADER_EPOCH: offset_for_leader_epoch.offset_for_leader_epoch_error_response,
     ApiKey.CONSUMER_GROUP_HEARTBEAT: groups.consumer_group_heartbeat_error_response,
     ApiKey.CONSUMER_GROUP_DESCRIBE: groups.consumer_group_describe_error_response,
+    ApiKey.SHARE_GROUP_HEARTBEAT: share.share_group_heartbeat_error_response,
+    ApiKey.SHARE_GROUP_DESCRIBE: share.share_group_describe_error_response,
+    ApiKey.SHARE_FETCH: share.share_fetch_error_response,
+    ApiKey.SHARE_ACKNOWLEDGE: share.share_acknowledge_error_response,
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: share.describe_share_group_offsets_error_response,
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: share.alter_share_group_offsets_error_response,
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: share.delete_share_group_offsets_error_response,
     ApiKey.ELECT_LEADERS: controller_requests.elect_leaders_error_response,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (
         controller_requests.alter_partition_reassignments_error_response
