@@ -283,8 +283,10 @@ class ShareGroupCoordinator:
 
     def _remove_member(self, group: ShareGroup, member: ShareMember) -> None:
         member.cancel_timers()
+        # its share sessions and acquired records are left alone, as in Kafka: a
+        # closing consumer leaves the group before its final ShareAcknowledge, and a
+        # dead one's records come back when their locks run out
         group.members.pop(member.member_id, None)
-        self.partitions.on_member_removed(group.group_id, member.member_id)
         group.subscription_metadata = {
             n: v for n, v in self._topics().items() if n in group.subscribed_topics()
         }

@@ -189,29 +189,33 @@ class SharePartition:
             data = plog.read(
                 self.end_offset, max_bytes, max_offset=limit, min_one_message=True
             ).read_bytes()
-            taken = False
             for pos, size in iter_batch_positions(data):
                 h = parse_header(data, pos)
                 if h.last_offset < self.end_offset:
                     continue
-                if taken and (budget <= 0 or room <= 0):
+                if budget <= 0 or room <= 0:
                     break
-                first = max(self.end_offset, h.base_offset)
-                self.end_offset = h.last_offset + 1
-                room -= h.last_offset + 1 - first
-                if h.is_control:
-                    continue  # markers are never delivered
-                taken = True
+                off = max(self.end_offset, h.base_offset)
+                if h.is_control:  # markers are never delivered
+                    room -= h.last_offset + 1 - off
+                    self.end_offset = h.last_offset + 1
+                    continue
                 batches[h.base_offset] = data[pos : pos + size]
-                for off in range(first, h.last_offset + 1):
+                # record-level: a big batch is shared out, not taken whole by one member
+                while off <= h.last_offset and budget > 0 and room > 0:
                     prior = self.restored.pop(off, None)
                     if prior is not None and prior[0] in TERMINAL:
                         self.records[off] = InFlight(prior[0], prior[1])
-                        continue
-                    count = (prior[1] if prior is not None else 0) + 1
-                    self.records[off] = InFlight(ACQUIRED, count, member_id, token)
-                    budget -= 1
-                    add(off, count)
+                    else:
+                        count = (prior[1] if prior is not None else 0) + 1
+                        self.records[off] = InFlight(ACQUIRED, count, member_id, token)
+                        budget -= 1
+                        add(off, count)
+                    off += 1
+                    room -= 1
+                self.end_offset = off
+                if off <= h.last_offset:
+                    break
         if ranges:
             self._timers[token] = asyncio.get_running_loop().call_later(
                 s.lock_duration_ms / 1000, self._lock_expired, token

@@ -250,13 +250,6 @@ class SharePartitionManager:
         for key in [k for k in self.sessions if k[0] == group_id]:
             del self.sessions[key]
 
-    def on_member_removed(self, group_id: str, member_id: str) -> None:
-        """A member left or was fenced: its session closes, its records are released."""
-        self.sessions.pop((group_id, member_id), None)
-        for (gid, _tp), sp in list(self.partitions.items()):
-            if gid == group_id:
-                sp.release_member(member_id)
-
     # ---- persistence ------------------------------------------------------------------------
     def _persist_later(self, sp: SharePartition) -> None:
         self._persist(sp)

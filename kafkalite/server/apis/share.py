@@ -249,7 +249,7 @@ async def handle_share_fetch(
                     "acknowledge_error_code": r.ack_error or 0,
                     "acknowledge_error_message": r.ack_message,
                     "current_leader": _leader(r),
-                    "records": r.records or None,
+                    "records": r.records,
                     "acquired_records": [
                         {
                             "first_offset": a.first_offset,
