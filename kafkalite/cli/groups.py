@@ -1,7 +1,8 @@
 """``kafkalite groups``: list, describe and reset the offsets of consumer groups of both
-types (classic and consumer), as ``kafka-consumer-groups.sh`` does.
+types (classic and consumer), as ``kafka-consumer-groups.sh`` does; share groups are
+listed and described too (members, start offsets and lag: :mod:`share_groups`).
 
-kafkalite groups --bootstrap-server HOST:PORT --list [--type classic|consumer] [--state S]
+kafkalite groups --bootstrap-server HOST:PORT --list [--type classic|consumer|share] [--state S]
 kafkalite groups --bootstrap-server HOST:PORT --describe --group G [--members]
 kafkalite groups --bootstrap-server HOST:PORT --reset-offsets --group G --topic T[:P,P]
                  (--to-earliest | --to-latest | --to-offset N | --to-datetime ISO)
@@ -15,6 +16,7 @@ import datetime
 import sys
 from typing import Any
 
+from kafkalite.cli.share_groups import describe_share_group
 from kafkalite.cli.wire_client import WireClient
 from kafkalite.coordinator.group.consumer_protocol import assigned_partitions
 
@@ -30,7 +32,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--describe", action="store_true")
     g.add_argument("--reset-offsets", action="store_true")
     p.add_argument("--group")
-    p.add_argument("--type", choices=("classic", "consumer"), help="--list: only this type")
+    p.add_argument(
+        "--type", choices=("classic", "consumer", "share"), help="--list: only this type"
+    )
     p.add_argument("--state", help="--list: only groups in this state")
     p.add_argument("--members", action="store_true", help="--describe: members, not offsets")
     p.add_argument("--topic", action="append", help="--reset-offsets: TOPIC or TOPIC:P,P")
@@ -193,6 +197,9 @@ def _list(cluster: _Cluster, args: argparse.Namespace) -> int:
 
 def _describe_cmd(cluster: _Cluster, args: argparse.Namespace) -> int:
     coord = cluster.coordinator(args.group)
+    shared = describe_share_group(coord, args.group, args.members)
+    if shared is not None:
+        return shared
     d = _describe(coord, args.group)
     error, committed = _committed(coord, args.group)
     if d is None and not committed:

@@ -27,6 +27,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from kafkalite.cli.admin import main
 from kafkalite.testing.embedded_broker import ThreadedBroker
 from tests.coordinator.wire import Wire
 
@@ -348,7 +349,15 @@ def test_group_config_resources(broker: ThreadedBroker) -> None:
     assert r.error_code == 0 and r.heartbeat_interval.total_seconds() == 7
 
 
-def test_admin_list_describe_alter_delete(broker: ThreadedBroker) -> None:
+def _cli(capsys: pytest.CaptureFixture[str], bs: str, *argv: str) -> str:
+    capsys.readouterr()
+    assert main(["groups", "--bootstrap-server", bs, *argv]) == 0
+    return capsys.readouterr().out
+
+
+def test_admin_list_describe_alter_delete(
+    broker: ThreadedBroker, capsys: pytest.CaptureFixture[str]
+) -> None:
     bs = broker.bootstrap_servers
     topic, group = _topic(broker), f"adm-{uuid.uuid4().hex[:6]}"
     _set_group_configs(bs, group, share_auto_offset_reset="earliest")
@@ -365,6 +374,16 @@ def test_admin_list_describe_alter_delete(broker: ThreadedBroker) -> None:
         [g] = d.groups
         assert (g.error_code, g.group_state, len(g.members)) == (0, "Stable", 1)
         assert g.members[0].assignment.topic_partitions[0].topic_name == topic
+        # the CLI lists and describes it, members and lag included
+        listed_cli = _cli(capsys, bs, "--list", "--type", "share")
+        assert (group, "share", "Stable") in {tuple(x.split()) for x in listed_cli.splitlines()}
+        out = _cli(capsys, bs, "--describe", "--group", group)
+        assert "TYPE share" in out and "STATE Stable" in out
+        assert [r.split() for r in out.splitlines() if r.startswith(topic)] == [
+            [topic, "0", "6", "0", "1"]
+        ]
+        out = _cli(capsys, bs, "--describe", "--group", group, "--members")
+        assert f"{topic}(0)" in out
         # not while it has members
         r = _wire(
             bs,
