@@ -43,6 +43,10 @@ def at_least(n: int | float) -> Callable[[Any], str | None]:
     return lambda v: None if v is None or v >= n else f"must be >= {n}"
 
 
+def between(lo: int, hi: int) -> Callable[[Any], str | None]:
+    return lambda v: None if v is None or lo <= v <= hi else f"must be in [{lo}, {hi}]"
+
+
 def one_of(*opts: str) -> Callable[[Any], str | None]:
     return lambda v: None if v is None or v in opts else f"must be one of {', '.join(opts)}"
 
@@ -256,13 +260,19 @@ _DEFS: list[ConfigDef] = [
     ConfigDef("group.share.max.heartbeat.interval.ms", "int", 15000, validator=at_least(1)),
     ConfigDef("group.share.max.size", "int", 200, validator=at_least(1)),
     ConfigDef("group.share.assignors", "list", ["simple"], "Share group assignors (simple only)."),
-    ConfigDef("group.share.record.lock.duration.ms", "int", 30000, validator=at_least(1000)),
-    ConfigDef("group.share.min.record.lock.duration.ms", "int", 15000, validator=at_least(1000)),
-    ConfigDef("group.share.max.record.lock.duration.ms", "int", 60000, validator=at_least(1000)),
-    ConfigDef("group.share.delivery.count.limit", "int", 5, validator=at_least(2)),
-    ConfigDef("group.share.min.delivery.count.limit", "int", 2, validator=at_least(2)),
-    ConfigDef("group.share.max.delivery.count.limit", "int", 10, validator=at_least(2)),
-    ConfigDef("group.share.partition.max.record.locks", "int", 2000, validator=at_least(1)),
+    ConfigDef(
+        "group.share.record.lock.duration.ms", "int", 30000, validator=between(1000, 3600000)
+    ),
+    ConfigDef(
+        "group.share.min.record.lock.duration.ms", "int", 15000, validator=between(1000, 30000)
+    ),
+    ConfigDef(
+        "group.share.max.record.lock.duration.ms", "int", 60000, validator=between(30000, 3600000)
+    ),
+    ConfigDef("group.share.delivery.count.limit", "int", 5, validator=between(2, 10)),
+    ConfigDef("group.share.min.delivery.count.limit", "int", 2, validator=between(2, 5)),
+    ConfigDef("group.share.max.delivery.count.limit", "int", 10, validator=between(5, 25)),
+    ConfigDef("group.share.partition.max.record.locks", "int", 2000, validator=between(100, 10000)),
     ConfigDef("group.share.max.share.sessions", "int", 2000, validator=at_least(1)),
     ConfigDef("share.fetch.purgatory.purge.interval.requests", "int", 1000),
     ConfigDef("offsets.retention.minutes", "int", 10080, validator=at_least(1)),

@@ -436,6 +436,8 @@ def test_share_session_errors(broker: ThreadedBroker) -> None:
     async def go() -> None:
         w = await Wire.connect(bs)
         try:
+            fc = await w.call(10, 4, {"key_type": 0, "coordinator_keys": ["sess"]})
+            assert fc.coordinators[0].error_code == 0
             hb = await w.call(
                 76,
                 1,
@@ -489,3 +491,82 @@ def test_share_session_errors(broker: ThreadedBroker) -> None:
             await w.close()
 
     asyncio.run(go())
+
+
+def test_partition_max_record_locks_bounds_acquisition(tmp_path: Any) -> None:
+    """group.share.partition.max.record.locks: no more in flight than that, until the
+    start offset moves past acknowledged records."""
+    b = ThreadedBroker(
+        tmp_path / "locks", **{**BROKER_CONFIG, "group.share.partition.max.record.locks": 100}
+    )
+    b.start()
+    try:
+        bs = b.bootstrap_servers
+        topic, group = _topic(b), "locks"
+        _set_group_configs(bs, group, share_auto_offset_reset="earliest")
+        _produce(bs, topic, 250)
+        kb = b._async.broker
+        assert kb is not None
+        tid = kb.metadata_cache.topics[topic].topic_id
+
+        def fetch(member: str, epoch: int, acks: list[Any] | None = None) -> dict[str, Any]:
+            return {
+                "group_id": group,
+                "member_id": member,
+                "share_session_epoch": epoch,
+                "max_wait": 0,
+                "min_bytes": 1,
+                "max_bytes": 1 << 20,
+                "max_records": 1000,
+                "batch_size": 1000,
+                "topics": [
+                    {
+                        "topic_id": tid,
+                        "partitions": [
+                            {"partition_index": 0, "acknowledgement_batches": acks or []}
+                        ],
+                    }
+                ],
+                "forgotten_topics_data": [],
+            }
+
+        def acquired(r: Any) -> list[tuple[int, int, int]]:
+            return [
+                (a.first_offset, a.last_offset, a.delivery_count)
+                for t in r.responses
+                for p in t.partitions
+                for a in p.acquired_records
+            ]
+
+        async def go() -> None:
+            w = await Wire.connect(bs)
+            try:
+                fc = await w.call(10, 4, {"key_type": 0, "coordinator_keys": [group]})
+                assert fc.coordinators[0].error_code == 0  # creates __consumer_offsets
+                for m in ("a", "b"):
+                    hb = await w.call(
+                        76,
+                        1,
+                        {
+                            "group_id": group,
+                            "member_id": m,
+                            "member_epoch": 0,
+                            "subscribed_topic_names": [topic],
+                        },
+                    )
+                    assert hb.error_code == 0
+                assert acquired(await w.call(78, 1, fetch("a", 0))) == [(0, 99, 1)]
+                assert acquired(await w.call(78, 1, fetch("b", 0))) == []  # at the limit
+                accept = [{"first_offset": 0, "last_offset": 49, "acknowledge_types": [1]}]
+                r = await w.call(78, 1, fetch("a", 1, accept))
+                assert r.responses[0].partitions[0].acknowledge_error_code == 0
+                assert acquired(r) == [(100, 149, 1)]  # the SPSO moved to 50
+                assert acquired(await w.call(78, 1, fetch("b", 1))) == []
+            finally:
+                await w.close()
+
+        asyncio.run(go())
+        [row] = _share_offsets(bs, group, topic, [0])
+        assert (row.start_offset, row.lag) == (50, 200)
+    finally:
+        b.stop()

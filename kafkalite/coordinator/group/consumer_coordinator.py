@@ -380,6 +380,10 @@ class ConsumerGroupCoordinator:
             )
         if container.consumer is not None:
             return container.consumer
+        if container.share is not None and not container.share.dead:
+            raise HeartbeatError(
+                ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group."
+            )
         if create and self.classic.can_upgrade(container):
             return self.classic.upgrade(container)
         if container.members or not container.is_state(GroupState.EMPTY):

@@ -309,6 +309,8 @@ class GroupCoordinator:
             group = self.manager.add_group(
                 GroupMetadata(req.group_id, GroupState.EMPTY, self.clock_ms())
             )
+        if group.share is not None and not group.share.dead:
+            return JoinGroupResult(member_id, ErrorCode.inconsistent_group_protocol)
         if group.consumer is not None:
             if not group.consumer.is_empty:
                 # a classic member of a consumer group: the broker assigns (KIP-848 migration)
@@ -892,6 +894,9 @@ class GroupCoordinator:
             group = self.manager.add_group(
                 GroupMetadata(group_id, GroupState.EMPTY, self.clock_ms())
             )
+        if group.share is not None and not group.share.dead:
+            # share groups have no committed offsets (their state is per share partition)
+            return dict.fromkeys(offsets, int(ErrorCode.group_id_not_found))
         if group.consumer is not None:
             error = self.consumer.validate_offset_commit(
                 group.consumer, member_id, generation_id, api_version

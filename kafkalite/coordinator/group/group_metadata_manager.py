@@ -169,6 +169,30 @@ class GroupConfig:
                 self.consumer_heartbeat_interval_ms,
                 self.consumer_max_heartbeat_interval_ms,
             ),
+            (
+                "group.share.session.timeout.ms",
+                self.share_min_session_timeout_ms,
+                self.share_session_timeout_ms,
+                self.share_max_session_timeout_ms,
+            ),
+            (
+                "group.share.heartbeat.interval.ms",
+                self.share_min_heartbeat_interval_ms,
+                self.share_heartbeat_interval_ms,
+                self.share_max_heartbeat_interval_ms,
+            ),
+            (
+                "group.share.record.lock.duration.ms",
+                self.share_min_record_lock_duration_ms,
+                self.share_record_lock_duration_ms,
+                self.share_max_record_lock_duration_ms,
+            ),
+            (
+                "group.share.delivery.count.limit",
+                self.share_min_delivery_count_limit,
+                self.share_delivery_count_limit,
+                self.share_max_delivery_count_limit,
+            ),
         ):
             if not lo <= v <= hi:
                 raise ConfigError(key, f"{v} must be between its min ({lo}) and max ({hi})")
