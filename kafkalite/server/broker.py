@@ -190,6 +190,9 @@ class KafkaBroker:
         self.group_coordinator.group_config_store = GroupConfigs(self.store)
         await self.group_coordinator.group_config_store.load()
         self.group_coordinator.startup()
+        self.channel.close_listeners.append(
+            self.group_coordinator.share.partitions.connection_closed
+        )
         self.txn_marker_sender = TxnMarkerSender(
             cache,
             cfg.inter_broker_listener,

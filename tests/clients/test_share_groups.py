@@ -220,7 +220,9 @@ _CHILD = textwrap.dedent(
 )
 
 
-def test_killed_consumer_records_come_back_after_the_lock(broker: ThreadedBroker) -> None:
+def test_killed_consumer_records_come_back(broker: ThreadedBroker) -> None:
+    """kill -9 of a member holding records: its connection drops, its share session
+    ends and the records go to another member (at the latest when the lock runs out)."""
     bs = broker.bootstrap_servers
     topic, group = _topic(broker), f"g-{uuid.uuid4().hex[:6]}"
     _set_group_configs(
@@ -249,7 +251,7 @@ def test_killed_consumer_records_come_back_after_the_lock(broker: ThreadedBroker
     offsets = sorted(m.offset() for m in got)
     assert offsets == list(range(50))  # none lost, none twice
     counts = {m.offset(): m.delivery_count() for m in got}
-    assert all(counts[o] == 2 for o in held)  # redelivered after the child's lock ran out
+    assert all(counts[o] == 2 for o in held)  # redelivered, counted
 
 
 def test_broker_restart_keeps_acknowledgements(tmp_path: Any) -> None:
@@ -570,3 +572,79 @@ def test_partition_max_record_locks_bounds_acquisition(tmp_path: Any) -> None:
         assert (row.start_offset, row.lag) == (50, 200)
     finally:
         b.stop()
+
+
+def test_lock_expiry_redelivers_to_another_member(broker: ThreadedBroker) -> None:
+    """Records acquired and never acknowledged come back when the lock runs out, with
+    the member's session still open."""
+    bs = broker.bootstrap_servers
+    topic, group = _topic(broker), f"lock-{uuid.uuid4().hex[:6]}"
+    _set_group_configs(
+        bs, group, share_auto_offset_reset="earliest", share_record_lock_duration_ms="1000"
+    )
+    _produce(bs, topic, 5)
+    kb = broker._async.broker
+    assert kb is not None
+    tid = kb.metadata_cache.topics[topic].topic_id
+
+    def fetch(member: str, wait_ms: int) -> dict[str, Any]:
+        return {
+            "group_id": group,
+            "member_id": member,
+            "share_session_epoch": 0,
+            "max_wait": wait_ms,
+            "min_bytes": 1,
+            "max_bytes": 1 << 20,
+            "max_records": 100,
+            "batch_size": 100,
+            "topics": [
+                {
+                    "topic_id": tid,
+                    "partitions": [{"partition_index": 0, "acknowledgement_batches": []}],
+                }
+            ],
+            "forgotten_topics_data": [],
+        }
+
+    async def go() -> None:
+        a, b = await Wire.connect(bs), await Wire.connect(bs)
+        try:
+            fc = await a.call(10, 4, {"key_type": 0, "coordinator_keys": [group]})
+            assert fc.coordinators[0].error_code == 0
+            for w, m in ((a, "a"), (b, "b")):
+                hb = await w.call(
+                    76,
+                    1,
+                    {
+                        "group_id": group,
+                        "member_id": m,
+                        "member_epoch": 0,
+                        "subscribed_topic_names": [topic],
+                    },
+                )
+                assert hb.error_code == 0
+            r = await a.call(78, 1, fetch("a", 0))
+            assert r.acquisition_lock_timeout.total_seconds() == 1
+            got = [
+                (x.first_offset, x.last_offset, x.delivery_count)
+                for t in r.responses
+                for p in t.partitions
+                for x in p.acquired_records
+            ]
+            assert got == [(0, 4, 1)]
+            t0 = time.monotonic()
+            # b long-polls: nothing to acquire until a's lock runs out
+            r = await b.call(78, 1, fetch("b", 5000))
+            got = [
+                (x.first_offset, x.last_offset, x.delivery_count)
+                for t in r.responses
+                for p in t.partitions
+                for x in p.acquired_records
+            ]
+            assert got == [(0, 4, 2)]
+            assert time.monotonic() - t0 >= 0.5
+        finally:
+            await a.close()
+            await b.close()
+
+    asyncio.run(go())

@@ -62,6 +62,8 @@ class ShareSession:
     member_id: str
     epoch: int = 1
     partitions: dict[SharePartitionKey, TopicPartition] = field(default_factory=dict)
+    #: the connection that opened it (its close ends the session)
+    connection: object = None
 
 
 @dataclass(slots=True)
@@ -306,7 +308,13 @@ class SharePartitionManager:
 
     # ---- sessions ---------------------------------------------------------------------------
     def _session(
-        self, group_id: str, member_id: str, epoch: int, *, for_fetch: bool
+        self,
+        group_id: str,
+        member_id: str,
+        epoch: int,
+        *,
+        for_fetch: bool,
+        connection: object = None,
     ) -> ShareSession | tuple[int, str]:
         key = (group_id, member_id)
         if epoch == INITIAL_EPOCH:
@@ -321,7 +329,7 @@ class SharePartitionManager:
                     int(ErrorCode.share_session_limit_reached),
                     "The share session cache is full.",
                 )
-            fresh = ShareSession(group_id, member_id)
+            fresh = ShareSession(group_id, member_id, connection=connection)
             self.sessions[key] = fresh
             return fresh
         s = self.sessions.get(key)
@@ -336,6 +344,12 @@ class SharePartitionManager:
             )
         s.epoch = next_epoch(s.epoch)
         return s
+
+    def connection_closed(self, connection: object) -> None:
+        """Kafka's share-session disconnect listener: a client gone without closing its
+        session gets its acquired records released now, not when their locks run out."""
+        for s in [s for s in self.sessions.values() if s.connection is connection]:
+            self._close_session(s)
 
     def _close_session(self, s: ShareSession) -> None:
         self.sessions.pop((s.group_id, s.member_id), None)
@@ -387,6 +401,7 @@ class SharePartitionManager:
         max_records: int,
         max_bytes: int,
         allow_renew: bool,
+        connection: object = None,
     ) -> FetchOutcome:
         lock_ms = self.settings_for(group_id)().lock_duration_ms
         has_acks = any(batches for _, _, batches in topics)
@@ -396,7 +411,7 @@ class SharePartitionManager:
             )
         if epoch == FINAL_EPOCH and any(tp is not None and not b for _, tp, b in topics):
             pass  # partitions to fetch in a closing request are ignored
-        s = self._session(group_id, member_id, epoch, for_fetch=True)
+        s = self._session(group_id, member_id, epoch, for_fetch=True, connection=connection)
         if isinstance(s, tuple):
             return FetchOutcome(s[0], s[1], lock_ms)
         for pkey in forgotten:

@@ -234,6 +234,7 @@ async def handle_share_fetch(
                 int(req.max_records),
                 int(req.max_bytes),
                 allow_renew=ctx.api_version >= 2 and bool(getattr(req, "is_renew_ack", False)),
+                connection=ctx.connection,
             )
         except ShareError as e:
             outcome = FetchOutcome(e.code, e.message)
