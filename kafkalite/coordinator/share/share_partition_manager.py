@@ -409,8 +409,11 @@ class SharePartitionManager:
             return FetchOutcome(
                 int(ErrorCode.invalid_request), "Acknowledge data present on initial ShareFetch."
             )
-        if epoch == FINAL_EPOCH and any(tp is not None and not b for _, tp, b in topics):
-            pass  # partitions to fetch in a closing request are ignored
+        if epoch == FINAL_EPOCH and any(not b for _, _, b in topics):
+            # a closing request fetches nothing (Kafka's newContext)
+            return FetchOutcome(
+                int(ErrorCode.invalid_request), "ShareFetch with the final epoch fetches nothing."
+            )
         s = self._session(group_id, member_id, epoch, for_fetch=True, connection=connection)
         if isinstance(s, tuple):
             return FetchOutcome(s[0], s[1], lock_ms)
