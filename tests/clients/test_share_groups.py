@@ -328,11 +328,16 @@ def test_group_config_resources(broker: ThreadedBroker) -> None:
         ("share.record.lock.duration.ms", "500", "greater than or equal to"),
         ("share.auto.offset.reset", "none", "String must be one of"),
         ("share.nonsense", "1", "Unknown group config name"),
+        ("share.auto.offset.reset", "by_duration:1h", "ISO 8601"),
+        ("share.partition.max.record.locks", "50", "greater than or equal to"),
     ):
         with pytest.raises(KafkaException) as e:
             _set_group_configs(bs, group, **{key.replace(".", "_"): value})
         assert e.value.args[0].code() == 40  # INVALID_CONFIG
         assert message in str(e.value)
+    _set_group_configs(bs, group, share_auto_offset_reset="by_duration:PT1H")
+    [f] = admin.describe_configs([ConfigResource(ResourceType.GROUP, group)]).values()
+    assert f.result(15)["share.auto.offset.reset"].value == "by_duration:PT1H"
     # consumer.heartbeat.interval.ms takes effect in the KIP-848 coordinator
     _set_group_configs(bs, group, consumer_heartbeat_interval_ms="7000")
     r = _wire(

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from kafkalite.coordinator.share.iso_duration import parse_duration_ms
 from kafkalite.metadata import zk_data
 from kafkalite.metadata.store import NoNodeError
 from kafkalite.protocol.errors import ErrorCode, KafkaError
@@ -28,7 +29,7 @@ CONFIG_GROUPS = "/config/groups"
 GROUP = 32
 SRC_GROUP = 8  # DescribeConfigsResponse.ConfigSource GROUP_CONFIG
 SRC_DEFAULT = 5
-_INT, _STRING = 3, 2  # ConfigType
+_BOOLEAN, _STRING, _INT = 1, 2, 3  # ConfigType
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,11 +90,26 @@ GROUP_CONFIG_DEFS: dict[str, GroupConfigDef] = {
             doc="The maximum number of delivery attempts for a record delivered to a share group.",
         ),
         GroupConfigDef(
+            "share.partition.max.record.locks",
+            _INT,
+            lambda c: c.share_partition_max_record_locks,
+            lambda c: (100, c.share_partition_max_record_locks),
+            doc="Share-group record lock limit per share-partition.",
+        ),
+        GroupConfigDef(
             "share.auto.offset.reset",
             _STRING,
             lambda c: "latest",
-            choices=("latest", "earliest"),
-            doc="The strategy to initialize the share-partition start offset.",
+            choices=("latest", "earliest", "by_duration:<ISO 8601 duration>"),
+            doc="The strategy to initialize the share-partition start offset: earliest, "
+            "latest, or by_duration:<duration> (ISO 8601, e.g. PT1H).",
+        ),
+        GroupConfigDef(
+            "share.renew.acknowledge.enable",
+            _BOOLEAN,
+            lambda c: "true",
+            choices=("true", "false"),
+            doc="Whether the renew acknowledge type is enabled for the share group.",
         ),
         GroupConfigDef(
             "share.isolation.level",
@@ -113,6 +129,7 @@ _BOUND_KEYS = {
     "share.heartbeat.interval.ms": "group.share.{}.heartbeat.interval.ms",
     "share.record.lock.duration.ms": "group.share.{}.record.lock.duration.ms",
     "share.delivery.count.limit": "group.share.{}.delivery.count.limit",
+    "share.partition.max.record.locks": "group.share.partition.max.record.locks ({})",
 }
 
 
@@ -148,6 +165,13 @@ def validate(configs: Mapping[str, Any], bounds: GroupConfig) -> dict[str, str]:
                     f"{name} must be less than or equal to {_BOUND_KEYS[name].format('max')}"
                 )
             out[name] = str(n)
+        elif name == "share.auto.offset.reset" and text.lower().startswith("by_duration:"):
+            if parse_duration_ms(text.split(":", 1)[1]) is None:
+                raise _invalid(
+                    f"Invalid value {value} for configuration {name}: by_duration must be "
+                    "followed by a non-negative ISO 8601 duration (PnDTnHnMn.nS)"
+                )
+            out[name] = "by_duration:" + text.split(":", 1)[1].upper()
         else:
             low = text.lower()
             if low not in d.choices:

@@ -22,11 +22,13 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kafkalite.common.types import TopicPartition
+from kafkalite.coordinator.share.iso_duration import parse_duration_ms
 from kafkalite.coordinator.share.share_codec import ShareSnapshot, StateBatch
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.record_batch import iter_batch_positions, parse_header
@@ -79,6 +81,7 @@ class Settings:
     max_record_locks: int
     auto_offset_reset: str
     read_committed: bool
+    renew_enabled: bool = True
 
 
 class SharePartition:
@@ -128,6 +131,12 @@ class SharePartition:
         reset = self.settings().auto_offset_reset
         if reset == "earliest":
             return plog.log_start_offset
+        if reset.startswith("by_duration:"):
+            ms = parse_duration_ms(reset.split(":", 1)[1])
+            if ms is not None:
+                found = plog.fetch_offset_by_timestamp(int(time.time() * 1000) - ms)
+                if found is not None:
+                    return min(found[0], self._fetch_limit(plog))
         return self._fetch_limit(plog)
 
     def _fetch_limit(self, plog: Log) -> int:

@@ -185,9 +185,10 @@ class SharePartitionManager:
             return Settings(
                 num("share.record.lock.duration.ms", cfg.share_record_lock_duration_ms),
                 num("share.delivery.count.limit", cfg.share_delivery_count_limit),
-                cfg.share_partition_max_record_locks,
+                num("share.partition.max.record.locks", cfg.share_partition_max_record_locks),
                 str(overrides.get("share.auto.offset.reset") or "latest").lower(),
                 str(overrides.get("share.isolation.level") or "") == "read_committed",
+                str(overrides.get("share.renew.acknowledge.enable") or "true") == "true",
             )
 
         return settings
@@ -376,7 +377,7 @@ class SharePartitionManager:
                 continue
             try:
                 sp = self._share_partition(group_id, tp, pkey[0])
-                sp.acknowledge(member_id, batches, allow_renew)
+                sp.acknowledge(member_id, batches, allow_renew and sp.settings().renew_enabled)
                 pending.append((pkey, self._persist(sp)))
                 out[pkey] = (0, None)
             except ShareError as e:
