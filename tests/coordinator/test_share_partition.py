@@ -180,3 +180,24 @@ def test_log_start_moving_past_the_start_offset() -> None:
         assert sp.start_offset == 3
 
     _run(body)
+
+
+def test_records_delivered_to_the_limit_before_a_restart_are_archived() -> None:
+    def body() -> None:
+        log = FakeLog()
+        log.append(2)
+        snap = share_codec.ShareSnapshot(0, 0, [share_codec.StateBatch(0, 0, 0, 3)])
+        sp = SharePartition(
+            "g",
+            ("t", 0),
+            uuid.uuid4(),
+            lambda: Settings(60_000, 3, 100, "earliest", False),
+            lambda _s: None,
+            lambda _s: None,
+        )
+        sp.initialize(snap, log)  # type: ignore[arg-type]
+        _, got = sp.acquire("a", 10, 1 << 20, log)  # type: ignore[arg-type]
+        assert [(r.first_offset, r.last_offset, r.delivery_count) for r in got] == [(1, 1, 1)]
+        assert sp.start_offset == 1
+
+    _run(body)

@@ -215,6 +215,9 @@ class SharePartition:
                     prior = self.restored.pop(off, None)
                     if prior is not None and prior[0] in TERMINAL:
                         self.records[off] = InFlight(prior[0], prior[1])
+                    elif prior is not None and prior[1] >= s.delivery_count_limit:
+                        # delivered to the limit before a restart, never acknowledged
+                        self.records[off] = InFlight(ARCHIVED, prior[1])
                     else:
                         count = (prior[1] if prior is not None else 0) + 1
                         self.records[off] = InFlight(ACQUIRED, count, member_id, token)
