@@ -119,15 +119,17 @@ def test_four_consumers_share_two_partitions_exactly_once(broker: ThreadedBroker
     bs = broker.bootstrap_servers
     topic, group, total = _topic(broker, 2), f"g-{uuid.uuid4().hex[:6]}", 10_000
     _set_group_configs(bs, group, share_auto_offset_reset="earliest")
-    _produce(bs, topic, total, partitions=2)
     seen: list[Counter[tuple[int, int]]] = [Counter() for _ in range(4)]
     done = threading.Event()
+    joined = threading.Barrier(5, timeout=60)
     errors: list[str] = []
 
     def run(i: int) -> None:
         c = _consumer(bs, group, **{"max.poll.records": 200})
         try:
             c.subscribe([topic])
+            assert not c.poll(0.5)  # joined, its share session open, nothing yet
+            joined.wait()
             while not done.is_set():
                 for m in c.poll(0.5):
                     if m.error():
@@ -146,6 +148,8 @@ def test_four_consumers_share_two_partitions_exactly_once(broker: ThreadedBroker
     threads = [threading.Thread(target=run, args=(i,)) for i in range(4)]
     for t in threads:
         t.start()
+    joined.wait()
+    _produce(bs, topic, total, partitions=2)  # every member is waiting for it
     done.wait(90)
     done.set()
     for t in threads:
