@@ -342,8 +342,31 @@ def test_group_config_resources(broker: ThreadedBroker) -> None:
     _set_group_configs(bs, group, share_auto_offset_reset="by_duration:PT1H")
     [f] = admin.describe_configs([ConfigResource(ResourceType.GROUP, group)]).values()
     assert f.result(15)["share.auto.offset.reset"].value == "by_duration:PT1H"
+    # AlterConfigs (33) replaces a group's whole set
+    r = _wire(
+        bs,
+        33,
+        2,
+        {
+            "resources": [
+                {
+                    "resource_type": 32,
+                    "resource_name": group,
+                    "configs": [{"name": "share.delivery.count.limit", "value": "3"}],
+                }
+            ],
+            "validate_only": False,
+        },
+    )
+    assert r.responses[0].error_code == 0
+    [f] = admin.describe_configs([ConfigResource(ResourceType.GROUP, group)]).values()
+    entries = f.result(15)
+    assert entries["share.delivery.count.limit"].value == "3"
+    assert entries["share.auto.offset.reset"].value == "latest"  # the old override is gone
     # consumer.heartbeat.interval.ms takes effect in the KIP-848 coordinator
     _set_group_configs(bs, group, consumer_heartbeat_interval_ms="7000")
+    fc = _wire(bs, 10, 4, {"key_type": 0, "coordinator_keys": [group]})
+    assert fc.coordinators[0].error_code == 0  # __consumer_offsets exists
     r = _wire(
         bs,
         68,
