@@ -16,7 +16,7 @@ import datetime
 import sys
 from typing import Any
 
-from kafkalite.cli.share_groups import describe_share_group
+from kafkalite.cli.share_groups import describe_share_group, is_share_group, reset_share_offsets
 from kafkalite.cli.wire_client import WireClient
 from kafkalite.coordinator.group.consumer_protocol import assigned_partitions
 
@@ -264,11 +264,12 @@ def _reset(cluster: _Cluster, args: argparse.Namespace) -> int:
         ps = [int(p) for p in parts.split(",")] if parts else cluster.partitions[name]
         tps += [(name, p) for p in ps]
     coord = cluster.coordinator(args.group)
-    d = _describe(coord, args.group)
-    if d is not None and d["members"]:
+    share, busy = is_share_group(coord, args.group)
+    d = None if share else _describe(coord, args.group)
+    if busy or (d is not None and d["members"]):
         print(
             f"Error: Assignments can only be reset if the group '{args.group}' is inactive, "
-            f"but the current state is {d['state']}.",
+            f"but the current state is {'Stable' if busy or d is None else d['state']}.",
             file=sys.stderr,
         )
         return 1
@@ -291,6 +292,8 @@ def _reset(cluster: _Cluster, args: argparse.Namespace) -> int:
         print(f"{args.group:<30} {tp[0]:<30} {tp[1]:>9} {target.get(tp, '-')}")
     if not args.execute:
         return 0
+    if share:
+        return reset_share_offsets(coord, args.group, target)
     topics: dict[str, list[dict[str, Any]]] = {}
     for (t, p), off in target.items():
         topics.setdefault(t, []).append(

@@ -1,9 +1,12 @@
-"""``kafkalite groups --describe`` of a share group (KIP-932): its members, the
+"""``kafkalite groups`` for share groups (KIP-932): ``--describe`` shows the members, the
 partitions each may read (every member may read every subscribed partition) and per
 share partition the start offset (SPSO) and lag, from ShareGroupDescribe (77) and
-DescribeShareGroupOffsets (90)."""
+DescribeShareGroupOffsets (90); ``--reset-offsets`` of an empty share group moves its
+start offsets with AlterShareGroupOffsets (91)."""
 
 from __future__ import annotations
+
+import sys
 
 from kafkalite.cli.wire_client import WireClient
 
@@ -55,3 +58,46 @@ def describe_share_group(coord: WireClient, group: str, members_only: bool) -> i
                 f"{lag if lag >= 0 else '-':>8} {readers}"
             )
     return 0
+
+
+ALTER_SHARE_GROUP_OFFSETS = 91
+
+
+def is_share_group(coord: WireClient, group: str) -> tuple[bool, bool]:
+    """(a share group, it has members)."""
+    if SHARE_GROUP_DESCRIBE not in coord.versions:
+        return False, False
+    r = coord.call(
+        SHARE_GROUP_DESCRIBE,
+        coord.version_for(SHARE_GROUP_DESCRIBE, 1),
+        {"group_ids": [group], "include_authorized_operations": False},
+    )
+    g = r.groups[0]
+    return (not g.error_code, bool(g.members))
+
+
+def reset_share_offsets(coord: WireClient, group: str, target: dict[tuple[str, int], int]) -> int:
+    """AlterShareGroupOffsets: the share partitions start at ``target``."""
+    topics: dict[str, list[dict[str, int]]] = {}
+    for (t, p), off in target.items():
+        topics.setdefault(t, []).append({"partition_index": p, "start_offset": off})
+    r = coord.call(
+        ALTER_SHARE_GROUP_OFFSETS,
+        coord.version_for(ALTER_SHARE_GROUP_OFFSETS, 0),
+        {
+            "group_id": group,
+            "topics": [{"topic_name": t, "partitions": ps} for t, ps in topics.items()],
+        },
+    )
+    if r.error_code:
+        print(f"Error: {r.error_code.name} {r.error_message or ''}".rstrip(), file=sys.stderr)
+        return 1
+    failed = [
+        (t.topic_name, p.partition_index, p.error_code.name)
+        for t in r.responses
+        for p in t.partitions
+        if p.error_code
+    ]
+    for t, p, e in failed:
+        print(f"Error: {t}-{p}: {e}", file=sys.stderr)
+    return 1 if failed else 0

@@ -433,6 +433,19 @@ def test_admin_list_describe_alter_delete(
         assert r.error_code == 68  # NON_EMPTY_GROUP
     finally:
         c.close()
+    _cli(
+        capsys,
+        bs,
+        "--reset-offsets",
+        "--group",
+        group,
+        "--topic",
+        topic,
+        "--to-earliest",
+        "--execute",
+    )
+    [row] = _share_offsets(bs, group, topic, [0])
+    assert (row.start_offset, row.lag) == (0, 6)
     r = _wire(
         bs,
         91,
