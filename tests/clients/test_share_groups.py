@@ -693,3 +693,39 @@ def test_lock_expiry_redelivers_to_another_member(broker: ThreadedBroker) -> Non
             await b.close()
 
     asyncio.run(go())
+
+
+def test_share_isolation_level_read_committed(broker: ThreadedBroker) -> None:
+    """share.isolation.level=read_committed: an aborted transaction's records are never
+    delivered; read_uncommitted delivers them."""
+    bs = broker.bootstrap_servers
+    topic = _topic(broker)
+    committed, uncommitted = f"rc-{uuid.uuid4().hex[:6]}", f"ru-{uuid.uuid4().hex[:6]}"
+    _set_group_configs(
+        bs, committed, share_auto_offset_reset="earliest", share_isolation_level="read_committed"
+    )
+    _set_group_configs(bs, uncommitted, share_auto_offset_reset="earliest")
+    p = Producer({"bootstrap.servers": bs, "transactional.id": f"tx-{topic}"})
+    p.init_transactions(15)
+    p.begin_transaction()
+    for i in range(3):
+        p.produce(topic, value=b"aborted-%d" % i, partition=0)
+    p.flush(15)
+    p.abort_transaction(15)
+    p.begin_transaction()
+    for i in range(2):
+        p.produce(topic, value=b"committed-%d" % i, partition=0)
+    p.commit_transaction(15)
+    rc, ru = _consumer(bs, committed), _consumer(bs, uncommitted)
+    try:
+        rc.subscribe([topic])
+        ru.subscribe([topic])
+        got_rc = _poll_until(rc, 2) + _poll_until(rc, 1, timeout=1.5)
+        got_ru = _poll_until(ru, 5)
+    finally:
+        rc.close()
+        ru.close()
+    assert [m.value() for m in got_rc] == [b"committed-0", b"committed-1"]
+    assert sorted(m.value() for m in got_ru) == sorted(
+        [b"aborted-0", b"aborted-1", b"aborted-2", b"committed-0", b"committed-1"]
+    )

@@ -198,6 +198,14 @@ class SharePartition:
             data = plog.read(
                 self.end_offset, max_bytes, max_offset=limit, min_one_message=True
             ).read_bytes()
+            aborted = (
+                [
+                    (t.producer_id, t.first_offset, t.last_offset)
+                    for t in plog.collect_aborted_transactions(self.end_offset, limit)
+                ]
+                if s.read_committed
+                else []
+            )
             for pos, size in iter_batch_positions(data):
                 h = parse_header(data, pos)
                 if h.last_offset < self.end_offset:
@@ -206,6 +214,16 @@ class SharePartition:
                     break
                 off = max(self.end_offset, h.base_offset)
                 if h.is_control:  # markers are never delivered
+                    room -= h.last_offset + 1 - off
+                    self.end_offset = h.last_offset + 1
+                    continue
+                if h.is_transactional and any(
+                    pid == h.producer_id and first <= h.base_offset <= last
+                    for pid, first, last in aborted
+                ):
+                    # read_committed: an aborted transaction's records are archived
+                    for o in range(off, h.last_offset + 1):
+                        self.records[o] = InFlight(ARCHIVED)
                     room -= h.last_offset + 1 - off
                     self.end_offset = h.last_offset + 1
                     continue
