@@ -24,6 +24,7 @@ from confluent_kafka.admin import (
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
+    ConfigSource,
     ResourceType,
 )
 
@@ -328,6 +329,11 @@ def test_group_config_resources(broker: ThreadedBroker) -> None:
     assert entries["share.record.lock.duration.ms"].value == "5000"
     assert entries["share.auto.offset.reset"].value == "latest"
     assert entries["consumer.session.timeout.ms"].value == "45000"
+    # the source: the group's override, else its broker synonym (set in the file or not)
+    assert entries["share.record.lock.duration.ms"].source == ConfigSource.GROUP_CONFIG.value
+    assert entries["consumer.session.timeout.ms"].source == ConfigSource.DEFAULT_CONFIG.value
+    session = entries["share.session.timeout.ms"]
+    assert (session.value, session.source) == ("20000", ConfigSource.STATIC_BROKER_CONFIG.value)
     for key, value, message in (
         ("share.record.lock.duration.ms", "500", "greater than or equal to"),
         ("share.auto.offset.reset", "none", "String must be one of"),

@@ -121,6 +121,17 @@ GROUP_CONFIG_DEFS: dict[str, GroupConfigDef] = {
     )
 }
 
+#: the broker config each group config defaults to (Kafka's ALL_GROUP_CONFIG_SYNONYMS)
+BROKER_SYNONYMS = {
+    "consumer.session.timeout.ms": "group.consumer.session.timeout.ms",
+    "consumer.heartbeat.interval.ms": "group.consumer.heartbeat.interval.ms",
+    "share.session.timeout.ms": "group.share.session.timeout.ms",
+    "share.heartbeat.interval.ms": "group.share.heartbeat.interval.ms",
+    "share.record.lock.duration.ms": "group.share.record.lock.duration.ms",
+    "share.delivery.count.limit": "group.share.delivery.count.limit",
+    "share.partition.max.record.locks": "group.share.partition.max.record.locks",
+}
+
 #: Kafka's bound key names, for its error messages
 _BOUND_KEYS = {
     "consumer.session.timeout.ms": "group.consumer.{}.session.timeout.ms",
@@ -236,16 +247,26 @@ class GroupConfigs:
         keys: set[str] | None,
         include_synonyms: bool,
         include_docs: bool,
+        broker_source: Callable[[str], int] = lambda _key: SRC_DEFAULT,
     ) -> list[dict[str, Any]]:
+        """Every group config; an unset one takes its broker synonym's value and source
+        (``broker_source``: static/dynamic broker config or Kafka's default)."""
         overrides = self.get(group_id)
         out = []
         for d in GROUP_CONFIG_DEFS.values():
             if keys is not None and d.name not in keys:
                 continue
             default = str(d.default(bounds))
+            synonyms = []
+            if d.name in overrides:
+                synonyms.append({"name": d.name, "value": overrides[d.name], "source": SRC_GROUP})
+            broker_key = BROKER_SYNONYMS.get(d.name)
+            if broker_key is not None:
+                synonyms.append(
+                    {"name": broker_key, "value": default, "source": broker_source(broker_key)}
+                )
             value = overrides.get(d.name, default)
-            source = SRC_GROUP if d.name in overrides else SRC_DEFAULT
-            synonyms = [{"name": d.name, "value": value, "source": source}]
+            source = synonyms[0]["source"] if synonyms else SRC_DEFAULT
             out.append(
                 {
                     "name": d.name,

@@ -120,7 +120,14 @@ def handle_describe_configs(
                 )
             elif rtype == GROUP:
                 store, bounds = _group_store(deps, name)
-                configs = store.describe(name, bounds, keys, include_synonyms, include_docs)
+                configs = store.describe(
+                    name,
+                    bounds,
+                    keys,
+                    include_synonyms,
+                    include_docs,
+                    lambda key: SRC_STATIC_BROKER if deps.config.is_explicit(key) else SRC_DEFAULT,
+                )
             elif rtype == BROKER_LOGGER:
                 if not name:
                     raise KafkaError(ErrorCode.invalid_request, "Broker id must not be empty")
