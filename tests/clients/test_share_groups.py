@@ -437,6 +437,11 @@ def test_admin_list_describe_alter_delete(
             },
         )
         assert r.error_code == 68  # NON_EMPTY_GROUP
+        admin = AdminClient({"bootstrap.servers": bs})
+        with pytest.raises(KafkaException) as e:
+            for f in admin.delete_consumer_groups([group]).values():
+                f.result(15)
+        assert e.value.args[0].code() == 68  # DeleteGroups of a live share group
     finally:
         c.close()
     _cli(
