@@ -17,6 +17,8 @@ from kafkalite.coordinator.share.share_partition import (
     ACK_GAP,
     ACK_REJECT,
     ACK_RELEASE,
+    ACK_RENEW,
+    ACQUIRED,
     Settings,
     ShareError,
     SharePartition,
@@ -199,5 +201,27 @@ def test_records_delivered_to_the_limit_before_a_restart_are_archived() -> None:
         _, got = sp.acquire("a", 10, 1 << 20, log)  # type: ignore[arg-type]
         assert [(r.first_offset, r.last_offset, r.delivery_count) for r in got] == [(1, 1, 1)]
         assert sp.start_offset == 1
+
+    _run(body)
+
+
+def test_renew_moves_the_lock_to_a_new_acquisition() -> None:
+    """RENEW (v2): the records stay acquired when their first lock runs out."""
+
+    def body() -> None:
+        log = FakeLog()
+        log.append(2)
+        sp, _ = _partition(log)
+        sp.acquire("a", 10, 1 << 20, log)  # type: ignore[arg-type]
+        first = sp.records[0].token
+        with pytest.raises(ShareError) as e:
+            sp.acknowledge("a", [(0, 1, (ACK_RENEW,))], False)  # RENEW needs v2
+        assert e.value.code == ErrorCode.invalid_request
+        sp.acknowledge("a", [(0, 1, (ACK_RENEW,))], True)
+        sp._lock_expired(first)  # the old lock's timer fires: nothing released
+        assert [r.state for r in sp.records.values()] == [ACQUIRED, ACQUIRED]
+        sp._lock_expired(sp.records[0].token)  # the renewed lock runs out
+        assert sp.n_available == 2
+        sp.close()
 
     _run(body)
