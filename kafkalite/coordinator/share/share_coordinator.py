@@ -360,9 +360,6 @@ class ShareGroupCoordinator:
         )
 
     # ---- lifecycle ----------------------------------------------------------------------------
-    def on_loaded(self, container: GroupMetadata) -> None:
-        pass  # members are not persisted: they rejoin
-
     @staticmethod
     def on_unloaded(container: GroupMetadata) -> None:
         group = container.share

@@ -23,11 +23,10 @@ import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kafkalite.common.types import TopicPartition
 from kafkalite.coordinator.share import share_codec
-from kafkalite.coordinator.share.share_codec import ShareSnapshot
 from kafkalite.coordinator.share.share_partition import (
     AcquiredRange,
     Settings,
@@ -255,6 +254,7 @@ class SharePartitionManager:
 
     # ---- persistence ------------------------------------------------------------------------
     def _persist_later(self, sp: SharePartition) -> None:
+        """A change nobody waits for (a lock ran out, a session closed)."""
         self._persist(sp)
 
     def _persist(self, sp: SharePartition) -> asyncio.Future[int]:
@@ -577,12 +577,4 @@ class SharePartitionManager:
         return await self.gc.manager.store_records(container.group_id, records)
 
 
-def snapshot_from_bytes(value: bytes) -> ShareSnapshot | None:
-    try:
-        return share_codec.decode_snapshot(value)
-    except share_codec.ShareCodecError as e:
-        log.warning("skipping an undecodable share snapshot: %s", e)
-        return None
-
-
-__all__ = ["FetchOutcome", "PartitionResult", "SharePartitionManager", "Any"]
+__all__ = ["FetchOutcome", "PartitionResult", "SharePartitionManager"]
