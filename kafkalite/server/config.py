@@ -194,6 +194,13 @@ _DEFS: list[ConfigDef] = [
     ),
     # topics
     ConfigDef("auto.create.topics.enable", "bool", True, dynamic=True),
+    ConfigDef(
+        "max.request.partition.size.limit",
+        "int",
+        2000,
+        "Most partitions one DescribeTopicPartitions response holds (KIP-966).",
+        validator=at_least(1),
+    ),
     ConfigDef("delete.topic.enable", "bool", True),
     ConfigDef("num.partitions", "int", 1, validator=at_least(1), dynamic=True),
     ConfigDef("default.replication.factor", "int", 1, validator=at_least(1)),

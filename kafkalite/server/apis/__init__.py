@@ -28,6 +28,8 @@ from kafkalite.server.apis import (
     configs,
     controller_requests,
     delete_records,
+    describe_topic_partitions,
+    features,
     fetch,
     groups,
     init_producer_id,
@@ -66,6 +68,11 @@ from kafkalite.server.apis.controller_requests import (
     handle_update_metadata,
 )
 from kafkalite.server.apis.delete_records import handle_delete_records
+from kafkalite.server.apis.describe_topic_partitions import (
+    DescribeTopicPartitionsDeps,
+    handle_describe_topic_partitions,
+)
+from kafkalite.server.apis.features import handle_update_features
 from kafkalite.server.apis.fetch import FetchDeps, handle_fetch
 from kafkalite.server.apis.groups import (
     OFFSET_DELETE,
@@ -182,6 +189,8 @@ def _collaborators(s: BrokerServices | None) -> dict[str, Any] | None:
         delete_records.__name__: rm,
         metadata.__name__: MetadataDeps(cache, s.config, s.admin),
         api_versions.__name__: s.api_versions,
+        features.__name__: None,
+        describe_topic_partitions.__name__: DescribeTopicPartitionsDeps(cache, s.config),
         topics.__name__: TopicDeps(s.config, cache, s.admin, s.quotas),
         client_quotas.__name__: ClientQuotaDeps(s.quotas.configs, s.quota_store),
         init_producer_id.__name__: InitProducerIdDeps(s.producer_ids, s.transaction_coordinator),
@@ -363,6 +372,23 @@ _TABLE: list[tuple[Any, int, int, Any, bool, str]] = [
         True,
         "stored in /config/users, /config/clients; applied on every broker",
     ),
+    (
+        ApiKey.UPDATE_FEATURES,
+        0,
+        2,
+        handle_update_features,
+        True,
+        "levels fixed by the implementation (transaction.version 1, group.version 1); "
+        "only the current level is accepted",
+    ),
+    (
+        ApiKey.DESCRIBE_TOPIC_PARTITIONS,
+        0,
+        0,
+        handle_describe_topic_partitions,
+        False,
+        "cursor pagination (max.request.partition.size.limit); no ELR (empty lists)",
+    ),
 ]
 
 
@@ -428,6 +454,10 @@ _ERROR_RESPONSES: dict[int, ErrorResponseBuilder] = {
     ),
     ApiKey.DESCRIBE_CLIENT_QUOTAS: client_quotas.describe_client_quotas_error_response,
     ApiKey.ALTER_CLIENT_QUOTAS: client_quotas.alter_client_quotas_error_response,
+    ApiKey.UPDATE_FEATURES: features.update_features_error_response,
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: (
+        describe_topic_partitions.describe_topic_partitions_error_response
+    ),
 }
 
 

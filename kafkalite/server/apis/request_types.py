@@ -79,6 +79,7 @@ if TYPE_CHECKING:
     import kio.schema.describe_log_dirs.v3.request
     import kio.schema.describe_log_dirs.v4.request
     import kio.schema.describe_producers.v0.request
+    import kio.schema.describe_topic_partitions.v0.request
     import kio.schema.describe_transactions.v0.request
     import kio.schema.elect_leaders.v0.request
     import kio.schema.elect_leaders.v1.request
@@ -190,6 +191,9 @@ if TYPE_CHECKING:
     import kio.schema.txn_offset_commit.v2.request
     import kio.schema.txn_offset_commit.v3.request
     import kio.schema.txn_offset_commit.v4.request
+    import kio.schema.update_features.v0.request
+    import kio.schema.update_features.v1.request
+    import kio.schema.update_features.v2.request
     import kio.schema.write_txn_markers.v1.request
     import kio.schema.write_txn_markers.v2.request
 
@@ -463,6 +467,12 @@ if TYPE_CHECKING:
         | kio.schema.alter_client_quotas.v1.request.AlterClientQuotasRequest
     )
 
+    UpdateFeaturesRequest = (
+        kio.schema.update_features.v0.request.UpdateFeaturesRequest
+        | kio.schema.update_features.v1.request.UpdateFeaturesRequest
+        | kio.schema.update_features.v2.request.UpdateFeaturesRequest
+    )
+
     DescribeClusterRequest = (
         kio.schema.describe_cluster.v0.request.DescribeClusterRequest
         | kio.schema.describe_cluster.v1.request.DescribeClusterRequest
@@ -488,4 +498,8 @@ if TYPE_CHECKING:
     ConsumerGroupDescribeRequest = (
         kio.schema.consumer_group_describe.v0.request.ConsumerGroupDescribeRequest
         | kio.schema.consumer_group_describe.v1.request.ConsumerGroupDescribeRequest
+    )
+
+    DescribeTopicPartitionsRequest = (
+        kio.schema.describe_topic_partitions.v0.request.DescribeTopicPartitionsRequest
     )
