@@ -163,6 +163,16 @@ REQUESTS: dict[int, dict[str, Any]] = {
         ],
         "validate_only": False,
     },
+    ApiKey.UPDATE_FEATURES: {
+        "timeout": 1000,
+        "feature_updates": [
+            {"feature": "group.version", "max_version_level": 1, "allow_downgrade": False}
+        ],
+    },
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: {
+        "topics": [{"name": "t"}, {"name": "u"}],
+        "response_partition_limit": 10,
+    },
 }
 
 _TABLE = build_api_table(None)
