@@ -21,7 +21,15 @@ from typing import TYPE_CHECKING, Any
 from kafkalite.log.errors import ConfigError as LogConfigError
 from kafkalite.log.log_config import TOPIC_CONFIG_DEFS, LogConfig
 from kafkalite.protocol.errors import ErrorCode, KafkaError
-from kafkalite.server.config import CONFIG_DEFS, ConfigError, broker_synonyms
+from kafkalite.server.config import (
+    CONFIG_DEFS,
+    INERT_DYNAMIC_DEFS,
+    ConfigDef,
+    ConfigError,
+    broker_synonyms,
+    dynamic_def,
+    is_inert_dynamic,
+)
 
 if TYPE_CHECKING:
     from kafkalite.network.api_spec import RequestContext
@@ -173,7 +181,7 @@ def _config_synonyms(
         if cfg.is_static(n):
             add(n, cfg.static_value(n), SRC_STATIC_BROKER)
     for n in names:
-        d = CONFIG_DEFS.get(n)
+        d = CONFIG_DEFS.get(n) or INERT_DYNAMIC_DEFS.get(n)
         if d is not None and d.default is not None:
             add(n, d.default, SRC_DEFAULT)
     # drop leading entries for other names (Kafka: "drop listener overrides ...")
@@ -226,11 +234,11 @@ def _describe_broker(
     include_docs: bool,
 ) -> list[dict[str, Any]]:
     out = []
-    for d in CONFIG_DEFS.values():
+    for d in _broker_defs(cfg):
         if keys is not None and d.name not in keys:
             continue
         if per_broker:
-            value = cfg[d.name]
+            value = cfg.reported_value(d.name)
         elif cfg.has_dynamic(d.name, per_broker=False):
             value = cfg.dynamic_value(d.name, per_broker=False)
         else:
@@ -243,7 +251,7 @@ def _describe_broker(
             {
                 "name": d.name,
                 "value": None if sensitive else render_broker_value(value),
-                "read_only": not d.dynamic,
+                "read_only": not (d.dynamic or is_inert_dynamic(d.name)),
                 "config_source": synonyms[0]["source"] if synonyms else SRC_DEFAULT,
                 "is_sensitive": sensitive,
                 "synonyms": synonyms if include_synonyms else [],
@@ -252,6 +260,17 @@ def _describe_broker(
             }
         )
     return out
+
+
+def _broker_defs(cfg: BrokerConfig) -> list[ConfigDef]:
+    """kafkalite's broker configs, then Kafka's dynamic ones kafkalite does not define,
+    then the listener overrides set dynamically (Kafka lists every key it knows)."""
+    defs = list(CONFIG_DEFS.values())
+    defs += [d for n, d in INERT_DYNAMIC_DEFS.items() if n not in CONFIG_DEFS]
+    for k in sorted(cfg.dynamic_keys()):
+        if k not in CONFIG_DEFS and k not in INERT_DYNAMIC_DEFS and (d := dynamic_def(k)):
+            defs.append(d)
+    return defs
 
 
 # ---- AlterConfigs / IncrementalAlterConfigs -------------------------------------
@@ -331,7 +350,7 @@ def _incremental(
         elif op in (OP_APPEND, OP_SUBTRACT):
             d = TOPIC_CONFIG_DEFS.get(name) if rtype == TOPIC else None
             is_list = (d is not None and d.type.name == "LIST") or (
-                rtype == BROKER and name in CONFIG_DEFS and CONFIG_DEFS[name].type == "list"
+                rtype == BROKER and (bd := dynamic_def(name)) is not None and bd.type == "list"
             )
             if not is_list:
                 raise KafkaError(

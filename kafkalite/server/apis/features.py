@@ -24,7 +24,8 @@ UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
 def handle_update_features(
     _deps: None, ctx: RequestContext, req: UpdateFeaturesRequest
 ) -> dict[str, Any]:
-    code, message = ErrorCode.none, None
+    code: int = ErrorCode.none
+    message: str | None = None
     for u in req.feature_updates:
         code, message = _check(ctx.api_version, u)
         if code != ErrorCode.none:
