@@ -42,6 +42,7 @@ from kafkalite.server.apis import BrokerServices, build_broker_api_table
 from kafkalite.server.apis.controller_requests import ControllerRequestChannel
 from kafkalite.server.append_sequencer import AppendSequencer
 from kafkalite.server.broker_identity import broker_registration, resolve_identity, usable_log_dirs
+from kafkalite.server.client_metrics import ClientMetricsManager, ClientTelemetryCollector
 from kafkalite.server.config import BrokerConfig, Endpoint
 from kafkalite.server.controller_identity import ControllerRequestGate
 from kafkalite.server.dynamic_broker_config import DynamicBrokerConfig
@@ -125,6 +126,11 @@ class KafkaBroker:
             lambda: self.transaction_coordinator, lambda: self.replica_manager
         )
         self.metrics.register_quotas(self.quotas)
+        # KIP-714 client telemetry: its own collector, apart from the broker's metrics
+        self.client_metrics = ClientMetricsManager(
+            self.clock_ms, int(config["telemetry.max.bytes"])
+        )
+        self.metrics.register(ClientTelemetryCollector(lambda: self.client_metrics))
         self.metrics_server = MetricsHttpServer.from_config(self.metrics, config)
         self._tasks: list[asyncio.Task[Any]] = []
         self.started = False
@@ -148,6 +154,7 @@ class KafkaBroker:
         self.controller_gate.authenticate_as(self.broker_id, self.inter_broker_secret)
         self.producer_ids = ProducerIdManager(self.broker_id, self.store)
         await self.dynamic_config.load(self.store, self.broker_id)
+        await self.client_metrics.load(self.store)
         await self.quota_store.start(self.store)
         admin = self.admin = AdminManager(self.store, cfg, cache, self.dynamic_config)
         await admin.load_topic_configs()
@@ -242,6 +249,7 @@ class KafkaBroker:
                 self.quota_store,
                 self.transaction_coordinator,
                 self.txn_verifier,
+                client_metrics=self.client_metrics,
             )
         )
         await self.socket_server.start()

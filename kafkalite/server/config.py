@@ -196,6 +196,13 @@ _DEFS: list[ConfigDef] = [
     # topics
     ConfigDef("auto.create.topics.enable", "bool", True, dynamic=True),
     ConfigDef(
+        "telemetry.max.bytes",
+        "int",
+        1048576,
+        "Most bytes of metrics one PushTelemetry may carry (KIP-714).",
+        validator=at_least(1),
+    ),
+    ConfigDef(
         "max.request.partition.size.limit",
         "int",
         2000,

@@ -169,6 +169,15 @@ REQUESTS: dict[int, dict[str, Any]] = {
             {"feature": "group.version", "max_version_level": 1, "allow_downgrade": False}
         ],
     },
+    ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: {"client_instance_id": None},
+    ApiKey.PUSH_TELEMETRY: {
+        "client_instance_id": None,
+        "subscription_id": 1,
+        "terminating": False,
+        "compression_type": 0,
+        "metrics": b"",
+    },
+    ApiKey.LIST_CONFIG_RESOURCES: {"resource_types": [16]},
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: {
         "topics": [{"name": "t"}, {"name": "u"}],
         "response_partition_limit": 10,

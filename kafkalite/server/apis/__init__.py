@@ -37,6 +37,7 @@ from kafkalite.server.apis import (
     metadata,
     offset_for_leader_epoch,
     produce,
+    telemetry,
     topics,
     transactions,
 )
@@ -96,6 +97,12 @@ from kafkalite.server.apis.list_offsets import handle_list_offsets
 from kafkalite.server.apis.metadata import MetadataDeps, handle_metadata
 from kafkalite.server.apis.offset_for_leader_epoch import handle_offset_for_leader_epoch
 from kafkalite.server.apis.produce import ProduceDeps, handle_produce
+from kafkalite.server.apis.telemetry import (
+    TelemetryDeps,
+    handle_get_telemetry_subscriptions,
+    handle_list_config_resources,
+    handle_push_telemetry,
+)
 from kafkalite.server.apis.topics import (
     TopicDeps,
     handle_create_partitions,
@@ -126,6 +133,7 @@ if TYPE_CHECKING:
     from kafkalite.replica.replica_manager import ReplicaManager
     from kafkalite.server.admin_manager import AdminManager
     from kafkalite.server.append_sequencer import AppendSequencer
+    from kafkalite.server.client_metrics import ClientMetricsManager
     from kafkalite.server.config import BrokerConfig
     from kafkalite.server.controller_identity import ControllerRequestGate
     from kafkalite.server.dynamic_broker_config import DynamicBrokerConfig
@@ -165,6 +173,8 @@ class BrokerServices:
     quota_store: ClientQuotaStore
     transaction_coordinator: TransactionCoordinator
     txn_verifier: TxnVerifier | None = None
+    #: KIP-714 client telemetry (subscriptions, pushed metrics)
+    client_metrics: ClientMetricsManager | None = None
 
 
 def _collaborators(s: BrokerServices | None) -> dict[str, Any] | None:
@@ -173,6 +183,7 @@ def _collaborators(s: BrokerServices | None) -> dict[str, Any] | None:
     if s is None:
         return None
     cache, rm = s.metadata_cache, s.replica_manager
+    client_metrics = _client_metrics(s)
     return {
         produce.__name__: ProduceDeps(s.clock_ms, cache, rm, s.append_sequencer, s.txn_verifier),
         fetch.__name__: FetchDeps(
@@ -190,11 +201,14 @@ def _collaborators(s: BrokerServices | None) -> dict[str, Any] | None:
         metadata.__name__: MetadataDeps(cache, s.config, s.admin),
         api_versions.__name__: s.api_versions,
         features.__name__: None,
+        telemetry.__name__: TelemetryDeps(client_metrics, cache),
         describe_topic_partitions.__name__: DescribeTopicPartitionsDeps(cache, s.config),
         topics.__name__: TopicDeps(s.config, cache, s.admin, s.quotas),
         client_quotas.__name__: ClientQuotaDeps(s.quotas.configs, s.quota_store),
         init_producer_id.__name__: InitProducerIdDeps(s.producer_ids, s.transaction_coordinator),
-        configs.__name__: ConfigDeps(s.broker_id, s.config, cache, s.admin, s.dynamic_config),
+        configs.__name__: ConfigDeps(
+            s.broker_id, s.config, cache, s.admin, s.dynamic_config, client_metrics
+        ),
         cluster.__name__: ClusterDeps(cache, s.log_manager),
         groups.__name__: GroupDeps(
             s.group_coordinator,
@@ -213,6 +227,14 @@ def _collaborators(s: BrokerServices | None) -> dict[str, Any] | None:
             s.broker_id, s.broker_epoch, s.controller_gate, cache, rm, s.controller
         ),
     }
+
+
+def _client_metrics(s: BrokerServices) -> ClientMetricsManager:
+    from kafkalite.server.client_metrics import ClientMetricsManager
+
+    if s.client_metrics is not None:
+        return s.client_metrics
+    return ClientMetricsManager(s.clock_ms, int(s.config["telemetry.max.bytes"]))
 
 
 def _txn_coordinator_finder(tc: TransactionCoordinator) -> Callable[[str], Awaitable[int]]:
@@ -389,6 +411,30 @@ _TABLE: list[tuple[Any, int, int, Any, bool, str]] = [
         False,
         "cursor pagination (max.request.partition.size.limit); no ELR (empty lists)",
     ),
+    (
+        ApiKey.GET_TELEMETRY_SUBSCRIPTIONS,
+        0,
+        0,
+        handle_get_telemetry_subscriptions,
+        False,
+        "KIP-714; subscriptions are CLIENT_METRICS config resources",
+    ),
+    (
+        ApiKey.PUSH_TELEMETRY,
+        0,
+        0,
+        handle_push_telemetry,
+        False,
+        "OTLP metrics decoded and served on /metrics by client id and instance id",
+    ),
+    (
+        ApiKey.LIST_CONFIG_RESOURCES,
+        0,
+        1,
+        handle_list_config_resources,
+        False,
+        "v0 client metrics subscriptions; v1 topics, brokers, broker loggers, client metrics",
+    ),
 ]
 
 
@@ -455,6 +501,9 @@ _ERROR_RESPONSES: dict[int, ErrorResponseBuilder] = {
     ApiKey.DESCRIBE_CLIENT_QUOTAS: client_quotas.describe_client_quotas_error_response,
     ApiKey.ALTER_CLIENT_QUOTAS: client_quotas.alter_client_quotas_error_response,
     ApiKey.UPDATE_FEATURES: features.update_features_error_response,
+    ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: telemetry.get_telemetry_subscriptions_error_response,
+    ApiKey.PUSH_TELEMETRY: telemetry.push_telemetry_error_response,
+    ApiKey.LIST_CONFIG_RESOURCES: telemetry.list_config_resources_error_response,
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (
         describe_topic_partitions.describe_topic_partitions_error_response
     ),

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from kafkalite.log.errors import ConfigError as LogConfigError
 from kafkalite.log.log_config import TOPIC_CONFIG_DEFS, LogConfig
 from kafkalite.protocol.errors import ErrorCode, KafkaError
+from kafkalite.server.client_metrics import parse_subscription
 from kafkalite.server.config import (
     CONFIG_DEFS,
     INERT_DYNAMIC_DEFS,
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
         DescribeConfigsRequest,
         IncrementalAlterConfigsRequest,
     )
+    from kafkalite.server.client_metrics import ClientMetricsManager
     from kafkalite.server.config import BrokerConfig
     from kafkalite.server.dynamic_broker_config import DynamicBrokerConfig
     from kafkalite.server.metadata_cache import MetadataCache
@@ -46,6 +48,7 @@ if TYPE_CHECKING:
 TOPIC = 2
 BROKER = 4
 BROKER_LOGGER = 8
+CLIENT_METRICS = 16
 
 # config sources (DescribeConfigsResponse.ConfigSource)
 SRC_TOPIC = 1
@@ -53,6 +56,7 @@ SRC_DYNAMIC_BROKER = 2
 SRC_DYNAMIC_DEFAULT_BROKER = 3
 SRC_STATIC_BROKER = 4
 SRC_DEFAULT = 5
+SRC_CLIENT_METRICS = 7
 
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 
@@ -77,6 +81,8 @@ class ConfigDeps:
     metadata_cache: MetadataCache
     admin: AdminManager
     dynamic_config: DynamicBrokerConfig
+    #: KIP-714 subscriptions (CLIENT_METRICS resources)
+    client_metrics: ClientMetricsManager | None = None
 
 
 # ---- DescribeConfigs ---------------------------------------------------------
@@ -115,6 +121,8 @@ def handle_describe_configs(
                     raise KafkaError(ErrorCode.invalid_request, "Broker id must not be empty")
                 _broker_resource(deps, name)
                 configs = []  # loggers are not exposed (see docs/status.md)
+            elif rtype == CLIENT_METRICS and deps.client_metrics is not None:
+                configs = _describe_client_metrics(deps.client_metrics, name, keys)
             else:
                 raise KafkaError(ErrorCode.invalid_request, f"Unsupported resource type: {rtype}")
             results.append({**base, "error_code": 0, "error_message": None, "configs": configs})
@@ -262,6 +270,31 @@ def _describe_broker(
     return out
 
 
+def _describe_client_metrics(
+    mgr: ClientMetricsManager, name: str, keys: set[str] | None
+) -> list[dict[str, Any]]:
+    """The subscription's stored configs (Kafka's ConfigHelper: no defaults, no synonyms;
+    an unknown name has none)."""
+    if not name:
+        raise KafkaError(
+            ErrorCode.invalid_request, "Client metrics subscription name must not be empty"
+        )
+    return [
+        {
+            "name": k,
+            "value": v,
+            "read_only": False,
+            "config_source": SRC_CLIENT_METRICS,
+            "is_sensitive": False,
+            "synonyms": [],
+            "config_type": 7 if k in ("metrics", "match") else 3,
+            "documentation": None,
+        }
+        for k, v in sorted(mgr.configs.get(name, {}).items())
+        if keys is None or k in keys
+    ]
+
+
 def _broker_defs(cfg: BrokerConfig) -> list[ConfigDef]:
     """kafkalite's broker configs, then Kafka's dynamic ones kafkalite does not define,
     then the listener overrides set dynamically (Kafka lists every key it knows)."""
@@ -349,9 +382,10 @@ def _incremental(
             out.pop(name, None)
         elif op in (OP_APPEND, OP_SUBTRACT):
             d = TOPIC_CONFIG_DEFS.get(name) if rtype == TOPIC else None
-            is_list = (d is not None and d.type.name == "LIST") or (
-                rtype == BROKER and (bd := dynamic_def(name)) is not None and bd.type == "list"
-            )
+            is_list = (
+                (d is not None and d.type.name == "LIST")
+                or (rtype == CLIENT_METRICS and name in ("metrics", "match"))
+            ) or (rtype == BROKER and (bd := dynamic_def(name)) is not None and bd.type == "list")
             if not is_list:
                 raise KafkaError(
                     ErrorCode.invalid_config,
@@ -400,6 +434,14 @@ async def _apply(
             await dynamic.set({k: str(v) for k, v in new.items()}, per_broker=per_broker)
     elif rtype == BROKER_LOGGER:
         raise KafkaError(ErrorCode.invalid_request, "broker logger configs are not supported")
+    elif rtype == CLIENT_METRICS and deps.client_metrics is not None:
+        mgr = deps.client_metrics
+        new = change(dict(mgr.configs.get(name, {})))
+        if any(v is None for v in new.values()):
+            raise KafkaError(ErrorCode.invalid_request, "Null value not supported")
+        parse_subscription(name, new)  # INVALID_REQUEST / INVALID_CONFIG as Kafka
+        if not validate_only:
+            await mgr.set(name, {k: str(v) for k, v in new.items()})
     else:
         raise KafkaError(ErrorCode.invalid_request, f"Unsupported resource type: {rtype}")
 

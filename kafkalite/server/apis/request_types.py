@@ -96,6 +96,7 @@ if TYPE_CHECKING:
     import kio.schema.find_coordinator.v4.request
     import kio.schema.find_coordinator.v5.request
     import kio.schema.find_coordinator.v6.request
+    import kio.schema.get_telemetry_subscriptions.v0.request
     import kio.schema.heartbeat.v0.request
     import kio.schema.heartbeat.v1.request
     import kio.schema.heartbeat.v2.request
@@ -123,6 +124,8 @@ if TYPE_CHECKING:
     import kio.schema.leave_group.v3.request
     import kio.schema.leave_group.v4.request
     import kio.schema.leave_group.v5.request
+    import kio.schema.list_config_resources.v0.request
+    import kio.schema.list_config_resources.v1.request
     import kio.schema.list_groups.v0.request
     import kio.schema.list_groups.v1.request
     import kio.schema.list_groups.v2.request
@@ -180,6 +183,7 @@ if TYPE_CHECKING:
     import kio.schema.offset_for_leader_epoch.v2.request
     import kio.schema.offset_for_leader_epoch.v3.request
     import kio.schema.offset_for_leader_epoch.v4.request
+    import kio.schema.push_telemetry.v0.request
     import kio.schema.sync_group.v0.request
     import kio.schema.sync_group.v1.request
     import kio.schema.sync_group.v2.request
@@ -498,6 +502,17 @@ if TYPE_CHECKING:
     ConsumerGroupDescribeRequest = (
         kio.schema.consumer_group_describe.v0.request.ConsumerGroupDescribeRequest
         | kio.schema.consumer_group_describe.v1.request.ConsumerGroupDescribeRequest
+    )
+
+    GetTelemetrySubscriptionsRequest = (
+        kio.schema.get_telemetry_subscriptions.v0.request.GetTelemetrySubscriptionsRequest
+    )
+
+    PushTelemetryRequest = kio.schema.push_telemetry.v0.request.PushTelemetryRequest
+
+    ListConfigResourcesRequest = (
+        kio.schema.list_config_resources.v0.request.ListConfigResourcesRequest
+        | kio.schema.list_config_resources.v1.request.ListConfigResourcesRequest
     )
 
     DescribeTopicPartitionsRequest = (
