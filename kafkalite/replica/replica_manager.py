@@ -71,6 +71,8 @@ EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
+#: ListOffsets v11 (KIP-1023): the first offset not yet in remote storage
+EARLIEST_PENDING_UPLOAD_TIMESTAMP = -6
 
 READ_UNCOMMITTED = 0
 #: a woken fetch's range up to this size is read into memory once and shared
@@ -1010,8 +1012,8 @@ class ReplicaManager:
             return latest, -1, epoch
         if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             return plog.log_start_offset, -1, epoch
-        if timestamp == LATEST_TIERED_TIMESTAMP:
-            return -1, -1, -1
+        if timestamp in (LATEST_TIERED_TIMESTAMP, EARLIEST_PENDING_UPLOAD_TIMESTAMP):
+            return -1, -1, -1  # no tiered storage: Kafka's answer with remote storage off
         # every other lookup (max timestamp included) must land below the last fetchable offset
         found = plog.fetch_offset_by_timestamp(timestamp)
         if found is None or found[0] >= latest:

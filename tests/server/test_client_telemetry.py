@@ -101,9 +101,7 @@ def test_librdkafka_pushes_its_metrics_to_the_broker_metrics_endpoint(broker, ad
 def test_subscription_and_push_rules_over_the_wire(broker, admin):
     """Kafka's ClientMetricsManager rules, with kio-built requests: a new instance id,
     the matched subscription, throttling, stale subscription ids and bad payloads."""
-    subscribe(
-        admin, "raw", metrics="*", **{"interval.ms": "100000", "match": "client_id=raw-.*"}
-    )
+    subscribe(admin, "raw", metrics="*", **{"interval.ms": "100000", "match": "client_id=raw-.*"})
     c = named(broker.bootstrap_servers, "raw-1")
     try:
         got = c.call(71, 0, GetTelemetrySubscriptionsRequest(client_instance_id=uuid.UUID(int=0)))

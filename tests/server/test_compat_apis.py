@@ -4,11 +4,19 @@ the ApiVersions feature fields and UpdateFeatures."""
 
 from __future__ import annotations
 
+import datetime
+import time
+import uuid
+
 import pytest
 from kafka import KafkaAdminClient
 from kafka.errors import InvalidUpdateVersionError
+from kio.schema.fetch.v18 import request as fetch_v18
+from kio.schema.produce.v13 import request as produce_v13
 
+from kafkalite.protocol.records import build_batch
 from kafkalite.server import features
+from tests.server.raw_client import RawClient
 
 
 @pytest.fixture(scope="module")
@@ -71,3 +79,60 @@ def test_update_features_accepts_only_the_implemented_levels(admin):
         admin.update_features({"transaction.version": 2})
     with pytest.raises(InvalidUpdateVersionError, match="safe or unsafe downgrade"):
         admin.update_features({"group.version": 0})
+
+
+def test_produce_v13_addresses_topics_by_id_and_fetch_v18_reads_them(admin, kafka_broker):
+    topic_id = admin.describe_topic_partitions(["dtp-b"])["topics"][0]["topic_id"]
+    batch = build_batch([(b"k", b"by-id", [], int(time.time() * 1000))])
+
+    def produce(tid: uuid.UUID):
+        req = produce_v13.ProduceRequest(
+            transactional_id=None,
+            acks=1,
+            timeout=datetime.timedelta(seconds=10),
+            topic_data=(
+                produce_v13.TopicProduceData(
+                    topic_id=tid,
+                    partition_data=(produce_v13.PartitionProduceData(index=1, records=batch),),
+                ),
+            ),
+        )
+        return c.call(0, 13, req).responses[0]
+
+    c = RawClient.to(kafka_broker.bootstrap_servers)
+    try:
+        ok = produce(uuid.UUID(str(topic_id)))
+        assert ok.topic_id == uuid.UUID(str(topic_id))
+        assert ok.partition_responses[0].error_code == 0
+        unknown = produce(uuid.uuid4()).partition_responses[0]
+        assert unknown.error_code == 100  # UNKNOWN_TOPIC_ID
+        fetch = fetch_v18.FetchRequest(
+            max_wait=datetime.timedelta(0),
+            min_bytes=1,
+            max_bytes=1 << 20,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=(
+                fetch_v18.FetchTopic(
+                    topic_id=uuid.UUID(str(topic_id)),
+                    partitions=(
+                        fetch_v18.FetchPartition(
+                            partition=1,
+                            current_leader_epoch=-1,
+                            fetch_offset=0,
+                            last_fetched_epoch=-1,
+                            log_start_offset=-1,
+                            partition_max_bytes=1 << 20,
+                            high_watermark=5,  # v18's tagged field, ignored by a leader
+                        ),
+                    ),
+                ),
+            ),
+            forgotten_topics_data=(),
+            rack_id="",
+        )
+        got = c.call(1, 18, fetch).responses[0].partitions[0]
+        assert got.error_code == 0 and b"by-id" in bytes(got.records)
+    finally:
+        c.close()

@@ -30,7 +30,7 @@ REQUESTS: dict[int, dict[str, Any]] = {
     ApiKey.PRODUCE: {
         "acks": -1,
         "timeout": 1000,
-        "topic_data": [{"name": "t", "partition_data": _PARTS}],
+        "topic_data": [{"name": "t", "topic_id": uuid.UUID(int=7), "partition_data": _PARTS}],
     },
     ApiKey.FETCH: {"topics": [_TOPIC], "forgotten_topics_data": []},
     ApiKey.LIST_OFFSETS: {"topics": [_TOPIC]},

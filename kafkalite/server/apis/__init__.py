@@ -20,6 +20,7 @@ from kafkalite.network.api_spec import ApiSpec, ErrorResponseBuilder
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.fetch_request import parse_fetch_request
 from kafkalite.protocol.fetch_response import MAX_VERSION as FETCH_MAX
+from kafkalite.protocol.produce import MAX_VERSION as PRODUCE_MAX
 from kafkalite.protocol.produce import parse_produce_request
 from kafkalite.server.apis import (
     api_versions,
@@ -250,19 +251,20 @@ _TABLE: list[tuple[Any, int, int, Any, bool, str]] = [
     (
         ApiKey.PRODUCE,
         3,
-        11,
+        PRODUCE_MAX,
         handle_produce,
         False,
-        "advertised from v0 like Kafka 4 (KAFKA-18659); v0-2 requests close the connection",
+        "advertised from v0 like Kafka 4 (KAFKA-18659); v0-2 requests close the connection; "
+        "v13 topic ids; v12+ in a transaction needs transaction.version 2 (not finalized)",
     ),
     (ApiKey.FETCH, 4, FETCH_MAX, handle_fetch, False, "zero-copy sendfile; incremental sessions"),
     (
         ApiKey.LIST_OFFSETS,
         1,
-        10,
+        11,
         handle_list_offsets,
         False,
-        "earliest, latest, timestamp, max-timestamp",
+        "earliest, latest, timestamp, max-timestamp; tiered lookups answer -1 (no tiered storage)",
     ),
     (ApiKey.METADATA, 0, 13, handle_metadata, True, "auto topic creation"),
     (ApiKey.API_VERSIONS, 0, 4, handle_api_versions, False, "v0 fallback for too-new versions"),
@@ -308,10 +310,10 @@ _TABLE: list[tuple[Any, int, int, Any, bool, str]] = [
     ),
     (ApiKey.DESCRIBE_CONFIGS, 1, 4, handle_describe_configs, False, "topic and broker resources"),
     (ApiKey.ALTER_CONFIGS, 0, 2, handle_alter_configs, True, "topic and broker resources"),
-    (ApiKey.DESCRIBE_LOG_DIRS, 1, 4, handle_describe_log_dirs, False, ""),
+    (ApiKey.DESCRIBE_LOG_DIRS, 1, 5, handle_describe_log_dirs, False, "no cordoned dirs"),
     (ApiKey.CREATE_PARTITIONS, 0, 3, handle_create_partitions, True, ""),
     (ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, handle_incremental_alter_configs, True, ""),
-    (ApiKey.DESCRIBE_CLUSTER, 0, 1, handle_describe_cluster, False, ""),
+    (ApiKey.DESCRIBE_CLUSTER, 0, 2, handle_describe_cluster, False, "no fenced brokers"),
     (ApiKey.OFFSET_COMMIT, 2, 10, handle_offset_commit, False, "v10 addresses topics by id"),
     (ApiKey.OFFSET_FETCH, 1, 10, handle_offset_fetch, False, "batched groups v8+; v10 topic ids"),
     (
@@ -365,10 +367,11 @@ _TABLE: list[tuple[Any, int, int, Any, bool, str]] = [
     (
         ApiKey.ALTER_PARTITION_REASSIGNMENTS,
         0,
-        0,
+        1,
         handle_alter_partition_reassignments,
         True,
-        "on the controller; cancellation unsupported (INVALID_REPLICA_ASSIGNMENT)",
+        "on the controller; cancellation unsupported (INVALID_REPLICA_ASSIGNMENT); "
+        "v1 allow_replication_factor_change",
     ),
     (
         ApiKey.LIST_PARTITION_REASSIGNMENTS,

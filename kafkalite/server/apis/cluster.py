@@ -59,7 +59,16 @@ def handle_describe_cluster(
     for b in deps.metadata_cache.brokers.values():
         ep = b.endpoints.get(ctx.listener)
         if ep is not None:
-            brokers.append({"broker_id": b.broker_id, "host": ep[0], "port": ep[1], "rack": b.rack})
+            # is_fenced (v2): a registered broker is never fenced in ZooKeeper mode
+            brokers.append(
+                {
+                    "broker_id": b.broker_id,
+                    "host": ep[0],
+                    "port": ep[1],
+                    "rack": b.rack,
+                    "is_fenced": False,
+                }
+            )
     return {
         "throttle_time": 0,
         "error_code": 0,
@@ -114,6 +123,7 @@ def handle_describe_log_dirs(
                 "total_bytes": st.f_blocks * st.f_frsize,
                 "usable_bytes": st.f_bavail * st.f_frsize,
                 "topics": [{"name": t, "partitions": ps} for t, ps in sorted(topics.items())],
+                "is_cordoned": False,  # v5 (KIP-1066): kafkalite cannot cordon a log dir
             }
         )
     return {"throttle_time": 0, "error_code": 0, "results": results}

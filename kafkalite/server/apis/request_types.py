@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     import kio.schema.alter_configs.v1.request
     import kio.schema.alter_configs.v2.request
     import kio.schema.alter_partition_reassignments.v0.request
+    import kio.schema.alter_partition_reassignments.v1.request
     import kio.schema.api_versions.v0.request
     import kio.schema.api_versions.v1.request
     import kio.schema.api_versions.v2.request
@@ -63,6 +64,7 @@ if TYPE_CHECKING:
     import kio.schema.describe_client_quotas.v1.request
     import kio.schema.describe_cluster.v0.request
     import kio.schema.describe_cluster.v1.request
+    import kio.schema.describe_cluster.v2.request
     import kio.schema.describe_configs.v1.request
     import kio.schema.describe_configs.v2.request
     import kio.schema.describe_configs.v3.request
@@ -78,6 +80,7 @@ if TYPE_CHECKING:
     import kio.schema.describe_log_dirs.v2.request
     import kio.schema.describe_log_dirs.v3.request
     import kio.schema.describe_log_dirs.v4.request
+    import kio.schema.describe_log_dirs.v5.request
     import kio.schema.describe_producers.v0.request
     import kio.schema.describe_topic_partitions.v0.request
     import kio.schema.describe_transactions.v0.request
@@ -142,6 +145,7 @@ if TYPE_CHECKING:
     import kio.schema.list_offsets.v8.request
     import kio.schema.list_offsets.v9.request
     import kio.schema.list_offsets.v10.request
+    import kio.schema.list_offsets.v11.request
     import kio.schema.list_partition_reassignments.v0.request
     import kio.schema.list_transactions.v0.request
     import kio.schema.list_transactions.v1.request
@@ -212,6 +216,7 @@ if TYPE_CHECKING:
         | kio.schema.list_offsets.v8.request.ListOffsetsRequest
         | kio.schema.list_offsets.v9.request.ListOffsetsRequest
         | kio.schema.list_offsets.v10.request.ListOffsetsRequest
+        | kio.schema.list_offsets.v11.request.ListOffsetsRequest
     )
 
     MetadataRequest = (
@@ -425,6 +430,7 @@ if TYPE_CHECKING:
         | kio.schema.describe_log_dirs.v2.request.DescribeLogDirsRequest
         | kio.schema.describe_log_dirs.v3.request.DescribeLogDirsRequest
         | kio.schema.describe_log_dirs.v4.request.DescribeLogDirsRequest
+        | kio.schema.describe_log_dirs.v5.request.DescribeLogDirsRequest
     )
 
     CreatePartitionsRequest = (
@@ -453,6 +459,7 @@ if TYPE_CHECKING:
 
     AlterPartitionReassignmentsRequest = (
         kio.schema.alter_partition_reassignments.v0.request.AlterPartitionReassignmentsRequest
+        | kio.schema.alter_partition_reassignments.v1.request.AlterPartitionReassignmentsRequest
     )
 
     ListPartitionReassignmentsRequest = (
@@ -480,6 +487,7 @@ if TYPE_CHECKING:
     DescribeClusterRequest = (
         kio.schema.describe_cluster.v0.request.DescribeClusterRequest
         | kio.schema.describe_cluster.v1.request.DescribeClusterRequest
+        | kio.schema.describe_cluster.v2.request.DescribeClusterRequest
     )
 
     DescribeProducersRequest = kio.schema.describe_producers.v0.request.DescribeProducersRequest
