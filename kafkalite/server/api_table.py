@@ -21,7 +21,6 @@ NOT_SERVED: dict[int, str] = {
     29: _SECURITY,
     30: _SECURITY,
     31: _SECURITY,
-    34: "not implemented: moving a replica between log dirs (JBOD)",
     36: _SECURITY,
     38: "not implemented: delegation tokens",
     39: "not implemented: delegation tokens",

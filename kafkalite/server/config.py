@@ -367,6 +367,14 @@ _DEFS: list[ConfigDef] = [
         validator=at_least(0),
         dynamic=True,
     ),
+    ConfigDef(
+        "replica.alter.log.dirs.io.max.bytes.per.second",
+        "long",
+        2**63 - 1,
+        "Bytes/s a replica moving between log dirs (AlterReplicaLogDirs) is copied at.",
+        validator=at_least(1),
+        dynamic=True,
+    ),
     ConfigDef("replication.quota.window.num", "int", 11, validator=at_least(1)),
     ConfigDef("replication.quota.window.size.seconds", "int", 1, validator=at_least(1)),
     ConfigDef(

@@ -169,6 +169,9 @@ REQUESTS: dict[int, dict[str, Any]] = {
             {"feature": "group.version", "max_version_level": 1, "allow_downgrade": False}
         ],
     },
+    ApiKey.ALTER_REPLICA_LOG_DIRS: {
+        "dirs": [{"path": "/d", "topics": [{"name": "t", "partitions": [0, 1]}]}]
+    },
     ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: {"client_instance_id": None},
     ApiKey.PUSH_TELEMETRY: {
         "client_instance_id": None,

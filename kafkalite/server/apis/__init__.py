@@ -50,6 +50,7 @@ from kafkalite.server.apis.client_quotas import (
 )
 from kafkalite.server.apis.cluster import (
     ClusterDeps,
+    handle_alter_replica_log_dirs,
     handle_describe_cluster,
     handle_describe_log_dirs,
 )
@@ -210,7 +211,7 @@ def _collaborators(s: BrokerServices | None) -> dict[str, Any] | None:
         configs.__name__: ConfigDeps(
             s.broker_id, s.config, cache, s.admin, s.dynamic_config, client_metrics
         ),
-        cluster.__name__: ClusterDeps(cache, s.log_manager),
+        cluster.__name__: ClusterDeps(cache, s.log_manager, rm, s.config),
         groups.__name__: GroupDeps(
             s.group_coordinator,
             cache,
@@ -310,6 +311,14 @@ _TABLE: list[tuple[Any, int, int, Any, bool, str]] = [
     ),
     (ApiKey.DESCRIBE_CONFIGS, 1, 4, handle_describe_configs, False, "topic and broker resources"),
     (ApiKey.ALTER_CONFIGS, 0, 2, handle_alter_configs, True, "topic and broker resources"),
+    (
+        ApiKey.ALTER_REPLICA_LOG_DIRS,
+        1,
+        2,
+        handle_alter_replica_log_dirs,
+        True,
+        "moves a replica between log.dirs on a live broker (future log, then swap)",
+    ),
     (ApiKey.DESCRIBE_LOG_DIRS, 1, 5, handle_describe_log_dirs, False, "no cordoned dirs"),
     (ApiKey.CREATE_PARTITIONS, 0, 3, handle_create_partitions, True, ""),
     (ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, handle_incremental_alter_configs, True, ""),
@@ -476,6 +485,7 @@ _ERROR_RESPONSES: dict[int, ErrorResponseBuilder] = {
     ApiKey.LIST_TRANSACTIONS: transactions.list_transactions_error_response,
     ApiKey.DESCRIBE_CONFIGS: configs.describe_configs_error_response,
     ApiKey.ALTER_CONFIGS: configs.alter_configs_error_response,
+    ApiKey.ALTER_REPLICA_LOG_DIRS: cluster.alter_replica_log_dirs_error_response,
     ApiKey.DESCRIBE_LOG_DIRS: cluster.describe_log_dirs_error_response,
     ApiKey.CREATE_PARTITIONS: topics.create_partitions_error_response,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: configs.alter_configs_error_response,

@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     import kio.schema.alter_configs.v2.request
     import kio.schema.alter_partition_reassignments.v0.request
     import kio.schema.alter_partition_reassignments.v1.request
+    import kio.schema.alter_replica_log_dirs.v1.request
+    import kio.schema.alter_replica_log_dirs.v2.request
     import kio.schema.api_versions.v0.request
     import kio.schema.api_versions.v1.request
     import kio.schema.api_versions.v2.request
@@ -423,6 +425,11 @@ if TYPE_CHECKING:
         kio.schema.alter_configs.v0.request.AlterConfigsRequest
         | kio.schema.alter_configs.v1.request.AlterConfigsRequest
         | kio.schema.alter_configs.v2.request.AlterConfigsRequest
+    )
+
+    AlterReplicaLogDirsRequest = (
+        kio.schema.alter_replica_log_dirs.v1.request.AlterReplicaLogDirsRequest
+        | kio.schema.alter_replica_log_dirs.v2.request.AlterReplicaLogDirsRequest
     )
 
     DescribeLogDirsRequest = (
