@@ -248,9 +248,11 @@ class ClientMetricsManager:
         if inst is None or inst.version < self._version:
             attrs = _attributes(instance_id, ctx)
             fresh = self._evaluate(instance_id, attrs if inst is None else inst.attributes)
-            if inst is not None:  # re-evaluated: keep the request times and the values
-                fresh.last_get_ms, fresh.last_push_ms = inst.last_get_ms, inst.last_push_ms
-                fresh.terminating, fresh.series = inst.terminating, inst.series
+            if inst is not None:
+                # re-evaluated after a subscription change: a fresh instance (so no
+                # throttling: the client gets the new subscription at once, as in
+                # Kafka), keeping the values it pushed
+                fresh.series = inst.series
             inst = fresh
             self.instances[instance_id] = inst
         self.instances.move_to_end(instance_id)
