@@ -288,6 +288,7 @@ class KafkaBroker:
         if self.controller is not None:
             await self.controller.shutdown()
         await self.quota_store.stop()
+        await self.client_metrics.stop()
         await self.socket_server.stop()
         if self.metrics_server is not None:
             await self.metrics_server.stop()

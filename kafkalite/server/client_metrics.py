@@ -18,12 +18,14 @@ each instance's latest values, which :class:`ClientTelemetryCollector` exports a
 Sums pushed as deltas (``delta_temporality`` is requested, as Kafka does) are added up
 into counters. An instance not heard from for ``max(60 s, 3 × interval)`` is dropped
 with its series. Subscriptions are read from the store at start-up and updated on the
-broker that serves the AlterConfigs; other brokers of a cluster see a change at their
-next start.
+broker that serves the AlterConfigs and, through Kafka's config change notification
+(``/config/changes``), on every other broker.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import re
 import uuid
@@ -38,7 +40,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from kafkalite.metadata import zk_data, zk_paths
-from kafkalite.metadata.store import MetadataStore, NoNodeError
+from kafkalite.metadata.store import MetadataStore, MetadataStoreError, NoNodeError
 from kafkalite.protocol.decompression import CorruptCompressedData, open_stream, read_all
 from kafkalite.protocol.errors import ErrorCode, KafkaError
 
@@ -143,25 +145,74 @@ class ClientMetricsManager:
         self.instances: OrderedDict[uuid.UUID, ClientInstance] = OrderedDict()
         self._version = 0
         self._store: MetadataStore | None = None
+        self._reload: asyncio.Task[None] | None = None
+        self._again = False
+        self._stopped = False
 
     # ---- subscriptions (CLIENT_METRICS config resources) ----------------------------
     async def load(self, store: MetadataStore) -> None:
+        """Read every subscription and watch ``/config/changes``: a change made through
+        another broker reaches this one as Kafka's config change notification."""
         self._store = store
+        await store.ensure_path(zk_paths.CONFIG_CHANGES)
+        await self._load_and_watch()
+
+    async def stop(self) -> None:
+        self._stopped = True
+        t = self._reload
+        if t is not None and not t.done():
+            t.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+
+    async def _load_and_watch(self) -> None:
+        assert self._store is not None
+        store = self._store
+        await store.get_children(zk_paths.CONFIG_CHANGES, watch=self._on_change)
         root = f"{zk_paths.CONFIG}/{ENTITY_TYPE}"
         try:
             names = await store.get_children(root)
         except NoNodeError:
             names = []
+        stored: dict[str, dict[str, str]] = {}
         for name in names:
             try:
                 raw, _ = await store.get(f"{root}/{name}")
                 configs = dict(zk_data.EntityConfig.decode(raw).config)
-                self._apply(name, configs)
+                parse_subscription(name, configs)
             except (NoNodeError, zk_data.MetadataFormatError, KafkaError) as e:
                 log.warning("ignoring stored client metrics subscription %s: %s", name, e)
+                continue
+            if configs:
+                stored[name] = configs
+        for name in set(self.configs) - set(stored):
+            self._apply(name, {})
+        for name, configs in stored.items():
+            if self.configs.get(name) != configs:
+                self._apply(name, configs)
+
+    def _on_change(self, _event: Any) -> None:
+        if self._stopped:
+            return
+        if self._reload is not None and not self._reload.done():
+            self._again = True
+            return
+        self._reload = asyncio.get_running_loop().create_task(self._reload_loop())
+
+    async def _reload_loop(self) -> None:
+        while True:
+            self._again = False
+            try:
+                await self._load_and_watch()
+            except MetadataStoreError as e:
+                log.warning("reloading client metrics subscriptions failed (retrying): %s", e)
+                await asyncio.sleep(1.0)
+                self._again = True
+            if not self._again or self._stopped:
+                return
 
     async def set(self, name: str, configs: dict[str, str]) -> None:
-        """Validate, store, apply (an empty set removes the subscription)."""
+        """Validate, store, notify the other brokers, apply (an empty set removes it)."""
         parse_subscription(name, configs)
         if self._store is not None:
             path = zk_paths.config_entity_path(ENTITY_TYPE, name)
@@ -170,6 +221,12 @@ class ClientMetricsManager:
                 await self._store.set(path, data)
             except NoNodeError:
                 await self._store.create(path, data, makepath=True)
+            await self._store.create(
+                zk_paths.config_change_path(),
+                zk_data.ConfigChangeNotification(f"{ENTITY_TYPE}/{name}").encode(),
+                sequential=True,
+                makepath=True,
+            )
         self._apply(name, configs)
 
     def _apply(self, name: str, configs: dict[str, str]) -> None:

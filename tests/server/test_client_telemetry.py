@@ -163,3 +163,34 @@ def test_subscription_and_push_rules_over_the_wire(broker, admin):
         assert other.call(72, 0, bad).error_code == ErrorCode.invalid_record
     finally:
         other.close()
+
+
+def test_a_subscription_reaches_the_other_brokers_of_a_cluster(tmp_path):
+    """Set through one broker, a subscription is what another broker hands out (Kafka's
+    config change notification)."""
+    from kafkalite.testing.in_process_cluster import ThreadedCluster
+
+    cluster = ThreadedCluster(2, tmp_path)
+    cluster.start()
+    try:
+        admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_of(0))
+        try:
+            subscribe(admin, "everyone", metrics="org.apache.kafka.", **{"interval.ms": "1000"})
+        finally:
+            admin.close()
+        c = named(cluster.bootstrap_of(1), "anyone")
+        try:
+            deadline = time.monotonic() + 10
+            while True:
+                got = c.call(
+                    71, 0, GetTelemetrySubscriptionsRequest(client_instance_id=uuid.UUID(int=0))
+                )
+                if got.requested_metrics or time.monotonic() > deadline:
+                    break
+                time.sleep(0.1)
+            assert got.requested_metrics == ("org.apache.kafka.",)
+            assert got.push_interval.total_seconds() == 1
+        finally:
+            c.close()
+    finally:
+        cluster.stop()
