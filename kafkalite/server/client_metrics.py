@@ -36,7 +36,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import crc32c
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    Metric,
+    UnknownMetricFamily,
+)
 from prometheus_client.registry import Collector
 
 from kafkalite.metadata import zk_data, zk_paths
@@ -374,7 +379,7 @@ def _record(series: dict[Any, float], m: Any) -> None:
         for p in m.histogram.data_points:
             labels = _labels(p)
             for suffix, value in (("_count", float(p.count)), ("_sum", p.sum)):
-                key = (m.name + suffix, "counter", labels)
+                key = (m.name + suffix, "untyped", labels)  # <name>_count, <name>_sum
                 series[key] = (series.get(key, 0.0) if delta else 0.0) + value
 
 
@@ -446,9 +451,11 @@ class ClientTelemetryCollector(Collector):
         for name, (kind, samples) in sorted(families.items()):
             keys = sorted({k for labels, _ in samples for k in labels})
             doc = "client telemetry (KIP-714) pushed by clients"
-            out: GaugeMetricFamily | CounterMetricFamily
+            out: GaugeMetricFamily | CounterMetricFamily | UnknownMetricFamily
             if kind == "counter":
                 out = CounterMetricFamily(name, doc, labels=keys)
+            elif kind == "untyped":
+                out = UnknownMetricFamily(name, doc, labels=keys)
             else:
                 out = GaugeMetricFamily(name, doc, labels=keys)
             for labels, value in samples:

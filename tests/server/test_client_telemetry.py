@@ -194,3 +194,45 @@ def test_a_subscription_reaches_the_other_brokers_of_a_cluster(tmp_path):
             c.close()
     finally:
         cluster.stop()
+
+
+def test_delta_sums_add_up_into_counters_and_histograms_export_count_and_sum():
+    """What ``/metrics`` shows of pushed OTLP data: a gauge's last value, a monotonic
+    delta sum's running total, a histogram's count and sum."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from kafkalite.server.client_metrics import (
+        ClientInstance,
+        ClientMetricsManager,
+        ClientTelemetryCollector,
+    )
+
+    mgr = ClientMetricsManager(lambda: 0)
+    iid = uuid.UUID(int=5)
+    inst = ClientInstance(iid, {"client_id": "c"}, 1, 0, ["*"], 1000)
+    mgr.instances[iid] = inst
+
+    def push(delta: int) -> None:
+        data = metrics_pb2.MetricsData()
+        ms = data.resource_metrics.add().scope_metrics.add()
+        total = ms.metrics.add()
+        total.name = "org.apache.kafka.producer.connection.creation.total"
+        total.sum.is_monotonic = True
+        total.sum.aggregation_temporality = 1  # delta
+        total.sum.data_points.add().as_int = delta
+        hist = ms.metrics.add()
+        hist.name = "x.latency"
+        hist.histogram.aggregation_temporality = 1
+        p = hist.histogram.data_points.add()
+        p.count, p.sum = 2, 10.0
+        mgr._decode_into(inst, 0, data.SerializeToString())
+
+    push(3)
+    push(4)
+    reg = CollectorRegistry()
+    reg.register(ClientTelemetryCollector(lambda: mgr))
+    text = generate_latest(reg).decode()
+    labels = f'{{client_id="c",client_instance_id="{iid}"}}'
+    assert f"org_apache_kafka_producer_connection_creation_total{labels} 7.0" in text
+    assert f"x_latency_count{labels} 4.0" in text
+    assert f"x_latency_sum{labels} 20.0" in text
