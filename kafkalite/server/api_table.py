@@ -63,7 +63,6 @@ NOT_SERVED: dict[int, str] = {
 
 #: why a served API stops below Kafka's newest version
 BELOW_NEWEST: dict[int, str] = {
-    22: "v6 is two-phase commit (KIP-939): not implemented",
     26: "v5 is transaction.version 2 (KIP-890 part 2): not implemented, transaction.version 1 is finalized",
     28: "v5 is transaction.version 2 (KIP-890 part 2): not implemented, transaction.version 1 is finalized",
 }

@@ -12,6 +12,7 @@ import pytest
 from kafka import KafkaAdminClient
 from kafka.errors import InvalidUpdateVersionError
 from kio.schema.fetch.v18 import request as fetch_v18
+from kio.schema.init_producer_id.v6 import request as init_v6
 from kio.schema.produce.v13 import request as produce_v13
 
 from kafkalite.protocol.records import build_batch
@@ -134,5 +135,26 @@ def test_produce_v13_addresses_topics_by_id_and_fetch_v18_reads_them(admin, kafk
         )
         got = c.call(1, 18, fetch).responses[0].partitions[0]
         assert got.error_code == 0 and b"by-id" in bytes(got.records)
+    finally:
+        c.close()
+
+
+def test_init_producer_id_v6_refuses_two_phase_commit(kafka_broker):
+    c = RawClient.to(kafka_broker.bootstrap_servers)
+    try:
+
+        def init(tid: str | None = "tx-2pc", **kw):
+            req = init_v6.InitProducerIdRequest(
+                transactional_id=tid,
+                transaction_timeout=datetime.timedelta(seconds=60),
+                **kw,
+            )
+            return c.call(22, 6, req)
+
+        assert init(enable2_pc=True).error_code == 42  # INVALID_REQUEST
+        assert init(keep_prepared_txn=True).error_code == 42
+        ok = init(None)  # an idempotent producer at v6
+        assert ok.error_code == 0 and ok.producer_id >= 0
+        assert (ok.ongoing_txn_producer_id, ok.ongoing_txn_producer_epoch) == (-1, -1)
     finally:
         c.close()

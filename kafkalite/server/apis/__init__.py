@@ -275,10 +275,12 @@ _TABLE: list[tuple[Any, int, int, Any, bool, str]] = [
     (
         ApiKey.INIT_PRODUCER_ID,
         0,
-        5,
+        6,
         handle_init_producer_id,
         True,
-        "idempotent and transactional producers (epoch bumps, fencing, KIP-360)",
+        "idempotent and transactional producers (epoch bumps, fencing, KIP-360); "
+        "v6 two-phase commit (KIP-939) is INVALID_REQUEST (transaction.two.phase.commit.enable "
+        "off)",
     ),
     (
         ApiKey.ADD_PARTITIONS_TO_TXN,

@@ -115,6 +115,7 @@ if TYPE_CHECKING:
     import kio.schema.init_producer_id.v3.request
     import kio.schema.init_producer_id.v4.request
     import kio.schema.init_producer_id.v5.request
+    import kio.schema.init_producer_id.v6.request
     import kio.schema.join_group.v2.request
     import kio.schema.join_group.v3.request
     import kio.schema.join_group.v4.request
@@ -368,6 +369,7 @@ if TYPE_CHECKING:
         | kio.schema.init_producer_id.v3.request.InitProducerIdRequest
         | kio.schema.init_producer_id.v4.request.InitProducerIdRequest
         | kio.schema.init_producer_id.v5.request.InitProducerIdRequest
+        | kio.schema.init_producer_id.v6.request.InitProducerIdRequest
     )
 
     OffsetForLeaderEpochRequest = (
