@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -49,19 +50,23 @@ class FutureLog:
     cancelled: bool = False
 
 
-def _copy_file(src: Path, dst: Path, rate: Callable[[], float], spent: list[float]) -> int:
-    """Copy ``src`` to ``dst`` in chunks; returns the bytes copied. ``spent[0]`` is the
-    seconds the throttle owes, slept between chunks (on this worker thread)."""
-    import time
-
+def _copy_file(src: Path, dst: Path, rate: Callable[[], float], fut: FutureLog) -> int:
+    """Copy ``src`` to ``dst`` in chunks at most ``rate()`` bytes a second; returns the
+    bytes copied. Runs on a worker thread: the throttle sleeps in slices of at most 0.1 s
+    and stops when the move is cancelled (a broker stop does not wait for it)."""
     n = 0
     with open(src, "rb") as fi, open(dst, "wb") as fo:
-        while chunk := fi.read(CHUNK):
+        while not fut.cancelled:
+            r = rate()
+            chunk = fi.read(CHUNK if r <= 0 else max(1024, min(CHUNK, int(r / 10))))
+            if not chunk:
+                break
             fo.write(chunk)
             n += len(chunk)
-            r = rate()
             if r > 0:
-                time.sleep(len(chunk) / r)
+                until = time.monotonic() + len(chunk) / r
+                while not fut.cancelled and (left := until - time.monotonic()) > 0:
+                    time.sleep(min(left, 0.1))
         fo.flush()
         os.fsync(fo.fileno())
     return n
@@ -75,6 +80,19 @@ async def copy_closed_segments(
 ) -> None:
     """Copy ``closed`` segments ([(base offset, file names)], in offset order) on a worker
     thread; a file that vanished (retention) is skipped, the final step settles it."""
+    try:
+        await _copy_segments(fut, src_dir, closed, rate)
+    except asyncio.CancelledError:
+        fut.cancelled = True  # the worker thread stops at its next slice
+        raise
+
+
+async def _copy_segments(
+    fut: FutureLog,
+    src_dir: Path,
+    closed: list[tuple[int, list[str]]],
+    rate: Callable[[], float],
+) -> None:
     for i, (_base, names) in enumerate(closed):
         if fut.cancelled:
             return
@@ -82,9 +100,11 @@ async def copy_closed_segments(
             src = src_dir / name
             try:
                 st = os.stat(src)
-                copied = await asyncio.to_thread(_copy_file, src, fut.dir / name, rate, [0.0])
+                copied = await asyncio.to_thread(_copy_file, src, fut.dir / name, rate, fut)
             except FileNotFoundError:
                 continue
+            if fut.cancelled:
+                return
             fut.copied[name] = (st.st_size, st.st_mtime_ns)
             if name.endswith(".log"):
                 fut.copied_bytes += copied

@@ -51,7 +51,7 @@ from kafkalite.log.log import (
     parse_topic_partition_name,
 )
 from kafkalite.log.log_config import LONG_MAX, LogConfig
-from kafkalite.log.log_dir_move import FutureLog, copy_rest, future_dir_name
+from kafkalite.log.log_dir_move import FUTURE_DIR_SUFFIX, FutureLog, copy_rest, future_dir_name
 from kafkalite.log.partition_dir import (
     UnsafeLogDir,
     direct_child,
@@ -67,7 +67,6 @@ log = logging.getLogger(__name__)
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
 DELETE_DIR_SUFFIX = "-delete"
-FUTURE_DIR_SUFFIX = "-future"
 STRAY_DIR_SUFFIX = "-stray"
 
 
@@ -271,7 +270,12 @@ class LogManager:
                 log.info("deleting %s left by an earlier topic deletion", sub)
                 self._delete_in_background(partial(shutil.rmtree, sub, ignore_errors=True))
                 continue
-            if name.endswith((FUTURE_DIR_SUFFIX, STRAY_DIR_SUFFIX)):
+            if name.endswith(FUTURE_DIR_SUFFIX):
+                # a move between log dirs cut short by a stop: abandoned (Kafka resumes it)
+                log.info("deleting %s left by an interrupted log dir move", sub)
+                self._delete_in_background(partial(shutil.rmtree, sub, ignore_errors=True))
+                continue
+            if name.endswith(STRAY_DIR_SUFFIX):
                 log.warning("ignoring %s", sub)
                 continue
             try:

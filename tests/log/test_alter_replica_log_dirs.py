@@ -5,6 +5,7 @@ partition serves from the new dir, every record intact, and takes new ones."""
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -111,3 +112,34 @@ def test_a_replica_moves_between_log_dirs_on_a_live_broker(kafka_broker_factory,
         ]
     )
     assert len(_consume(broker.bootstrap_servers, "mv", 330)) == 330
+
+
+def test_a_move_cut_short_by_a_restart_is_abandoned(kafka_broker_factory, tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    broker = kafka_broker_factory(
+        tmp_path / "data",
+        **{"log.dirs": f"{a},{b}", "replica.alter.log.dirs.io.max.bytes.per.second": 1000},
+    )
+    broker.create_topic("cut", config={"segment.bytes": "20000"})
+    p = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 5})
+    for i in range(60):
+        p.produce("cut", b"%04d" % i + b"x" * 500, partition=0)
+        if i % 30 == 29:
+            assert p.flush(10) == 0
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers)
+    try:
+        src = next(d for d, ps in _dirs(admin, "cut").items() if (0, False) in ps)
+        dest = str(b if src == str(a) else a)
+        admin.alter_replica_log_dirs({TopicPartitionReplica("cut", 0, 0): dest})
+        assert (0, True) in _dirs(admin, "cut")[dest]
+    finally:
+        admin.close()
+    broker.restart()
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers)
+    try:
+        assert _dirs(admin, "cut") == {src: [(0, False)]}
+    finally:
+        admin.close()
+    broker.kafka.log_manager.wait_for_deletions()
+    assert not [d for d in os.listdir(dest) if d.endswith("-future")]
+    assert len(_consume(broker.bootstrap_servers, "cut", 60)) == 60
