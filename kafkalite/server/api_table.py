@@ -13,7 +13,7 @@ from kafkalite.network.api_spec import ApiSpec
 _KRAFT = "KRaft only: kafkalite has no controller quorum (a ZooKeeper-mode Kafka broker does not serve it either)"
 _SHARE_STATE = "share coordinator's inter-broker state API (KIP-932): with share groups"
 _SHARE = "share groups (KIP-932): being built in parallel"
-_SECURITY = "security work (SASL, ACLs) in parallel"
+_SECURITY = "ACLs: the authorizer is being built in parallel"
 #: why a Kafka API key is not served, for the keys the table lacks (Kafka 4.2's keys as
 #: kio's schemas know them)
 NOT_SERVED: dict[int, str] = {
