@@ -95,6 +95,12 @@ class LogDirNotFound(LogError):
     error_code = ErrorCode.log_dir_not_found
 
 
+class ReplicaNotAvailable(LogError):
+    """AlterReplicaLogDirs for a partition this broker does not host."""
+
+    error_code = ErrorCode.replica_not_available
+
+
 class UnexpectedAppendOffset(LogError):
     """Follower append whose first offset is below the log end offset."""
 

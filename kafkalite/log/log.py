@@ -1003,6 +1003,12 @@ class Log:
         self._deleter.close_handlers()
         self._deleter.clear()
 
+    def checkpoint_state(self) -> None:
+        """Producer snapshot and leader-epoch checkpoint on disk, synced: a copy of the
+        flushed files then loads as this log (a move between log dirs)."""
+        self.take_producer_snapshot(sync=True)
+        self._epoch_cache.sync_to_disk()
+
     def close_handlers(self) -> None:
         """Release descriptors without touching files (offline dir, deleted log)."""
         self._segments.close_handlers()

@@ -44,13 +44,14 @@ from kafkalite.log.checkpoint import (
     syncfs_available,
 )
 from kafkalite.log.cleaner import CleanerConfig, LogCleaner
-from kafkalite.log.errors import KafkaStorageError, LogError
+from kafkalite.log.errors import KafkaStorageError, LogDirNotFound, LogError, ReplicaNotAvailable
 from kafkalite.log.log import (
     Log,
     _wall_clock_ms,
     parse_topic_partition_name,
 )
 from kafkalite.log.log_config import LONG_MAX, LogConfig
+from kafkalite.log.log_dir_move import FUTURE_DIR_SUFFIX, FutureLog, copy_rest, future_dir_name
 from kafkalite.log.partition_dir import (
     UnsafeLogDir,
     direct_child,
@@ -66,7 +67,6 @@ log = logging.getLogger(__name__)
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
 DELETE_DIR_SUFFIX = "-delete"
-FUTURE_DIR_SUFFIX = "-future"
 STRAY_DIR_SUFFIX = "-stray"
 
 
@@ -177,6 +177,8 @@ class LogManager:
         #: callbacks told when a dir goes offline (the replica layer reacts)
         self.on_dir_offline: list[Callable[[Path], None]] = []
         self._pending_dir_deletes: list[tuple[int, Path, Log]] = []
+        #: replicas moving to another log dir (AlterReplicaLogDirs), by partition
+        self.future_logs: dict[TopicPartition, FutureLog] = {}
         #: file deletions (expired segments, deleted partitions' dirs) run on one
         #: background thread, as Kafka's kafka-delete-logs: unlinking a 1 GiB
         #: segment takes 50-200 ms, too long to hold the broker's event loop
@@ -268,7 +270,12 @@ class LogManager:
                 log.info("deleting %s left by an earlier topic deletion", sub)
                 self._delete_in_background(partial(shutil.rmtree, sub, ignore_errors=True))
                 continue
-            if name.endswith((FUTURE_DIR_SUFFIX, STRAY_DIR_SUFFIX)):
+            if name.endswith(FUTURE_DIR_SUFFIX):
+                # a move between log dirs cut short by a stop: abandoned (Kafka resumes it)
+                log.info("deleting %s left by an interrupted log dir move", sub)
+                self._delete_in_background(partial(shutil.rmtree, sub, ignore_errors=True))
+                continue
+            if name.endswith(STRAY_DIR_SUFFIX):
                 log.warning("ignoring %s", sub)
                 continue
             try:
@@ -404,6 +411,100 @@ class LogManager:
         self._add_log(tp, lg, d)
         log.info("created log %s in %s", lg.name, d)
         return lg
+
+    # ------------------------------------------------------------ moves between log dirs
+
+    def begin_move(self, tp: TopicPartition, dest: Path) -> FutureLog | None:
+        """A future log for moving ``tp`` to ``dest`` (Kafka's
+        ReplicaManager.alterReplicaLogDirs): None when there is nothing to start (already
+        there, or already moving there). Raises LogDirNotFound, KafkaStorageError,
+        ReplicaNotAvailable."""
+        if not dest.is_absolute() or dest not in self.log_dirs:
+            raise LogDirNotFound(f"Log dir {dest} is not found in the config.")
+        if dest in self.offline_dirs:
+            raise KafkaStorageError(f"Log dir {dest} is offline")
+        lg = self._logs.get(tp)
+        if lg is None:
+            raise ReplicaNotAvailable(f"Replica for partition {tp[0]}-{tp[1]} is not available")
+        existing = self.future_logs.get(tp)
+        if existing is not None and existing.dest == dest:
+            return None
+        if existing is not None:
+            self.abort_move(tp)
+        if self._dir_of[tp] == dest:
+            return None
+        path = direct_child(dest, future_dir_name(*tp))
+        try:
+            path.mkdir()
+        except OSError as e:
+            self._mark_dir_offline(dest)
+            raise KafkaStorageError(f"cannot create {path}: {e}") from e
+        fut = FutureLog(tp, dest, path)
+        self.future_logs[tp] = fut
+        return fut
+
+    def abort_move(self, tp: TopicPartition) -> None:
+        fut = self.future_logs.pop(tp, None)
+        if fut is not None:
+            fut.cancelled = True
+            self._delete_in_background(partial(shutil.rmtree, fut.dir, ignore_errors=True))
+
+    def closed_segment_files(self, tp: TopicPartition) -> list[tuple[int, list[str]]]:
+        """The files of every segment but the active one: what a move copies first."""
+        lg = self._logs[tp]
+        return [
+            (
+                seg.base_offset,
+                [
+                    p.name
+                    for p in (
+                        seg.log_path,
+                        seg.offset_index.path,
+                        seg.time_index.path,
+                        seg.txn_index.path,
+                    )
+                    if p.exists()
+                ],
+            )
+            for seg in lg.segments[:-1]
+        ]
+
+    def complete_move(self, fut: FutureLog) -> Log:
+        """Swap the caught-up future log in (synchronous: nothing appends meanwhile) and
+        return the partition's new log; the old dir goes after file.delete.delay.ms."""
+        tp = fut.tp
+        lg = self._logs[tp]
+        src = self._dir_of[tp]
+        self.cleaner.abort_cleaning(tp)
+        lg.flush()
+        lg.checkpoint_state()
+        hw, start, leo = lg.high_watermark, lg.log_start_offset, lg.log_end_offset
+        copy_rest(fut, lg.dir)
+        final = direct_child(fut.dest, lg.dir.name)
+        os.rename(fut.dir, final)
+        new = Log(
+            final,
+            self.config_for(tp[0]),
+            topic=tp[0],
+            partition=tp[1],
+            log_start_offset=start,
+            recovery_point=leo,
+            clock_ms=self._clock,
+            on_io_error=self._on_log_io_error,
+            on_truncate=self._on_log_truncated,
+        )
+        new.update_high_watermark(hw)
+        target = direct_child(src, log_delete_dir_name(*tp))
+        os.rename(lg.dir, target)
+        lg.mark_offline()  # moved: the old log serves nothing more
+        del self.future_logs[tp]
+        self._dir_counts[src] -= 1
+        self._logs.pop(tp)
+        self._add_log(tp, new, fut.dest)
+        delay = self.default_config.file_delete_delay_ms
+        self._pending_dir_deletes.append((self._clock() + max(delay, 0), target, lg))
+        log.info("moved log %s from %s to %s", new.name, src, fut.dest)
+        return new
 
     def _add_log(self, tp: TopicPartition, lg: Log, d: Path) -> None:
         lg.file_deleter = self._delete_in_background

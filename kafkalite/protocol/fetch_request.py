@@ -1,4 +1,4 @@
-"""Fetch request parser for versions 4–16, without kio.
+"""Fetch request parser for versions 4–18, without kio.
 
 Every consumer and follower sends Fetch in a loop, and at low rates each one is
 answered at once, so its handling is paid per poll. kio's native reader decodes
@@ -32,7 +32,7 @@ from kafkalite.protocol.headers import MalformedRequest, skip_tagged_fields
 from kafkalite.protocol.varint import VarintError, decode_unsigned_varint
 
 MIN_VERSION = 4
-MAX_VERSION = 16
+MAX_VERSION = 18
 FIRST_FLEXIBLE = 12
 #: fetch versions that name topics by id instead of by name
 FIRST_TOPIC_ID = 13
@@ -202,7 +202,7 @@ def _parse_legacy(buf: bytes, pos: int, version: int) -> FetchRequest:
 
 
 def _parse_flexible(buf: bytes, pos: int, version: int) -> FetchRequest:
-    """v12–16: compact (unsigned varint + 1) lengths and tagged fields everywhere."""
+    """v12–18: compact (unsigned varint + 1) lengths and tagged fields everywhere."""
     end = len(buf)
     by_id = version >= FIRST_TOPIC_ID
     if version >= FIRST_REPLICA_STATE:

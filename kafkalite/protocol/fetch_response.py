@@ -1,4 +1,4 @@
-"""Fetch response writer for versions 4–16 that never copies record data.
+"""Fetch response writer for versions 4–18 that never copies record data.
 
 kio would need the records as ``bytes``; a fetch of a 1 MiB batch would then
 read the segment into memory and copy it again into the response. This writer
@@ -20,7 +20,7 @@ from kafkalite.common import structs
 from kafkalite.protocol.varint import encode_unsigned_varint
 
 MIN_VERSION = 4
-MAX_VERSION = 16
+MAX_VERSION = 18
 
 _HEAD_V7 = struct.Struct(">ihi")  # throttle_time_ms, error_code, session_id
 _PART_V4 = struct.Struct(">ihqq")  # partition, error, hw, lso

@@ -1,4 +1,4 @@
-"""Produce request parser and response writer for versions 3–11, without kio.
+"""Produce request parser and response writer for versions 3–13, without kio.
 
 Produce is the broker's hottest request: with ``linger.ms=0`` a client sends
 one per record. kio builds a frozen dataclass per topic and partition on the
@@ -15,6 +15,7 @@ version.
 from __future__ import annotations
 
 import struct
+import uuid
 from collections.abc import Sequence
 
 from kafkalite.common import structs
@@ -22,8 +23,10 @@ from kafkalite.protocol.headers import MalformedRequest, skip_tagged_fields
 from kafkalite.protocol.varint import VarintError, decode_unsigned_varint, write_unsigned_varint
 
 MIN_VERSION = 3
-MAX_VERSION = 11
+MAX_VERSION = 13
 FIRST_FLEXIBLE = 9
+#: v13 addresses topics by id (KIP-516) instead of by name
+FIRST_TOPIC_ID = 13
 #: Kafka's generated readers refuse longer strings
 MAX_STRING_BYTES = 0x7FFF
 #: error messages in a response are cut to this many characters (at most 4000 bytes)
@@ -45,11 +48,20 @@ class PartitionProduceData:
 
 
 class TopicProduceData:
-    __slots__ = ("name", "partition_data")
+    """A topic's partitions; v13+ name it by ``topic_id`` (``name`` is then "" until the
+    handler resolves it)."""
 
-    def __init__(self, name: str, partition_data: list[PartitionProduceData]) -> None:
+    __slots__ = ("name", "partition_data", "topic_id")
+
+    def __init__(
+        self,
+        name: str,
+        partition_data: list[PartitionProduceData],
+        topic_id: uuid.UUID | None = None,
+    ) -> None:
         self.name = name
         self.partition_data = partition_data
+        self.topic_id = topic_id
 
 
 class ProduceRequest:
@@ -107,17 +119,26 @@ def _parse(buf: bytes | memoryview, pos: int, version: int, flexible: bool) -> P
         pos += 4
     if not 0 <= n_topics <= end - pos:  # null, negative, or more topics than bytes (as Kafka)
         raise MalformedRequest(f"topic_data of {n_topics} elements in {end - pos} bytes")
+    by_id = version >= FIRST_TOPIC_ID
     for _ in range(n_topics):
-        if flexible:
-            n, pos = decode_unsigned_varint(buf, pos)
-            n -= 1
+        topic_id = None
+        if by_id:
+            if pos + 16 > end:
+                raise MalformedRequest("topic_id overruns the frame")
+            topic_id = uuid.UUID(bytes=bytes(buf[pos : pos + 16]))
+            pos += 16
+            name = ""
         else:
-            n = structs.I16.unpack_from(buf, pos)[0]
-            pos += 2
-        if n < 0 or pos + n > end or n > MAX_STRING_BYTES:
-            raise MalformedRequest(f"topic name of {n} bytes")
-        name = str(buf[pos : pos + n], "utf-8")
-        pos += n
+            if flexible:
+                n, pos = decode_unsigned_varint(buf, pos)
+                n -= 1
+            else:
+                n = structs.I16.unpack_from(buf, pos)[0]
+                pos += 2
+            if n < 0 or pos + n > end or n > MAX_STRING_BYTES:
+                raise MalformedRequest(f"topic name of {n} bytes")
+            name = str(buf[pos : pos + n], "utf-8")
+            pos += n
         if flexible:
             n_parts, pos = decode_unsigned_varint(buf, pos)
             n_parts -= 1
@@ -150,7 +171,7 @@ def _parse(buf: bytes | memoryview, pos: int, version: int, flexible: bool) -> P
             parts.append(PartitionProduceData(index, records))
         if flexible:
             pos = skip_tagged_fields(buf, pos)
-        topics.append(TopicProduceData(name, parts))
+        topics.append(TopicProduceData(name, parts, topic_id))
     if flexible:
         pos = skip_tagged_fields(buf, pos)
     if pos > end:
@@ -187,10 +208,11 @@ def _write_message(out: bytearray, s: str | None, flexible: bool) -> None:
 
 def encode_produce_response(
     version: int,
-    responses: Sequence[tuple[str, Sequence[PartitionResponse]]],
+    responses: Sequence[tuple[str | uuid.UUID, Sequence[PartitionResponse]]],
     throttle_time_ms: int = 0,
 ) -> bytes:
-    """The response body for ``responses``: ``[(topic, [PartitionResponse, ...]), ...]``."""
+    """The response body for ``responses``: ``[(topic, [PartitionResponse, ...]), ...]``,
+    each topic its name, or from v13 its id."""
     if not MIN_VERSION <= version <= MAX_VERSION:
         raise ValueError(f"produce response v{version} not supported by this writer")
     flexible = version >= FIRST_FLEXIBLE
@@ -202,7 +224,10 @@ def encode_produce_response(
     else:
         out += structs.I32.pack(len(responses))
     for name, parts in responses:
-        _write_string(out, name, flexible)
+        if isinstance(name, uuid.UUID):
+            out += name.bytes
+        else:
+            _write_string(out, name, flexible)
         if flexible:
             write_unsigned_varint(out, len(parts) + 1)
         else:

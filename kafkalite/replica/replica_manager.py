@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from kafkalite.common.types import TopicPartition
 from kafkalite.log.errors import LogError, OffsetOutOfRange
 from kafkalite.log.fetch_data import FileSlice
+from kafkalite.log.log_dir_move import FutureLog, copy_closed_segments
 from kafkalite.metadata.isr_change import (
     ISR_CHANGE_CHECK_INTERVAL_MS,
     IsrChangePropagator,
@@ -72,6 +73,8 @@ EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
+#: ListOffsets v11 (KIP-1023): the first offset not yet in remote storage
+EARLIEST_PENDING_UPLOAD_TIMESTAMP = -6
 
 READ_UNCOMMITTED = 0
 #: a woken fetch's range up to this size is read into memory once and shared
@@ -1025,8 +1028,8 @@ class ReplicaManager:
             return latest, -1, epoch
         if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             return plog.log_start_offset, -1, epoch
-        if timestamp == LATEST_TIERED_TIMESTAMP:
-            return -1, -1, -1
+        if timestamp in (LATEST_TIERED_TIMESTAMP, EARLIEST_PENDING_UPLOAD_TIMESTAMP):
+            return -1, -1, -1  # no tiered storage: Kafka's answer with remote storage off
         # every other lookup (max timestamp included) must land below the last fetchable offset
         found = plog.fetch_offset_by_timestamp(timestamp)
         if found is None or found[0] >= latest:
@@ -1080,6 +1083,49 @@ class ReplicaManager:
         if self.delete_records_purgatory.try_complete_else_watch(op, pending) or fut.done():
             return fut.result()
         return fut
+
+    def alter_replica_log_dirs(
+        self, moves: dict[TopicPartition, str], rate: Callable[[], float]
+    ) -> dict[TopicPartition, tuple[int, str | None]]:
+        """Start moving each replica to its log dir (Kafka's alterReplicaLogDirs): per
+        partition (error, message). The copy runs as a background task, ``rate`` bytes
+        per second (replica.alter.log.dirs.io.max.bytes.per.second), then swaps the
+        partition to the new log (:mod:`kafkalite.log.log_dir_move`)."""
+        out: dict[TopicPartition, tuple[int, str | None]] = {}
+        lm = self.log_manager
+        for tp, dest in moves.items():
+            try:
+                fut = lm.begin_move(tp, Path(dest))
+            except LogError as e:
+                out[tp] = (int(e.error_code), str(e))
+                continue
+            out[tp] = (0, None)
+            if fut is None:
+                continue
+
+            self._background.append(
+                asyncio.get_running_loop().create_task(self._move_log(fut, rate))
+            )
+        return out
+
+    async def _move_log(self, fut: FutureLog, rate: Callable[[], float]) -> None:
+
+        lm, tp = self.log_manager, fut.tp
+        lg = lm.get_log(*tp)
+        if lg is None:
+            return
+        await copy_closed_segments(fut, lg.dir, lm.closed_segment_files(tp), rate)
+        if fut.cancelled or lm.future_logs.get(tp) is not fut or lm.get_log(*tp) is not lg:
+            return
+        try:
+            new = lm.complete_move(fut)
+        except (OSError, LogError) as e:
+            log.error("moving %s-%s to %s failed: %s", tp[0], tp[1], fut.dest, e)
+            lm.abort_move(tp)
+            return
+        p = self.partitions.get(tp)
+        if p is not None and p.log is lg:
+            p.log = new
 
     async def stop_replication(self) -> None:
         """Stop the fetchers and the ISR tasks (before the logs close)."""

@@ -10,6 +10,107 @@ from __future__ import annotations
 
 from kafkalite.network.api_spec import ApiSpec
 
+_KRAFT = "KRaft only: kafkalite has no controller quorum (a ZooKeeper-mode Kafka broker does not serve it either)"
+_SHARE_STATE = "share coordinator's inter-broker state API (KIP-932): with share groups"
+_SHARE = "share groups (KIP-932): being built in parallel"
+_SECURITY = "ACLs: the authorizer is being built in parallel"
+#: why a Kafka API key is not served, for the keys the table lacks (Kafka 4.2's keys as
+#: kio's schemas know them)
+NOT_SERVED: dict[int, str] = {
+    17: _SECURITY,
+    29: _SECURITY,
+    30: _SECURITY,
+    31: _SECURITY,
+    36: _SECURITY,
+    38: "not implemented: delegation tokens",
+    39: "not implemented: delegation tokens",
+    40: "not implemented: delegation tokens",
+    41: "not implemented: delegation tokens",
+    50: _SECURITY,
+    51: _SECURITY,
+    52: _KRAFT,
+    53: _KRAFT,
+    54: _KRAFT,
+    55: "KRaft only: no quorum to describe; like a ZooKeeper-mode broker, not advertised",
+    56: "inter-broker ISR changes go through ZooKeeper (Kafka's ZooKeeper mode), not AlterPartition",
+    58: "KRaft only: forwarding to the controller quorum",
+    59: _KRAFT,
+    62: _KRAFT,
+    63: _KRAFT,
+    64: _KRAFT,
+    67: "KRaft only: producer ids come from the metadata store's block (Kafka's ZooKeeper mode)",
+    70: _KRAFT,
+    73: _KRAFT,
+    76: _SHARE,
+    77: _SHARE,
+    78: _SHARE,
+    79: _SHARE,
+    80: _KRAFT,
+    81: _KRAFT,
+    82: _KRAFT,
+    83: _SHARE_STATE,
+    84: _SHARE_STATE,
+    85: _SHARE_STATE,
+    86: _SHARE_STATE,
+    87: _SHARE_STATE,
+    88: "not implemented: streams groups (KIP-1071)",
+    89: "not implemented: streams groups (KIP-1071)",
+    90: _SHARE,
+    91: _SHARE,
+    92: _SHARE,
+}
+
+
+#: why a served API stops below Kafka's newest version
+BELOW_NEWEST: dict[int, str] = {
+    26: "v5 is transaction.version 2 (KIP-890 part 2): not implemented, transaction.version 1 is finalized",
+    28: "v5 is transaction.version 2 (KIP-890 part 2): not implemented, transaction.version 1 is finalized",
+}
+
+
+def not_served_markdown(table: dict[int, ApiSpec]) -> list[str]:
+    """Every Kafka API key kio has schemas for that the table does not serve, with why."""
+    from kio.schema.index import api_key_map, schema_name_map
+
+    lines = [
+        "",
+        "## Kafka APIs not served",
+        "",
+        "Every other API key of Apache Kafka 4.2 (as kio's schemas define them), with",
+        "its highest version and why kafkalite does not advertise it.",
+        "",
+        "| key | API | Kafka versions | status |",
+        "|---:|---|---|---|",
+    ]
+    for key, name in sorted(api_key_map.items()):
+        if key in table or key in (4, 5, 6, 7):
+            continue
+        versions = sorted(schema_name_map[name])
+        title = "".join(w.title() for w in name.split("_"))
+        lines.append(
+            f"| {key} | {title} | {versions[0]}–{versions[-1]} | "
+            f"{NOT_SERVED.get(key, 'not implemented')} |"
+        )
+    below = [
+        (s, max(schema_name_map[api_key_map[s.key]]))
+        for s in sorted(table.values(), key=lambda s: s.key)
+        if s.key in api_key_map and s.max_version < max(schema_name_map[api_key_map[s.key]])
+    ]
+    if below:
+        lines += [
+            "",
+            "## Served below Kafka's newest version",
+            "",
+            "| key | API | served up to (Kafka's newest) | why |",
+            "|---:|---|---|---|",
+        ]
+        lines += [
+            f"| {s.key} | {s.name} | v{s.max_version} (v{newest}) | "
+            f"{BELOW_NEWEST.get(s.key, 'not yet')} |"
+            for s, newest in below
+        ]
+    return lines
+
 
 def compatibility_markdown(table: dict[int, ApiSpec]) -> str:
     lines = [
@@ -35,7 +136,9 @@ def compatibility_markdown(table: dict[int, ApiSpec]) -> str:
         lines.append(
             f"| {s.key} | {s.name} | {s.min_version}–{s.max_version}{adv} | {who} | {s.notes} |"
         )
+    lines += not_served_markdown(table)
     return "\n".join(lines + NODE_CLIENTS) + "\n"
+
 
 
 #: what the suite runs the Node.js clients through (tests/clients/test_kafkajs.py,

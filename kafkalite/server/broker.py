@@ -46,6 +46,7 @@ from kafkalite.server.apis import BrokerServices, build_broker_api_table
 from kafkalite.server.apis.controller_requests import ControllerRequestChannel
 from kafkalite.server.append_sequencer import AppendSequencer
 from kafkalite.server.broker_identity import broker_registration, resolve_identity, usable_log_dirs
+from kafkalite.server.client_metrics import ClientMetricsManager, ClientTelemetryCollector
 from kafkalite.server.config import BrokerConfig, Endpoint
 from kafkalite.server.console import ConsoleDeps, ConsoleServer
 from kafkalite.server.controller_identity import ControllerRequestGate
@@ -149,6 +150,11 @@ class KafkaBroker:
             lambda: self.transaction_coordinator, lambda: self.replica_manager
         )
         self.metrics.register_quotas(self.quotas)
+        # KIP-714 client telemetry: its own collector, apart from the broker's metrics
+        self.client_metrics = ClientMetricsManager(
+            self.clock_ms, int(config["telemetry.max.bytes"])
+        )
+        self.metrics.register(ClientTelemetryCollector(lambda: self.client_metrics))
         self.metrics_server = MetricsHttpServer.from_config(self.metrics, config)
         self.console: ConsoleServer | None = None
         if config["kafkalite.console.port"] is not None:
@@ -179,6 +185,7 @@ class KafkaBroker:
         self.controller_gate.authenticate_as(self.broker_id, self.inter_broker_secret)
         self.producer_ids = ProducerIdManager(self.broker_id, self.store)
         await self.dynamic_config.load(self.store, self.broker_id)
+        await self.client_metrics.load(self.store)
         await self.quota_store.start(self.store)
         await self.credential_store.start(self.store)
         for sasl in self.sasl_contexts.values():
@@ -287,7 +294,8 @@ class KafkaBroker:
                 self.quota_store,
                 self.transaction_coordinator,
                 self.txn_verifier,
-                self.credential_store,
+                credential_store=self.credential_store,
+                client_metrics=self.client_metrics,
             )
         )
         await self.socket_server.start()
@@ -332,6 +340,7 @@ class KafkaBroker:
         for sasl in self.sasl_contexts.values():
             if sasl.oauth is not None:
                 await sasl.oauth.stop()
+        await self.client_metrics.stop()
         await self.socket_server.stop()
         if self.metrics_server is not None:
             await self.metrics_server.stop()

@@ -22,6 +22,7 @@ import yaml
 
 from kafkalite.common.errors import ConfigError
 from kafkalite.network.connection_quotas import parse_overrides as parse_connection_overrides
+from kafkalite.server import kafka_dynamic_configs as kdc
 
 log = logging.getLogger(__name__)
 
@@ -198,6 +199,20 @@ _DEFS: list[ConfigDef] = [
     ),
     # topics
     ConfigDef("auto.create.topics.enable", "bool", True, dynamic=True),
+    ConfigDef(
+        "telemetry.max.bytes",
+        "int",
+        1048576,
+        "Most bytes of metrics one PushTelemetry may carry (KIP-714).",
+        validator=at_least(1),
+    ),
+    ConfigDef(
+        "max.request.partition.size.limit",
+        "int",
+        2000,
+        "Most partitions one DescribeTopicPartitions response holds (KIP-966).",
+        validator=at_least(1),
+    ),
     ConfigDef("delete.topic.enable", "bool", True),
     ConfigDef("num.partitions", "int", 1, validator=at_least(1), dynamic=True),
     ConfigDef("default.replication.factor", "int", 1, validator=at_least(1)),
@@ -378,6 +393,14 @@ _DEFS: list[ConfigDef] = [
         "Bytes/s an out-of-sync follower fetches for replicas listed in a topic's "
         "follower.replication.throttled.replicas (KIP-73).",
         validator=at_least(0),
+        dynamic=True,
+    ),
+    ConfigDef(
+        "replica.alter.log.dirs.io.max.bytes.per.second",
+        "long",
+        2**63 - 1,
+        "Bytes/s a replica moving between log dirs (AlterReplicaLogDirs) is copied at.",
+        validator=at_least(1),
         dynamic=True,
     ),
     ConfigDef("replication.quota.window.num", "int", 11, validator=at_least(1)),
@@ -622,6 +645,46 @@ _SASL_DEFS: list[ConfigDef] = [
 _DEFS += _SASL_DEFS
 
 CONFIG_DEFS: dict[str, ConfigDef] = {d.name: d for d in _DEFS}
+
+#: the keys Kafka updates dynamically that kafkalite does not apply at runtime
+#: (:mod:`kafkalite.server.kafka_dynamic_configs`): kafkalite's own definition when it
+#: reads the key at start-up, else Kafka's type and default
+INERT_DYNAMIC_DEFS: dict[str, ConfigDef] = {
+    name: CONFIG_DEFS.get(name)
+    or ConfigDef(name, t, default, "Accepted as Kafka does; inert in kafkalite.")
+    for name, t, default in kdc.KAFKA_DYNAMIC_KEYS
+    if not (name in CONFIG_DEFS and CONFIG_DEFS[name].dynamic)
+}
+
+
+def dynamic_def(key: str) -> ConfigDef | None:
+    """The definition an AlterConfigs on a broker validates ``key`` with; None when Kafka
+    would not update it dynamically either."""
+    d = CONFIG_DEFS.get(key)
+    if d is not None and d.dynamic:
+        return d
+    inert = INERT_DYNAMIC_DEFS.get(key)
+    if inert is not None:
+        return inert
+    base = kdc.listener_base(key)
+    if base is None:
+        return None
+    based = CONFIG_DEFS.get(base) or INERT_DYNAMIC_DEFS.get(base)
+    t = (
+        based.type
+        if based is not None
+        else "password"
+        if base.endswith("jaas.config")
+        else "string"
+    )
+    return ConfigDef(key, t, None, f"Listener override of {base}; inert in kafkalite.")
+
+
+def is_inert_dynamic(key: str) -> bool:
+    """Accepted and stored by AlterConfigs but not applied by kafkalite."""
+    d = CONFIG_DEFS.get(key)
+    return not (d is not None and d.dynamic) and dynamic_def(key) is not None
+
 
 _BOOL = {"true": True, "false": False}
 _LISTENER_RE = re.compile(
@@ -961,28 +1024,71 @@ class BrokerConfig:
     def has_dynamic(self, key: str, *, per_broker: bool) -> bool:
         return key in (self._dynamic_broker if per_broker else self._dynamic_default)
 
+    def reported_value(self, key: str) -> Any:
+        """What DescribeConfigs reports: the applied value, or for a key kafkalite does not
+        apply at runtime the highest layer that sets it (Kafka's effective value)."""
+        d = CONFIG_DEFS.get(key)
+        if d is not None and d.dynamic:
+            return self._values[key]
+        for layer in (self._dynamic_broker, self._dynamic_default):
+            if key in layer:
+                return layer[key]
+        if key in self._values:
+            return self._values[key]
+        inert = INERT_DYNAMIC_DEFS.get(key)
+        return inert.default if inert is not None else None
+
+    def dynamic_keys(self) -> set[str]:
+        """Every key either dynamic layer sets."""
+        return set(self._dynamic_broker) | set(self._dynamic_default)
+
     def items(self) -> list[tuple[str, Any]]:
         return sorted(self._values.items())
 
     # ---- dynamic configs ----------------------------------------------------
     @staticmethod
-    def coerce_dynamic(configs: Mapping[str, Any]) -> dict[str, Any]:
-        """Check every key is a known dynamic config and every value valid; coerce them.
+    def coerce_dynamic(configs: Mapping[str, Any], *, per_broker: bool = True) -> dict[str, Any]:
+        """Check every key is one Kafka updates dynamically and every value valid; coerce them.
 
-        Raises ConfigError naming the first bad key; nothing is applied.
+        Keys kafkalite does not apply (:func:`is_inert_dynamic`) are validated as Kafka
+        does and kept. Raises ConfigError naming the first bad key; nothing is applied.
         """
-        unknown = sorted(k for k in configs if k not in CONFIG_DEFS)
+        unknown = sorted(k for k in configs if k not in CONFIG_DEFS and dynamic_def(k) is None)
         if unknown:
             raise ConfigError(unknown[0], f"unknown broker configs: {', '.join(unknown)}")
-        static_only = sorted(k for k in configs if not CONFIG_DEFS[k].dynamic)
+        static_only = sorted(k for k in configs if dynamic_def(k) is None)
         if static_only:
             raise ConfigError(
                 static_only[0],
                 f"Cannot update these configs dynamically: {', '.join(static_only)}",
             )
+        unprefixed = sorted(k for k in configs if k in kdc.SSL_RECONFIGURABLE)
+        if unprefixed:
+            raise ConfigError(
+                unprefixed[0],
+                "These security configs can be dynamically updated only per-listener using "
+                f"the listener prefix: {', '.join(unprefixed)}",
+            )
+        if not per_broker:
+            only = sorted(
+                k
+                for k in configs
+                if k in kdc.PER_BROKER_ONLY
+                or (
+                    (base := kdc.listener_base(k)) is not None
+                    and base not in kdc.CLUSTER_LEVEL_LISTENER_KEYS
+                )
+            )
+            if only:
+                raise ConfigError(
+                    only[0],
+                    "Cannot update these configs at default cluster level, broker id must be "
+                    f"specified: {', '.join(only)}",
+                )
         out: dict[str, Any] = {}
         for k, value in configs.items():
-            d = CONFIG_DEFS[k]
+            d = dynamic_def(k)
+            assert d is not None
             if value is None:
                 raise ConfigError(k, "a null value is not allowed")
             v = _coerce(d, value)
@@ -999,7 +1105,7 @@ class BrokerConfig:
         A key dropped from both layers goes back to its static value, then Kafka's default.
         """
         b = self.coerce_dynamic(per_broker)
-        d = self.coerce_dynamic(cluster_default)
+        d = self.coerce_dynamic(cluster_default, per_broker=False)
         self._dynamic_broker, self._dynamic_default = b, d
         for k, cd in CONFIG_DEFS.items():
             if cd.dynamic:
@@ -1019,7 +1125,7 @@ class BrokerConfig:
         layer = dict(self._dynamic_broker)
         if value is None:
             layer.pop(key, None)
-            if key not in CONFIG_DEFS or not CONFIG_DEFS[key].dynamic:
+            if dynamic_def(key) is None:
                 self.coerce_dynamic({key: ""})  # raises the same error a set would
         else:
             layer[key] = value

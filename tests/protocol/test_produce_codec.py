@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import struct
+import uuid
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from kio.schema.errors import ErrorCode
 from kafkalite.protocol import messages
 from kafkalite.protocol.headers import MalformedRequest
 from kafkalite.protocol.produce import (
+    FIRST_TOPIC_ID,
     MAX_VERSION,
     MIN_VERSION,
     encode_produce_response,
@@ -36,8 +38,9 @@ nullable_text = st.none() | st.text(max_size=40)
 partition_data = st.fixed_dictionaries(
     {"index": i32, "records": st.none() | st.binary(max_size=300)}
 )
+topic_ids = st.uuids()
 topic_data = st.fixed_dictionaries(
-    {"name": names, "partition_data": st.lists(partition_data, max_size=4)}
+    {"name": names, "topic_id": topic_ids, "partition_data": st.lists(partition_data, max_size=4)}
 )
 requests = st.fixed_dictionaries(
     {
@@ -61,6 +64,10 @@ responses = st.lists(
     st.tuples(names, st.lists(partition_response, max_size=4)),
     max_size=4,
 )
+responses_by_id = st.lists(
+    st.tuples(topic_ids, st.lists(partition_response, max_size=4)),
+    max_size=4,
+)
 
 
 def _kio_request_bytes(version: int, body: dict[str, Any]) -> bytes:
@@ -74,7 +81,11 @@ def _same_request(ours: Any, theirs: Any) -> None:
     assert ours.timeout_ms == theirs.timeout // datetime.timedelta(milliseconds=1)
     assert len(ours.topic_data) == len(theirs.topic_data)
     for t, k in zip(ours.topic_data, theirs.topic_data, strict=True):
-        assert t.name == k.name
+        if hasattr(k, "topic_id"):  # v13+
+            # kio reads the zero id as None
+            assert (t.name, t.topic_id) == ("", k.topic_id or uuid.UUID(int=0))
+        else:
+            assert (t.name, t.topic_id) == (k.name, None)
         assert len(t.partition_data) == len(k.partition_data)
         for p, kp in zip(t.partition_data, k.partition_data, strict=True):
             assert p.index == int(kp.index)
@@ -96,13 +107,15 @@ def test_parser_matches_kio_decoder(version, body):
 
 @pytest.mark.parametrize("version", VERSIONS)
 @settings(max_examples=150, deadline=None)
-@given(topics=responses, throttle=st.integers(0, 2**31 - 1))
-def test_writer_matches_kio_encoder(version, topics, throttle):
+@given(data=st.data(), throttle=st.integers(0, 2**31 - 1))
+def test_writer_matches_kio_encoder(version, data, throttle):
+    by_id = version >= FIRST_TOPIC_ID
+    topics = data.draw(responses_by_id if by_id else responses)
     kio_body = {
         "throttle_time": throttle,
         "responses": [
             {
-                "name": name,
+                ("topic_id" if by_id else "name"): name,
                 "partition_responses": [
                     {
                         "index": index,

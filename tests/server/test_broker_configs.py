@@ -362,3 +362,55 @@ def test_confluent_admin_round_trip_of_broker_configs(broker):
     assert cfg["log.retention.ms"].value == "7"
     assert cfg["log.retention.bytes"].value == "-1"  # back to the default
     assert cfg["log.retention.bytes"].source == DEFAULT
+
+
+def test_kafka_dynamic_keys_kafkalite_does_not_use_are_stored_and_reported(broker, client):
+    """Kafka accepts every key it defines as dynamic (DynamicBrokerConfig.AllDynamicConfigs);
+    kafkalite stores the ones it does not apply (inert) and describes them."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    res = ConfigResource(ConfigResource.Type.BROKER, "0")
+    before = admin.describe_configs([res])[res].result(10)
+    relogin = before["sasl.kerberos.min.time.before.relogin"]
+    assert (relogin.value, relogin.source, relogin.is_read_only) == ("60000", DEFAULT, False)
+
+    def set_(*pairs: tuple[str, str], name: str = "0") -> None:
+        r = ConfigResource(
+            ConfigResource.Type.BROKER,
+            name,
+            incremental_configs=[
+                ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in pairs
+            ],
+        )
+        admin.incremental_alter_configs([r])[r].result(10)
+
+    jaas = "listener.name.sasl_plaintext.plain.sasl.jaas.config"
+    set_(
+        ("sasl.kerberos.min.time.before.relogin", "120000"),
+        ("listener.name.sasl_plaintext.sasl.enabled.mechanisms", "PLAIN,SCRAM-SHA-256"),
+        (jaas, "org.apache.kafka.common.security.plain.PlainLoginModule required;"),
+        ("num.io.threads", "16"),
+    )
+    cfg = admin.describe_configs([res])[res].result(10)
+    assert cfg["sasl.kerberos.min.time.before.relogin"].value == "120000"
+    assert cfg["sasl.kerberos.min.time.before.relogin"].source == DYNAMIC_BROKER
+    assert cfg["listener.name.sasl_plaintext.sasl.enabled.mechanisms"].value == (
+        "PLAIN,SCRAM-SHA-256"
+    )
+    assert cfg[jaas].is_sensitive and cfg[jaas].value is None
+    assert cfg["num.io.threads"].value == "16"
+
+    def refused(*pairs: tuple[str, str], name: str = "0") -> str:
+        with pytest.raises(KafkaException) as e:
+            set_(*pairs, name=name)
+        assert e.value.args[0].code() == ErrorCode.invalid_config
+        return str(e.value.args[0].str())
+
+    # Kafka's own refusals: a wrong type, SSL stores without a listener prefix, listener
+    # settings at the cluster-default level, and keys Kafka never updates dynamically
+    assert "not a valid long" in refused(("sasl.kerberos.min.time.before.relogin", "soon"))
+    assert "per-listener" in refused(("ssl.keystore.location", "/k.pem"))
+    r = incremental(client, "", [("sasl.enabled.mechanisms", SET, "PLAIN")])
+    assert r.error_code == ErrorCode.invalid_config
+    assert "broker id must be specified" in r.error_message
+    assert "dynamically" in refused(("broker.rack", "r1"))
+    assert "unknown" in refused(("listener.name.x.no.such.key", "1"))

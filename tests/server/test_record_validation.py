@@ -128,3 +128,42 @@ def test_clients_cannot_append_to_internal_topics_as_in_kafka(broker, client):
     cid = client.send(0, 9, produce("__consumer_offsets", garbage), client_id="__admin_client")
     got, resp = client.read_response(0, 9)
     assert got == cid and resp.responses[0].partition_responses[0].error_code == ErrorCode.none
+
+
+def test_librdkafka_fails_only_the_keyless_records_of_a_compacted_batch(broker):
+    """A stock producer reads ``record_errors``: the keyless records fail with INVALID_RECORD,
+    the keyed ones of the same batch with librdkafka's "an invalid record in the same batch"
+    (Kafka rejects the batch whole), so they can be sent again on their own."""
+    broker.create_topic("compacted-mixed", config={"cleanup.policy": "compact"})
+    p = Producer(
+        {
+            "bootstrap.servers": broker.bootstrap_servers,
+            "linger.ms": 200,  # one batch for all six
+            "enable.idempotence": False,
+            "retries": 0,
+        }
+    )
+    failed: dict[bytes, int] = {}
+
+    def report(err, msg) -> None:
+        if err is not None:
+            failed[msg.value()] = err.code()
+
+    for i in range(6):
+        key = None if i % 3 == 1 else f"k{i}".encode()
+        p.produce("compacted-mixed", f"v{i}".encode(), key, partition=0, on_delivery=report)
+    p.flush(10)
+    invalid_record, caused_by_another = (
+        ErrorCode.invalid_record,
+        -138,
+    )  # ERR__INVALID_DIFFERENT_RECORD
+    assert failed == {
+        b"v1": invalid_record,
+        b"v4": invalid_record,
+        **{f"v{i}".encode(): caused_by_another for i in (0, 2, 3, 5)},
+    }
+    # the keyed records go through when sent again without the keyless ones
+    for i in (0, 2, 3, 5):
+        p.produce("compacted-mixed", f"v{i}".encode(), f"k{i}".encode(), partition=0)
+    assert p.flush(10) == 0
+    assert [r.value for r in broker.records("compacted-mixed")] == [b"v0", b"v2", b"v3", b"v5"]

@@ -30,7 +30,7 @@ REQUESTS: dict[int, dict[str, Any]] = {
     ApiKey.PRODUCE: {
         "acks": -1,
         "timeout": 1000,
-        "topic_data": [{"name": "t", "partition_data": _PARTS}],
+        "topic_data": [{"name": "t", "topic_id": uuid.UUID(int=7), "partition_data": _PARTS}],
     },
     ApiKey.FETCH: {"topics": [_TOPIC], "forgotten_topics_data": []},
     ApiKey.LIST_OFFSETS: {"topics": [_TOPIC]},
@@ -201,6 +201,28 @@ REQUESTS: dict[int, dict[str, Any]] = {
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: {
         "deletions": [{"name": "alice", "mechanism": 1}],
         "upsertions": [],
+    },
+    ApiKey.UPDATE_FEATURES: {
+        "timeout": 1000,
+        "feature_updates": [
+            {"feature": "group.version", "max_version_level": 1, "allow_downgrade": False}
+        ],
+    },
+    ApiKey.ALTER_REPLICA_LOG_DIRS: {
+        "dirs": [{"path": "/d", "topics": [{"name": "t", "partitions": [0, 1]}]}]
+    },
+    ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: {"client_instance_id": None},
+    ApiKey.PUSH_TELEMETRY: {
+        "client_instance_id": None,
+        "subscription_id": 1,
+        "terminating": False,
+        "compression_type": 0,
+        "metrics": b"",
+    },
+    ApiKey.LIST_CONFIG_RESOURCES: {"resource_types": [16]},
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: {
+        "topics": [{"name": "t"}, {"name": "u"}],
+        "response_partition_limit": 10,
     },
 }
 

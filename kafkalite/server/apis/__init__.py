@@ -20,6 +20,7 @@ from kafkalite.network.api_spec import ApiSpec, ErrorResponseBuilder
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.fetch_request import parse_fetch_request
 from kafkalite.protocol.fetch_response import MAX_VERSION as FETCH_MAX
+from kafkalite.protocol.produce import MAX_VERSION as PRODUCE_MAX
 from kafkalite.protocol.produce import parse_produce_request
 from kafkalite.server.apis import (
     api_versions,
@@ -28,6 +29,8 @@ from kafkalite.server.apis import (
     configs,
     controller_requests,
     delete_records,
+    describe_topic_partitions,
+    features,
     fetch,
     groups,
     init_producer_id,
@@ -37,6 +40,7 @@ from kafkalite.server.apis import (
     produce,
     sasl,
     share,
+    telemetry,
     topics,
     transactions,
 )
@@ -48,6 +52,7 @@ from kafkalite.server.apis.client_quotas import (
 )
 from kafkalite.server.apis.cluster import (
     ClusterDeps,
+    handle_alter_replica_log_dirs,
     handle_describe_cluster,
     handle_describe_log_dirs,
 )
@@ -68,6 +73,11 @@ from kafkalite.server.apis.controller_requests import (
     handle_update_metadata,
 )
 from kafkalite.server.apis.delete_records import handle_delete_records
+from kafkalite.server.apis.describe_topic_partitions import (
+    DescribeTopicPartitionsDeps,
+    handle_describe_topic_partitions,
+)
+from kafkalite.server.apis.features import handle_update_features
 from kafkalite.server.apis.fetch import FetchDeps, handle_fetch
 from kafkalite.server.apis.groups import (
     OFFSET_DELETE,
@@ -108,6 +118,12 @@ from kafkalite.server.apis.share import (
     handle_share_group_describe,
     handle_share_group_heartbeat,
 )
+from kafkalite.server.apis.telemetry import (
+    TelemetryDeps,
+    handle_get_telemetry_subscriptions,
+    handle_list_config_resources,
+    handle_push_telemetry,
+)
 from kafkalite.server.apis.topics import (
     TopicDeps,
     handle_create_partitions,
@@ -139,6 +155,7 @@ if TYPE_CHECKING:
     from kafkalite.security.credentials import ScramCredentialStore
     from kafkalite.server.admin_manager import AdminManager
     from kafkalite.server.append_sequencer import AppendSequencer
+    from kafkalite.server.client_metrics import ClientMetricsManager
     from kafkalite.server.config import BrokerConfig
     from kafkalite.server.controller_identity import ControllerRequestGate
     from kafkalite.server.dynamic_broker_config import DynamicBrokerConfig
@@ -178,6 +195,8 @@ class BrokerServices:
     quota_store: ClientQuotaStore
     transaction_coordinator: TransactionCoordinator
     txn_verifier: TxnVerifier | None = None
+    #: KIP-714 client telemetry (subscriptions, pushed metrics)
+    client_metrics: ClientMetricsManager | None = None
     #: SCRAM credentials in /config/users (DescribeUserScramCredentials, AlterUser...)
     credential_store: ScramCredentialStore | None = None
 
@@ -188,6 +207,7 @@ def _collaborators(s: BrokerServices | None) -> dict[str, Any] | None:
     if s is None:
         return None
     cache, rm = s.metadata_cache, s.replica_manager
+    client_metrics = _client_metrics(s)
     return {
         produce.__name__: ProduceDeps(s.clock_ms, cache, rm, s.append_sequencer, s.txn_verifier),
         fetch.__name__: FetchDeps(
@@ -204,6 +224,9 @@ def _collaborators(s: BrokerServices | None) -> dict[str, Any] | None:
         delete_records.__name__: rm,
         metadata.__name__: MetadataDeps(cache, s.config, s.admin),
         api_versions.__name__: s.api_versions,
+        features.__name__: None,
+        telemetry.__name__: TelemetryDeps(client_metrics, cache),
+        describe_topic_partitions.__name__: DescribeTopicPartitionsDeps(cache, s.config),
         topics.__name__: TopicDeps(s.config, cache, s.admin, s.quotas),
         client_quotas.__name__: ClientQuotaDeps(s.quotas.configs, s.quota_store),
         sasl.__name__: SaslDeps(s.credential_store),
@@ -215,8 +238,9 @@ def _collaborators(s: BrokerServices | None) -> dict[str, Any] | None:
             s.admin,
             s.dynamic_config,
             group_coordinator=s.group_coordinator,
+            client_metrics=client_metrics,
         ),
-        cluster.__name__: ClusterDeps(cache, s.log_manager),
+        cluster.__name__: ClusterDeps(cache, s.log_manager, rm, s.config),
         groups.__name__: GroupDeps(
             s.group_coordinator,
             cache,
@@ -237,6 +261,14 @@ def _collaborators(s: BrokerServices | None) -> dict[str, Any] | None:
     }
 
 
+def _client_metrics(s: BrokerServices) -> ClientMetricsManager:
+    from kafkalite.server.client_metrics import ClientMetricsManager
+
+    if s.client_metrics is not None:
+        return s.client_metrics
+    return ClientMetricsManager(s.clock_ms, int(s.config["telemetry.max.bytes"]))
+
+
 def _txn_coordinator_finder(tc: TransactionCoordinator) -> Callable[[str], Awaitable[int]]:
     async def find(transactional_id: str) -> int:
         await tc.ensure_state_topic()
@@ -250,19 +282,20 @@ _TABLE: list[tuple[Any, int, int, Any, bool, str]] = [
     (
         ApiKey.PRODUCE,
         3,
-        11,
+        PRODUCE_MAX,
         handle_produce,
         False,
-        "advertised from v0 like Kafka 4 (KAFKA-18659); v0-2 requests close the connection",
+        "advertised from v0 like Kafka 4 (KAFKA-18659); v0-2 requests close the connection; "
+        "v13 topic ids; v12+ in a transaction needs transaction.version 2 (not finalized)",
     ),
     (ApiKey.FETCH, 4, FETCH_MAX, handle_fetch, False, "zero-copy sendfile; incremental sessions"),
     (
         ApiKey.LIST_OFFSETS,
         1,
-        10,
+        11,
         handle_list_offsets,
         False,
-        "earliest, latest, timestamp, max-timestamp",
+        "earliest, latest, timestamp, max-timestamp; tiered lookups answer -1 (no tiered storage)",
     ),
     (ApiKey.METADATA, 0, 13, handle_metadata, True, "auto topic creation"),
     (ApiKey.API_VERSIONS, 0, 4, handle_api_versions, False, "v0 fallback for too-new versions"),
@@ -272,10 +305,12 @@ _TABLE: list[tuple[Any, int, int, Any, bool, str]] = [
     (
         ApiKey.INIT_PRODUCER_ID,
         0,
-        5,
+        6,
         handle_init_producer_id,
         True,
-        "idempotent and transactional producers (epoch bumps, fencing, KIP-360)",
+        "idempotent and transactional producers (epoch bumps, fencing, KIP-360); "
+        "v6 two-phase commit (KIP-939) is INVALID_REQUEST (transaction.two.phase.commit.enable "
+        "off)",
     ),
     (
         ApiKey.ADD_PARTITIONS_TO_TXN,
@@ -312,7 +347,7 @@ _TABLE: list[tuple[Any, int, int, Any, bool, str]] = [
         4,
         handle_describe_configs,
         False,
-        "topic, broker and group resources",
+        "topic, broker, group and client-metrics resources",
     ),
     (
         ApiKey.ALTER_CONFIGS,
@@ -320,12 +355,20 @@ _TABLE: list[tuple[Any, int, int, Any, bool, str]] = [
         2,
         handle_alter_configs,
         True,
-        "topic, broker and group resources",
+        "topic, broker, group and client-metrics resources",
     ),
-    (ApiKey.DESCRIBE_LOG_DIRS, 1, 4, handle_describe_log_dirs, False, ""),
+    (
+        ApiKey.ALTER_REPLICA_LOG_DIRS,
+        1,
+        2,
+        handle_alter_replica_log_dirs,
+        True,
+        "moves a replica between log.dirs on a live broker (future log, then swap)",
+    ),
+    (ApiKey.DESCRIBE_LOG_DIRS, 1, 5, handle_describe_log_dirs, False, "no cordoned dirs"),
     (ApiKey.CREATE_PARTITIONS, 0, 3, handle_create_partitions, True, ""),
     (ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, handle_incremental_alter_configs, True, ""),
-    (ApiKey.DESCRIBE_CLUSTER, 0, 1, handle_describe_cluster, False, ""),
+    (ApiKey.DESCRIBE_CLUSTER, 0, 2, handle_describe_cluster, False, "no fenced brokers"),
     (ApiKey.OFFSET_COMMIT, 2, 10, handle_offset_commit, False, "v10 addresses topics by id"),
     (ApiKey.OFFSET_FETCH, 1, 10, handle_offset_fetch, False, "batched groups v8+; v10 topic ids"),
     (
@@ -414,10 +457,11 @@ _TABLE: list[tuple[Any, int, int, Any, bool, str]] = [
     (
         ApiKey.ALTER_PARTITION_REASSIGNMENTS,
         0,
-        0,
+        1,
         handle_alter_partition_reassignments,
         True,
-        "on the controller; cancellation unsupported (INVALID_REPLICA_ASSIGNMENT)",
+        "on the controller; cancellation unsupported (INVALID_REPLICA_ASSIGNMENT); "
+        "v1 allow_replication_factor_change",
     ),
     (
         ApiKey.LIST_PARTITION_REASSIGNMENTS,
@@ -475,6 +519,47 @@ _TABLE: list[tuple[Any, int, int, Any, bool, str]] = [
         True,
         "salted in /config/users/<user> as Kafka's ZooKeeper mode; applied on every broker",
     ),
+    (
+        ApiKey.UPDATE_FEATURES,
+        0,
+        2,
+        handle_update_features,
+        True,
+        "levels fixed by the implementation (transaction.version 1, group.version 1); "
+        "only the current level is accepted",
+    ),
+    (
+        ApiKey.DESCRIBE_TOPIC_PARTITIONS,
+        0,
+        0,
+        handle_describe_topic_partitions,
+        False,
+        "cursor pagination (max.request.partition.size.limit); no ELR (empty lists)",
+    ),
+    (
+        ApiKey.GET_TELEMETRY_SUBSCRIPTIONS,
+        0,
+        0,
+        handle_get_telemetry_subscriptions,
+        False,
+        "KIP-714; subscriptions are CLIENT_METRICS config resources",
+    ),
+    (
+        ApiKey.PUSH_TELEMETRY,
+        0,
+        0,
+        handle_push_telemetry,
+        False,
+        "OTLP metrics decoded and served on /metrics by client id and instance id",
+    ),
+    (
+        ApiKey.LIST_CONFIG_RESOURCES,
+        0,
+        1,
+        handle_list_config_resources,
+        False,
+        "v0 client metrics subscriptions; v1 topics, brokers, broker loggers, client metrics",
+    ),
 ]
 
 
@@ -513,6 +598,7 @@ _ERROR_RESPONSES: dict[int, ErrorResponseBuilder] = {
     ApiKey.LIST_TRANSACTIONS: transactions.list_transactions_error_response,
     ApiKey.DESCRIBE_CONFIGS: configs.describe_configs_error_response,
     ApiKey.ALTER_CONFIGS: configs.alter_configs_error_response,
+    ApiKey.ALTER_REPLICA_LOG_DIRS: cluster.alter_replica_log_dirs_error_response,
     ApiKey.DESCRIBE_LOG_DIRS: cluster.describe_log_dirs_error_response,
     ApiKey.CREATE_PARTITIONS: topics.create_partitions_error_response,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: configs.alter_configs_error_response,
@@ -551,6 +637,13 @@ _ERROR_RESPONSES: dict[int, ErrorResponseBuilder] = {
     ApiKey.SASL_AUTHENTICATE: sasl.sasl_authenticate_error_response,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: sasl.describe_user_scram_credentials_error_response,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: sasl.alter_user_scram_credentials_error_response,
+    ApiKey.UPDATE_FEATURES: features.update_features_error_response,
+    ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: telemetry.get_telemetry_subscriptions_error_response,
+    ApiKey.PUSH_TELEMETRY: telemetry.push_telemetry_error_response,
+    ApiKey.LIST_CONFIG_RESOURCES: telemetry.list_config_resources_error_response,
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: (
+        describe_topic_partitions.describe_topic_partitions_error_response
+    ),
 }
 
 

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kafkalite.protocol.errors import ErrorCode
+from kafkalite.server import features
 
 if TYPE_CHECKING:
     from kafkalite.network.api_spec import RequestContext
@@ -30,7 +31,10 @@ def handle_api_versions(
         "error_code": ErrorCode.none,
         "api_keys": api_versions(),
         "throttle_time": 0,
-        "finalized_features_epoch": -1,
+        # KIP-584 features (tagged fields, v3+): kafkalite.server.features
+        "supported_features": features.supported_features(ctx.api_version),
+        "finalized_features_epoch": features.FINALIZED_EPOCH,
+        "finalized_features": features.finalized_features(),
         "zk_migration_ready": False,
     }
 

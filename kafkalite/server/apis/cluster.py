@@ -1,4 +1,4 @@
-"""DescribeCluster (60) and DescribeLogDirs (35)."""
+"""DescribeCluster (60), DescribeLogDirs (35) and AlterReplicaLogDirs (34)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,13 @@ from kafkalite.protocol.errors import ErrorCode
 if TYPE_CHECKING:
     from kafkalite.log.log_manager import LogManager
     from kafkalite.network.api_spec import RequestContext
-    from kafkalite.server.apis.request_types import DescribeClusterRequest, DescribeLogDirsRequest
+    from kafkalite.replica.replica_manager import ReplicaManager
+    from kafkalite.server.apis.request_types import (
+        AlterReplicaLogDirsRequest,
+        DescribeClusterRequest,
+        DescribeLogDirsRequest,
+    )
+    from kafkalite.server.config import BrokerConfig
     from kafkalite.server.metadata_cache import MetadataCache
 
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
@@ -24,6 +30,8 @@ CONTROLLER_ENDPOINT_TYPE = 2
 class ClusterDeps:
     metadata_cache: MetadataCache
     log_manager: LogManager
+    replica_manager: ReplicaManager
+    config: BrokerConfig
 
 
 def handle_describe_cluster(
@@ -59,7 +67,16 @@ def handle_describe_cluster(
     for b in deps.metadata_cache.brokers.values():
         ep = b.endpoints.get(ctx.listener)
         if ep is not None:
-            brokers.append({"broker_id": b.broker_id, "host": ep[0], "port": ep[1], "rack": b.rack})
+            # is_fenced (v2): a registered broker is never fenced in ZooKeeper mode
+            brokers.append(
+                {
+                    "broker_id": b.broker_id,
+                    "host": ep[0],
+                    "port": ep[1],
+                    "rack": b.rack,
+                    "is_fenced": False,
+                }
+            )
     return {
         "throttle_time": 0,
         "error_code": 0,
@@ -95,6 +112,20 @@ def handle_describe_log_dirs(
             results.append(_log_dir_error(d, ErrorCode.kafka_storage_error))
             continue
         topics: dict[str, list[dict[str, Any]]] = {}
+        # a replica moving here (AlterReplicaLogDirs): its future log, as Kafka reports it
+        for tp, fut in sorted(lm.future_logs.items()):
+            current = lm.get_log(*tp)
+            if fut.dest != d or current is None or (wanted is not None and tp not in wanted):
+                continue
+            topics.setdefault(tp[0], []).append(
+                {
+                    "partition_index": tp[1],
+                    "partition_size": fut.copied_bytes,
+                    # Kafka: the current log's end offset minus the future log's
+                    "offset_lag": max(current.log_end_offset - fut.copied_end_offset, 0),
+                    "is_future_key": True,
+                }
+            )
         for lg in sorted(logs, key=lambda x: x.topic_partition):
             if wanted is not None and lg.topic_partition not in wanted:
                 continue
@@ -114,9 +145,50 @@ def handle_describe_log_dirs(
                 "total_bytes": st.f_blocks * st.f_frsize,
                 "usable_bytes": st.f_bavail * st.f_frsize,
                 "topics": [{"name": t, "partitions": ps} for t, ps in sorted(topics.items())],
+                "is_cordoned": False,  # v5 (KIP-1066): kafkalite cannot cordon a log dir
             }
         )
     return {"throttle_time": 0, "error_code": 0, "results": results}
+
+
+def handle_alter_replica_log_dirs(
+    deps: ClusterDeps, ctx: RequestContext, req: AlterReplicaLogDirsRequest
+) -> dict[str, Any]:
+    """Move replicas between this broker's log dirs (Kafka's
+    ReplicaManager.alterReplicaLogDirs): LOG_DIR_NOT_FOUND for a path not in log.dirs,
+    KAFKA_STORAGE_ERROR for an offline one, REPLICA_NOT_AVAILABLE for a partition not
+    hosted here; otherwise the move starts and the answer is NONE."""
+    moves: dict[tuple[str, int], str] = {}
+    for d in req.dirs:
+        for t in d.topics:
+            for p in t.partitions:
+                moves[(t.name, int(p))] = d.path
+    cfg = deps.config
+    results = deps.replica_manager.alter_replica_log_dirs(
+        moves, lambda: float(cfg["replica.alter.log.dirs.io.max.bytes.per.second"])
+    )
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for (topic, partition), (code, _message) in results.items():
+        by_topic.setdefault(topic, []).append({"partition_index": partition, "error_code": code})
+    return {
+        "throttle_time": 0,
+        "results": [{"topic_name": t, "partitions": ps} for t, ps in by_topic.items()],
+    }
+
+
+def alter_replica_log_dirs_error_response(req: Any, version: int, code: int) -> dict[str, Any]:
+    """Every requested partition in error (``AlterReplicaLogDirsRequest.getErrorResponse``)."""
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for d in req.dirs:
+        for t in d.topics:
+            for p in t.partitions:
+                by_topic.setdefault(t.name, []).append(
+                    {"partition_index": int(p), "error_code": code}
+                )
+    return {
+        "throttle_time": 0,
+        "results": [{"topic_name": t, "partitions": ps} for t, ps in by_topic.items()],
+    }
 
 
 def _log_dir_error(d: Path, code: int) -> dict[str, Any]:

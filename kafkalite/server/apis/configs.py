@@ -23,7 +23,16 @@ from kafkalite.coordinator.group.group_configs import GROUP
 from kafkalite.log.errors import ConfigError as LogConfigError
 from kafkalite.log.log_config import TOPIC_CONFIG_DEFS, LogConfig
 from kafkalite.protocol.errors import ErrorCode, KafkaError
-from kafkalite.server.config import CONFIG_DEFS, ConfigError, broker_synonyms
+from kafkalite.server.client_metrics import parse_subscription
+from kafkalite.server.config import (
+    CONFIG_DEFS,
+    INERT_DYNAMIC_DEFS,
+    ConfigDef,
+    ConfigError,
+    broker_synonyms,
+    dynamic_def,
+    is_inert_dynamic,
+)
 
 if TYPE_CHECKING:
     from kafkalite.coordinator.group.group_configs import GroupConfigs
@@ -36,6 +45,7 @@ if TYPE_CHECKING:
         DescribeConfigsRequest,
         IncrementalAlterConfigsRequest,
     )
+    from kafkalite.server.client_metrics import ClientMetricsManager
     from kafkalite.server.config import BrokerConfig
     from kafkalite.server.dynamic_broker_config import DynamicBrokerConfig
     from kafkalite.server.metadata_cache import MetadataCache
@@ -43,6 +53,7 @@ if TYPE_CHECKING:
 TOPIC = 2
 BROKER = 4
 BROKER_LOGGER = 8
+CLIENT_METRICS = 16
 
 # config sources (DescribeConfigsResponse.ConfigSource)
 SRC_TOPIC = 1
@@ -50,6 +61,7 @@ SRC_DYNAMIC_BROKER = 2
 SRC_DYNAMIC_DEFAULT_BROKER = 3
 SRC_STATIC_BROKER = 4
 SRC_DEFAULT = 5
+SRC_CLIENT_METRICS = 7
 
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 
@@ -76,6 +88,8 @@ class ConfigDeps:
     dynamic_config: DynamicBrokerConfig
     #: GROUP resources: the coordinator's group configs and its broker bounds
     group_coordinator: GroupCoordinator | None = None
+    #: KIP-714 subscriptions (CLIENT_METRICS resources)
+    client_metrics: ClientMetricsManager | None = None
 
 
 def _group_store(deps: ConfigDeps, name: str) -> tuple[GroupConfigs, GroupConfig]:
@@ -133,6 +147,8 @@ def handle_describe_configs(
                     raise KafkaError(ErrorCode.invalid_request, "Broker id must not be empty")
                 _broker_resource(deps, name)
                 configs = []  # loggers are not exposed (see docs/status.md)
+            elif rtype == CLIENT_METRICS and deps.client_metrics is not None:
+                configs = _describe_client_metrics(deps.client_metrics, name, keys)
             else:
                 raise KafkaError(ErrorCode.invalid_request, f"Unsupported resource type: {rtype}")
             results.append({**base, "error_code": 0, "error_message": None, "configs": configs})
@@ -199,7 +215,7 @@ def _config_synonyms(
         if cfg.is_static(n):
             add(n, cfg.static_value(n), SRC_STATIC_BROKER)
     for n in names:
-        d = CONFIG_DEFS.get(n)
+        d = CONFIG_DEFS.get(n) or INERT_DYNAMIC_DEFS.get(n)
         if d is not None and d.default is not None:
             add(n, d.default, SRC_DEFAULT)
     # drop leading entries for other names (Kafka: "drop listener overrides ...")
@@ -252,11 +268,11 @@ def _describe_broker(
     include_docs: bool,
 ) -> list[dict[str, Any]]:
     out = []
-    for d in CONFIG_DEFS.values():
+    for d in _broker_defs(cfg):
         if keys is not None and d.name not in keys:
             continue
         if per_broker:
-            value = cfg[d.name]
+            value = cfg.reported_value(d.name)
         elif cfg.has_dynamic(d.name, per_broker=False):
             value = cfg.dynamic_value(d.name, per_broker=False)
         else:
@@ -269,7 +285,7 @@ def _describe_broker(
             {
                 "name": d.name,
                 "value": None if sensitive else render_broker_value(value),
-                "read_only": not d.dynamic,
+                "read_only": not (d.dynamic or is_inert_dynamic(d.name)),
                 "config_source": synonyms[0]["source"] if synonyms else SRC_DEFAULT,
                 "is_sensitive": sensitive,
                 "synonyms": synonyms if include_synonyms else [],
@@ -278,6 +294,42 @@ def _describe_broker(
             }
         )
     return out
+
+
+def _describe_client_metrics(
+    mgr: ClientMetricsManager, name: str, keys: set[str] | None
+) -> list[dict[str, Any]]:
+    """The subscription's stored configs (Kafka's ConfigHelper: no defaults, no synonyms;
+    an unknown name has none)."""
+    if not name:
+        raise KafkaError(
+            ErrorCode.invalid_request, "Client metrics subscription name must not be empty"
+        )
+    return [
+        {
+            "name": k,
+            "value": v,
+            "read_only": False,
+            "config_source": SRC_CLIENT_METRICS,
+            "is_sensitive": False,
+            "synonyms": [],
+            "config_type": 7 if k in ("metrics", "match") else 3,
+            "documentation": None,
+        }
+        for k, v in sorted(mgr.configs.get(name, {}).items())
+        if keys is None or k in keys
+    ]
+
+
+def _broker_defs(cfg: BrokerConfig) -> list[ConfigDef]:
+    """kafkalite's broker configs, then Kafka's dynamic ones kafkalite does not define,
+    then the listener overrides set dynamically (Kafka lists every key it knows)."""
+    defs = list(CONFIG_DEFS.values())
+    defs += [d for n, d in INERT_DYNAMIC_DEFS.items() if n not in CONFIG_DEFS]
+    for k in sorted(cfg.dynamic_keys()):
+        if k not in CONFIG_DEFS and k not in INERT_DYNAMIC_DEFS and (d := dynamic_def(k)):
+            defs.append(d)
+    return defs
 
 
 # ---- AlterConfigs / IncrementalAlterConfigs -------------------------------------
@@ -356,9 +408,10 @@ def _incremental(
             out.pop(name, None)
         elif op in (OP_APPEND, OP_SUBTRACT):
             d = TOPIC_CONFIG_DEFS.get(name) if rtype == TOPIC else None
-            is_list = (d is not None and d.type.name == "LIST") or (
-                rtype == BROKER and name in CONFIG_DEFS and CONFIG_DEFS[name].type == "list"
-            )
+            is_list = (
+                (d is not None and d.type.name == "LIST")
+                or (rtype == CLIENT_METRICS and name in ("metrics", "match"))
+            ) or (rtype == BROKER and (bd := dynamic_def(name)) is not None and bd.type == "list")
             if not is_list:
                 raise KafkaError(
                     ErrorCode.invalid_config,
@@ -413,6 +466,14 @@ async def _apply(
             await store.write(name, valid)
     elif rtype == BROKER_LOGGER:
         raise KafkaError(ErrorCode.invalid_request, "broker logger configs are not supported")
+    elif rtype == CLIENT_METRICS and deps.client_metrics is not None:
+        mgr = deps.client_metrics
+        new = change(dict(mgr.configs.get(name, {})))
+        if any(v is None for v in new.values()):
+            raise KafkaError(ErrorCode.invalid_request, "Null value not supported")
+        parse_subscription(name, new)  # INVALID_REQUEST / INVALID_CONFIG as Kafka
+        if not validate_only:
+            await mgr.set(name, {k: str(v) for k, v in new.items()})
     else:
         raise KafkaError(ErrorCode.invalid_request, f"Unsupported resource type: {rtype}")
 

@@ -497,9 +497,27 @@ async def handle_alter_partition_reassignments(
         for t in req.topics
         for p in t.partitions
     }
-    results = await deps.controller.alter_partition_reassignments(wanted)
+    refused: list[tuple[TopicPartition, int, str]] = []
+    if not getattr(req, "allow_replication_factor_change", True):  # v1 (KIP-860)
+        for tp, replicas in list(wanted.items()):
+            t = deps.metadata_cache.get_topic(tp[0])
+            current = None if t is None else t.partitions.get(tp[1])
+            if replicas is not None and current is not None:
+                if len(replicas) != len(current.replicas):
+                    del wanted[tp]
+                    refused.append(
+                        (
+                            tp,
+                            ErrorCode.invalid_replication_factor,
+                            f"The replication factor is changed from {len(current.replicas)} "
+                            f"to {len(replicas)} but AllowReplicationFactorChange is false",
+                        )
+                    )
+    results = await deps.controller.alter_partition_reassignments(wanted) if wanted else {}
     if results is None:
         return {"throttle_time": 0, "error_code": NOT_CONTROLLER, "responses": []}
+    for tp, code, message in refused:
+        results[tp] = (code, message)
     return {
         "throttle_time": 0,
         "error_code": 0,

@@ -41,6 +41,11 @@ async def handle_init_producer_id(
     if (pid == -1) != (epoch == -1):  # KafkaApis: an id without an epoch, or the reverse
         return init_producer_id_error_response(req, ctx.api_version, ErrorCode.invalid_request)
     if req.transactional_id is not None:
+        # v6 (KIP-939): two-phase commit needs transaction.two.phase.commit.enable, which
+        # kafkalite does not implement (Kafka's default is false too): INVALID_REQUEST, as
+        # Kafka's coordinator answers 2PC with the config off, or keepPreparedTxn without 2PC
+        if getattr(req, "enable2_pc", False) or getattr(req, "keep_prepared_txn", False):
+            return init_producer_id_error_response(req, ctx.api_version, ErrorCode.invalid_request)
         r = await deps.transactions.handle_init_producer_id(
             req.transactional_id, _ms(req.transaction_timeout), pid, epoch
         )
@@ -63,4 +68,12 @@ async def handle_init_producer_id(
 
 def init_producer_id_error_response(req: Any, version: int, code: int) -> dict[str, Any]:
     """The top-level error, with no producer id."""
-    return {"throttle_time": 0, "error_code": code, "producer_id": -1, "producer_epoch": -1}
+    return {
+        "throttle_time": 0,
+        "error_code": code,
+        "producer_id": -1,
+        "producer_epoch": -1,
+        # v6: the transaction a 2PC producer finds prepared (none)
+        "ongoing_txn_producer_id": -1,
+        "ongoing_txn_producer_epoch": -1,
+    }

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 VALID_ACKS = (-1, 0, 1)
+_ZERO_UUID = uuid.UUID(int=0)
 #: the client id of Kafka's admin tools, which may append to internal topics (AdminUtils)
 ADMIN_CLIENT_ID = "__admin_client"
 TP = tuple[str, int]
@@ -86,13 +88,22 @@ def handle_produce(deps: ProduceDeps, ctx: RequestContext, req: ProduceRequest) 
             results[tp] = ProduceResult(ErrorCode.unknown_server_error, error_message=repr(result))
 
     # validate
+    unknown_ids: set[str] = set()
     for td in req.topic_data:
         name = td.name
+        if td.topic_id is not None:  # v13+: topics by id (KIP-516)
+            name = deps.metadata_cache.topic_name(td.topic_id) or ""
+            if not name:  # a key no topic can have: answered UNKNOWN_TOPIC_ID
+                name = f"<unknown topic id {td.topic_id}>"
+                unknown_ids.add(name)
+            td.name = name
         order.append((name, [p.index for p in td.partition_data]))
         for pd in td.partition_data:
             tp = (name, pd.index)
             if acks not in VALID_ACKS:
                 results[tp] = ProduceResult(ErrorCode.invalid_required_acks)
+            elif name in unknown_ids:
+                results[tp] = ProduceResult(ErrorCode.unknown_topic_id)
             elif name not in deps.metadata_cache.topics:
                 results[tp] = ProduceResult(ErrorCode.unknown_topic_or_partition)
             elif name in INTERNAL_TOPICS and ctx.client_id != ADMIN_CLIENT_ID:
@@ -134,8 +145,11 @@ def handle_produce(deps: ProduceDeps, ctx: RequestContext, req: ProduceRequest) 
         return encode_produce_response(
             ctx.api_version,
             [
-                (name, [_partition((name, i), results[(name, i)], record_errors) for i in parts])
-                for name, parts in order
+                (
+                    td.topic_id if td.topic_id is not None else name,
+                    [_partition((name, i), results[(name, i)], record_errors) for i in parts],
+                )
+                for td, (name, parts) in zip(req.topic_data, order, strict=True)
             ],
             ctx.throttle_ms,
         )
@@ -275,6 +289,7 @@ def produce_error_response(req: ProduceRequest, version: int, code: int) -> dict
         "responses": [
             {
                 "name": t.name,
+                "topic_id": getattr(t, "topic_id", None) or _ZERO_UUID,
                 "partition_responses": [
                     {
                         "index": int(p.index),

@@ -28,6 +28,9 @@ if TYPE_CHECKING:
     import kio.schema.alter_configs.v1.request
     import kio.schema.alter_configs.v2.request
     import kio.schema.alter_partition_reassignments.v0.request
+    import kio.schema.alter_partition_reassignments.v1.request
+    import kio.schema.alter_replica_log_dirs.v1.request
+    import kio.schema.alter_replica_log_dirs.v2.request
     import kio.schema.alter_share_group_offsets.v0.request
     import kio.schema.alter_user_scram_credentials.v0.request
     import kio.schema.api_versions.v0.request
@@ -66,6 +69,7 @@ if TYPE_CHECKING:
     import kio.schema.describe_client_quotas.v1.request
     import kio.schema.describe_cluster.v0.request
     import kio.schema.describe_cluster.v1.request
+    import kio.schema.describe_cluster.v2.request
     import kio.schema.describe_configs.v1.request
     import kio.schema.describe_configs.v2.request
     import kio.schema.describe_configs.v3.request
@@ -81,9 +85,11 @@ if TYPE_CHECKING:
     import kio.schema.describe_log_dirs.v2.request
     import kio.schema.describe_log_dirs.v3.request
     import kio.schema.describe_log_dirs.v4.request
+    import kio.schema.describe_log_dirs.v5.request
     import kio.schema.describe_producers.v0.request
     import kio.schema.describe_share_group_offsets.v0.request
     import kio.schema.describe_share_group_offsets.v1.request
+    import kio.schema.describe_topic_partitions.v0.request
     import kio.schema.describe_transactions.v0.request
     import kio.schema.describe_user_scram_credentials.v0.request
     import kio.schema.elect_leaders.v0.request
@@ -101,6 +107,7 @@ if TYPE_CHECKING:
     import kio.schema.find_coordinator.v4.request
     import kio.schema.find_coordinator.v5.request
     import kio.schema.find_coordinator.v6.request
+    import kio.schema.get_telemetry_subscriptions.v0.request
     import kio.schema.heartbeat.v0.request
     import kio.schema.heartbeat.v1.request
     import kio.schema.heartbeat.v2.request
@@ -114,6 +121,7 @@ if TYPE_CHECKING:
     import kio.schema.init_producer_id.v3.request
     import kio.schema.init_producer_id.v4.request
     import kio.schema.init_producer_id.v5.request
+    import kio.schema.init_producer_id.v6.request
     import kio.schema.join_group.v2.request
     import kio.schema.join_group.v3.request
     import kio.schema.join_group.v4.request
@@ -128,6 +136,8 @@ if TYPE_CHECKING:
     import kio.schema.leave_group.v3.request
     import kio.schema.leave_group.v4.request
     import kio.schema.leave_group.v5.request
+    import kio.schema.list_config_resources.v0.request
+    import kio.schema.list_config_resources.v1.request
     import kio.schema.list_groups.v0.request
     import kio.schema.list_groups.v1.request
     import kio.schema.list_groups.v2.request
@@ -144,6 +154,7 @@ if TYPE_CHECKING:
     import kio.schema.list_offsets.v8.request
     import kio.schema.list_offsets.v9.request
     import kio.schema.list_offsets.v10.request
+    import kio.schema.list_offsets.v11.request
     import kio.schema.list_partition_reassignments.v0.request
     import kio.schema.list_transactions.v0.request
     import kio.schema.list_transactions.v1.request
@@ -185,6 +196,7 @@ if TYPE_CHECKING:
     import kio.schema.offset_for_leader_epoch.v2.request
     import kio.schema.offset_for_leader_epoch.v3.request
     import kio.schema.offset_for_leader_epoch.v4.request
+    import kio.schema.push_telemetry.v0.request
     import kio.schema.sasl_authenticate.v0.request
     import kio.schema.sasl_authenticate.v1.request
     import kio.schema.sasl_authenticate.v2.request
@@ -207,6 +219,9 @@ if TYPE_CHECKING:
     import kio.schema.txn_offset_commit.v2.request
     import kio.schema.txn_offset_commit.v3.request
     import kio.schema.txn_offset_commit.v4.request
+    import kio.schema.update_features.v0.request
+    import kio.schema.update_features.v1.request
+    import kio.schema.update_features.v2.request
     import kio.schema.write_txn_markers.v1.request
     import kio.schema.write_txn_markers.v2.request
 
@@ -221,6 +236,7 @@ if TYPE_CHECKING:
         | kio.schema.list_offsets.v8.request.ListOffsetsRequest
         | kio.schema.list_offsets.v9.request.ListOffsetsRequest
         | kio.schema.list_offsets.v10.request.ListOffsetsRequest
+        | kio.schema.list_offsets.v11.request.ListOffsetsRequest
     )
 
     MetadataRequest = (
@@ -375,6 +391,7 @@ if TYPE_CHECKING:
         | kio.schema.init_producer_id.v3.request.InitProducerIdRequest
         | kio.schema.init_producer_id.v4.request.InitProducerIdRequest
         | kio.schema.init_producer_id.v5.request.InitProducerIdRequest
+        | kio.schema.init_producer_id.v6.request.InitProducerIdRequest
     )
 
     OffsetForLeaderEpochRequest = (
@@ -434,11 +451,17 @@ if TYPE_CHECKING:
         | kio.schema.alter_configs.v2.request.AlterConfigsRequest
     )
 
+    AlterReplicaLogDirsRequest = (
+        kio.schema.alter_replica_log_dirs.v1.request.AlterReplicaLogDirsRequest
+        | kio.schema.alter_replica_log_dirs.v2.request.AlterReplicaLogDirsRequest
+    )
+
     DescribeLogDirsRequest = (
         kio.schema.describe_log_dirs.v1.request.DescribeLogDirsRequest
         | kio.schema.describe_log_dirs.v2.request.DescribeLogDirsRequest
         | kio.schema.describe_log_dirs.v3.request.DescribeLogDirsRequest
         | kio.schema.describe_log_dirs.v4.request.DescribeLogDirsRequest
+        | kio.schema.describe_log_dirs.v5.request.DescribeLogDirsRequest
     )
 
     SaslAuthenticateRequest = (
@@ -473,6 +496,7 @@ if TYPE_CHECKING:
 
     AlterPartitionReassignmentsRequest = (
         kio.schema.alter_partition_reassignments.v0.request.AlterPartitionReassignmentsRequest
+        | kio.schema.alter_partition_reassignments.v1.request.AlterPartitionReassignmentsRequest
     )
 
     ListPartitionReassignmentsRequest = (
@@ -499,9 +523,16 @@ if TYPE_CHECKING:
         kio.schema.alter_user_scram_credentials.v0.request.AlterUserScramCredentialsRequest
     )
 
+    UpdateFeaturesRequest = (
+        kio.schema.update_features.v0.request.UpdateFeaturesRequest
+        | kio.schema.update_features.v1.request.UpdateFeaturesRequest
+        | kio.schema.update_features.v2.request.UpdateFeaturesRequest
+    )
+
     DescribeClusterRequest = (
         kio.schema.describe_cluster.v0.request.DescribeClusterRequest
         | kio.schema.describe_cluster.v1.request.DescribeClusterRequest
+        | kio.schema.describe_cluster.v2.request.DescribeClusterRequest
     )
 
     DescribeProducersRequest = kio.schema.describe_producers.v0.request.DescribeProducersRequest
@@ -524,6 +555,21 @@ if TYPE_CHECKING:
     ConsumerGroupDescribeRequest = (
         kio.schema.consumer_group_describe.v0.request.ConsumerGroupDescribeRequest
         | kio.schema.consumer_group_describe.v1.request.ConsumerGroupDescribeRequest
+    )
+
+    GetTelemetrySubscriptionsRequest = (
+        kio.schema.get_telemetry_subscriptions.v0.request.GetTelemetrySubscriptionsRequest
+    )
+
+    PushTelemetryRequest = kio.schema.push_telemetry.v0.request.PushTelemetryRequest
+
+    ListConfigResourcesRequest = (
+        kio.schema.list_config_resources.v0.request.ListConfigResourcesRequest
+        | kio.schema.list_config_resources.v1.request.ListConfigResourcesRequest
+    )
+
+    DescribeTopicPartitionsRequest = (
+        kio.schema.describe_topic_partitions.v0.request.DescribeTopicPartitionsRequest
     )
 
     ShareGroupHeartbeatRequest = (
