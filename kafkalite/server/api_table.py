@@ -140,7 +140,6 @@ def compatibility_markdown(table: dict[int, ApiSpec]) -> str:
     return "\n".join(lines + NODE_CLIENTS) + "\n"
 
 
-
 #: what the suite runs the Node.js clients through (tests/clients/test_kafkajs.py,
 #: test_platformatic_kafka.py), against a single broker and a 3-broker cluster
 NODE_CLIENTS = [
