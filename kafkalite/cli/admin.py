@@ -28,8 +28,6 @@ from typing import Any
 from kafkalite.cli.common import CliError, probe
 from kafkalite.cli.wire_client import WireClient
 
-
-
 #: kafka-configs.sh's quota entity types and their protocol names
 _QUOTA_TYPES = {"clients": "client-id", "users": "user", "ips": "ip"}
 _DESCRIBE_CLIENT_QUOTAS, _ALTER_CLIENT_QUOTAS = 48, 49
@@ -196,7 +194,9 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Any]]:
     c.add_argument("--bootstrap-server", required=True)
     c.add_argument("--command-config")
     c.add_argument(
-        "--entity-type", action="append", help="topics, brokers, broker-loggers, groups, clients, users"
+        "--entity-type",
+        action="append",
+        help="topics, brokers, broker-loggers, groups, clients, users",
     )
     c.add_argument("--entity-name", action=_EntityName, dest="entity_names")
     c.add_argument("--entity-default", action=_EntityName, nargs=0, dest="entity_names")
@@ -209,7 +209,9 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Any]]:
     c.add_argument("--client-defaults", action="store_true")
     c.add_argument("--user-defaults", action="store_true")
     c.add_argument("--describe", action="store_true")
-    c.add_argument("--all", action="store_true", help="--describe: every config, not only overrides")
+    c.add_argument(
+        "--all", action="store_true", help="--describe: every config, not only overrides"
+    )
     c.add_argument("--alter", action="store_true")
     c.add_argument("--add-config", action="append")
     c.add_argument("--add-config-file")

@@ -102,9 +102,7 @@ def admin(args: argparse.Namespace, **extra: Any) -> Any:
     try:
         from confluent_kafka.admin import AdminClient
     except ImportError:
-        raise CliError(
-            "this tool needs confluent-kafka: pip install 'kafkalite[cli]'", 2
-        ) from None
+        raise CliError("this tool needs confluent-kafka: pip install 'kafkalite[cli]'", 2) from None
     return AdminClient(client_config(args, **extra))
 
 
@@ -113,9 +111,7 @@ def kadmin(args: argparse.Namespace) -> Any:
     try:
         from kafka.admin import KafkaAdminClient
     except ImportError:
-        raise CliError(
-            "this tool needs kafka-python: pip install 'kafkalite[cli]'", 2
-        ) from None
+        raise CliError("this tool needs kafka-python: pip install 'kafkalite[cli]'", 2) from None
     props = load_properties(getattr(args, "command_config", None))
     kw: dict[str, Any] = {
         "bootstrap_servers": args.bootstrap_server,

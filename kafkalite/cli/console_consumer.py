@@ -39,7 +39,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     what.add_argument("--topic")
     what.add_argument("--include", help="regular expression of topics to read")
     p.add_argument("--partition", type=int)
-    p.add_argument("--offset", default="latest", help="earliest, latest or an offset (with --partition)")
+    p.add_argument(
+        "--offset", default="latest", help="earliest, latest or an offset (with --partition)"
+    )
     p.add_argument("--from-beginning", action="store_true")
     p.add_argument("--max-messages", type=int)
     p.add_argument("--timeout-ms", type=int, help="exit after this long without a record")
@@ -108,7 +110,9 @@ def _start(args: argparse.Namespace) -> int:
     try:
         n = int(o)
     except ValueError:
-        raise CliError(f"--offset must be earliest, latest or a number, not {args.offset!r}", 2) from None
+        raise CliError(
+            f"--offset must be earliest, latest or a number, not {args.offset!r}", 2
+        ) from None
     if n < 0:
         raise CliError("--offset must not be negative", 2)
     return n
@@ -134,7 +138,10 @@ def run(args: argparse.Namespace) -> int:
     conf.update(load_properties(args.consumer_config))
     conf.update(kv_pairs(args.consumer_property, "--consumer-property"))
     fmt = Formatter(
-        {**kv_pairs(args.property, "--property"), **kv_pairs(args.formatter_property, "--formatter-property")}
+        {
+            **kv_pairs(args.property, "--property"),
+            **kv_pairs(args.formatter_property, "--formatter-property"),
+        }
     )
     c = Consumer(client_config(args, **conf))
     count = 0
@@ -167,13 +174,17 @@ def run(args: argparse.Namespace) -> int:
         while args.max_messages is None or count < args.max_messages:
             m = c.poll(0.2)
             if m is None:
-                if args.timeout_ms is not None and (time.monotonic() - idle_since) * 1000 >= args.timeout_ms:
+                if (
+                    args.timeout_ms is not None
+                    and (time.monotonic() - idle_since) * 1000 >= args.timeout_ms
+                ):
                     break
                 continue
-            if m.error() is not None:
+            err = m.error()
+            if err is not None:
                 if args.skip_message_on_error:
                     continue
-                raise CliError(f"Error processing message: {m.error().str()}")
+                raise CliError(f"Error processing message: {err.str()}")
             idle_since = time.monotonic()
             out.write(fmt.format(m))
             count += 1

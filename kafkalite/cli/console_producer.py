@@ -75,7 +75,9 @@ class LineReader:
     def _null(self, s: str) -> str | None:
         return None if self.null_marker is not None and s == self.null_marker else s
 
-    def parse(self, line: str, n: int) -> tuple[list[tuple[str, bytes | None]], str | None, str | None]:
+    def parse(
+        self, line: str, n: int
+    ) -> tuple[list[tuple[str, bytes | None]], str | None, str | None]:
         headers: list[tuple[str, bytes | None]] = []
         rest = line
         if self.parse_headers:
@@ -88,7 +90,9 @@ class LineReader:
                 for pair in h.split(self.h_sep):
                     k, s2, v = pair.partition(self.h_key_sep)
                     if not s2:
-                        raise CliError(f"No header key separator found in pair '{pair}' on line number {n}")
+                        raise CliError(
+                            f"No header key separator found in pair '{pair}' on line number {n}"
+                        )
                     val = self._null(v)
                     headers.append((k, None if val is None else val.encode()))
         key: str | None = None
@@ -108,7 +112,9 @@ class LineReader:
 def run(args: argparse.Namespace) -> int:
     from confluent_kafka import Producer
 
-    extra: dict[str, Any] = {"acks": _ACKS.get(str(args.request_required_acks), args.request_required_acks)}
+    extra: dict[str, Any] = {
+        "acks": _ACKS.get(str(args.request_required_acks), args.request_required_acks)
+    }
     if args.compression_codec:
         extra["compression.type"] = args.compression_codec
     if args.batch_size:
@@ -118,7 +124,10 @@ def run(args: argparse.Namespace) -> int:
     extra.update(load_properties(args.producer_config))
     extra.update(kv_pairs(args.producer_property, "--producer-property"))
     reader = LineReader(
-        {**kv_pairs(args.property, "--property"), **kv_pairs(args.reader_property, "--reader-property")}
+        {
+            **kv_pairs(args.property, "--property"),
+            **kv_pairs(args.reader_property, "--reader-property"),
+        }
     )
     p = Producer(client_config(args, **extra))
     errors: list[str] = []

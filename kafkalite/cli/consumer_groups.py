@@ -105,7 +105,9 @@ def _listings(a: Any, states: set[str] | None, types: set[str] | None) -> list[A
         try:
             kw["states"] = {ConsumerGroupState[rev[s.lower()]] for s in states}
         except KeyError:
-            raise CliError(f"unknown state in {sorted(states)}; known: {sorted(_STATES.values())}", 2)
+            raise CliError(
+                f"unknown state in {sorted(states)}; known: {sorted(_STATES.values())}", 2
+            ) from None
     if types:
         try:
             kw["types"] = {ConsumerGroupType[t.upper()] for t in types}
@@ -123,9 +125,7 @@ def _csv(v: str | None) -> set[str]:
 
 def _list(a: Any, args: argparse.Namespace) -> int:
     with_state, with_type = args.state is not None, args.type is not None
-    rows = sorted(
-        _listings(a, _csv(args.state), _csv(args.type)), key=lambda x: x.group_id
-    )
+    rows = sorted(_listings(a, _csv(args.state), _csv(args.type)), key=lambda x: x.group_id)
     if not (with_state or with_type):
         for x in rows:
             print(x.group_id)
@@ -200,7 +200,10 @@ def _describe(a: Any, args: argparse.Namespace, groups: list[str]) -> int:
                 continue
             coord = f"{d.coordinator.host}:{d.coordinator.port}  ({d.coordinator.id})"
             fmt = f"\n%-{max(25, len(coord))}s %-25s %-20s %-15s %s"
-            print(fmt % ("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"), end="")
+            print(
+                fmt % ("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"),
+                end="",
+            )
             print(fmt % (g, coord, d.partition_assignor or "", state, len(d.members)))
         elif args.members:
             if not _describe_members(g, d, state, args.verbose):
@@ -229,7 +232,14 @@ def _describe_members(g: str, d: Any, state: str, verbose: bool) -> bool:
         w["cl"] = max(w["cl"], len(m.client_id))
     if with_instance:
         fmt = f"%-{w['g']}s %-{w['c']}s %-{w['i']}s %-{w['h']}s %-{w['cl']}s %-15s "
-        header: tuple[str, ...] = ("GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS")
+        header: tuple[str, ...] = (
+            "GROUP",
+            "CONSUMER-ID",
+            "GROUP-INSTANCE-ID",
+            "HOST",
+            "CLIENT-ID",
+            "#PARTITIONS",
+        )
     else:
         fmt = f"%-{w['g']}s %-{w['c']}s %-{w['h']}s %-{w['cl']}s %-15s "
         header = ("GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS")
@@ -245,11 +255,7 @@ def _describe_members(g: str, d: Any, state: str, verbose: bool) -> bool:
             for tp in tps:
                 by.setdefault(tp.topic, []).append(tp.partition)
             line += (
-                ", ".join(
-                    sorted(
-                        f"{t}({','.join(sorted(map(str, ps)))})" for t, ps in by.items()
-                    )
-                )
+                ", ".join(sorted(f"{t}({','.join(sorted(map(str, ps)))})" for t, ps in by.items()))
                 or MISSING
             )
         print(line)
@@ -289,7 +295,9 @@ def _describe_offsets(a: Any, g: str, d: Any, state: str) -> bool:
             )
         )
     for m in idle:
-        rows.append((g, MISSING, MISSING, MISSING, MISSING, MISSING, m.member_id, m.host, m.client_id))
+        rows.append(
+            (g, MISSING, MISSING, MISSING, MISSING, MISSING, m.member_id, m.host, m.client_id)
+        )
     if not _check_state(g, state, len(rows)):
         return True
     wg = max([15, *(len(r[0]) for r in rows)])
@@ -298,7 +306,20 @@ def _describe_offsets(a: Any, g: str, d: Any, state: str) -> bool:
     wh = max([15, *(len(r[7]) for r in rows)])
     fmt = f"%-{wg}s %-{wt}s %-10s %-15s %-15s %-15s %-{wc}s %-{wh}s %s"
     print()
-    print(fmt % ("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID"))
+    print(
+        fmt
+        % (
+            "GROUP",
+            "TOPIC",
+            "PARTITION",
+            "CURRENT-OFFSET",
+            "LOG-END-OFFSET",
+            "LAG",
+            "CONSUMER-ID",
+            "HOST",
+            "CLIENT-ID",
+        )
+    )
     for r in rows:
         print(fmt % r)
     return True
@@ -310,14 +331,14 @@ def _delete(a: Any, groups: list[str]) -> int:
         try:
             result(f)
             done.append(g)
-        except CliError as e:
-            failed[g] = str(e)
+        except CliError as err:
+            failed[g] = str(err)
     if not failed:
         print(f"Deletion of requested consumer groups ('{', '.join(done)}') was successful.")
         return 0
     print("Error: Deletion of some consumer groups failed:", file=sys.stderr)
-    for g, e in failed.items():
-        print(f"* Group '{g}' could not be deleted due to: {e}", file=sys.stderr)
+    for g, why in failed.items():
+        print(f"* Group '{g}' could not be deleted due to: {why}", file=sys.stderr)
     if done:
         print(f"\nThese consumer groups were deleted successfully: '{', '.join(done)}'")
     return 1
@@ -339,7 +360,9 @@ def parse_datetime(s: str) -> int:
     try:
         d = datetime.datetime.fromisoformat(s.replace("Z", "+00:00"))
     except ValueError:
-        raise CliError(f"Error parsing datetime '{s}': expected YYYY-MM-DDTHH:mm:SS.sss", 2) from None
+        raise CliError(
+            f"Error parsing datetime '{s}': expected YYYY-MM-DDTHH:mm:SS.sss", 2
+        ) from None
     if d.tzinfo is None:
         d = d.astimezone()
     return int(d.timestamp() * 1000)
@@ -381,7 +404,9 @@ def _scope(a: Any, args: argparse.Namespace, group: str) -> list[tuple[str, int]
     return tps
 
 
-def _targets(a: Any, args: argparse.Namespace, group: str, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+def _targets(
+    a: Any, args: argparse.Namespace, group: str, tps: list[tuple[str, int]]
+) -> dict[tuple[str, int], int]:
     lo, hi = _offsets(a, tps, _spec("earliest")), _offsets(a, tps, _spec("latest"))
 
     def clamp(tp: tuple[str, int], off: int) -> int:
@@ -460,9 +485,7 @@ def _reset(a: Any, args: argparse.Namespace, groups: list[str]) -> int:
         r = result(a.alter_consumer_group_offsets([req], **timeout_kw())[g], f"group {g}")
         bad = [tp for tp in r.topic_partitions or () if tp.error is not None]
         if bad:
-            raise CliError(
-                "; ".join(f"{tp.topic}-{tp.partition}: {tp.error.str()}" for tp in bad)
-            )
+            raise CliError("; ".join(f"{tp.topic}-{tp.partition}: {tp.error.str()}" for tp in bad))
     return 0
 
 
@@ -493,7 +516,9 @@ def _delete_offsets(a: Any, args: argparse.Namespace, groups: list[str]) -> int:
     finally:
         k.close()
     errors = {
-        (tp.topic, tp.partition): err for tp, err in (res or {}).items() if err is not None and getattr(err, "errno", 0)
+        (tp.topic, tp.partition): err
+        for tp, err in (res or {}).items()
+        if err is not None and getattr(err, "errno", 0) != 0
     }
     if errors:
         print("\nError: Encounter some partition level error, see the follow-up details:")

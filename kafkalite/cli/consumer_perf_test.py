@@ -22,7 +22,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--topic", required=True)
     p.add_argument("--messages", type=int, required=True)
     p.add_argument("--group", default=f"perf-consumer-{random.randint(0, 99999)}")
-    p.add_argument("--timeout", type=int, default=10000, help="ms without a record before giving up")
+    p.add_argument(
+        "--timeout", type=int, default=10000, help="ms without a record before giving up"
+    )
     p.add_argument("--from-latest", action="store_true")
     p.add_argument("--fetch-size", type=int)
     p.add_argument("--consumer.config", dest="consumer_config")
@@ -88,9 +90,10 @@ def run(args: argparse.Namespace) -> int:
             continue
         last = time.monotonic()
         for m in batch:
-            if m.error() is not None:
+            err = m.error()
+            if err is not None:
                 c.close()
-                raise CliError(f"consume failed: {m.error().str()}")
+                raise CliError(f"consume failed: {err.str()}")
             count += 1
             size += len(m.value() or b"") + len(m.key() or b"")
     end = time.time()
@@ -101,19 +104,10 @@ def run(args: argparse.Namespace) -> int:
     mb = size / (1024 * 1024)
     if not args.hide_header:
         print(HEADER)
+    start_s = java_date(start * 1000, args.date_format)
+    end_s = java_date(end * 1000, args.date_format)
     print(
-        "%s, %s, %.4f, %.4f, %d, %.4f, %d, %d, %.4f, %.4f"
-        % (
-            java_date(start * 1000, args.date_format),
-            java_date(end * 1000, args.date_format),
-            mb,
-            mb / elapsed,
-            count,
-            count / elapsed,
-            join_ms,
-            int(fetch_s * 1000),
-            mb / fetch_s,
-            count / fetch_s,
-        )
+        f"{start_s}, {end_s}, {mb:.4f}, {mb / elapsed:.4f}, {count}, {count / elapsed:.4f}, "
+        f"{join_ms}, {int(fetch_s * 1000)}, {mb / fetch_s:.4f}, {count / fetch_s:.4f}"
     )
     return 0 if count >= args.messages else 1

@@ -27,7 +27,9 @@ def parse(text: str) -> list[tuple[str, int, int]]:
     seen: set[tuple[str, int]] = set()
     dups = {f"{t}-{p}" for t, p, _ in out if (t, p) in seen or seen.add((t, p))}  # type: ignore[func-returns-value]
     if dups:
-        raise CliError(f"Offset json file contains duplicate topic partitions: {','.join(sorted(dups))}")
+        raise CliError(
+            f"Offset json file contains duplicate topic partitions: {','.join(sorted(dups))}"
+        )
     return out
 
 

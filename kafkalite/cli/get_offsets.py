@@ -21,7 +21,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--topic", help="regular expression (all topics if omitted)")
     p.add_argument("--partitions", help="0,2,5-7 (with --topic)")
     p.add_argument("--topic-partitions", help="t1:0-2,t2,t3.*:1 (not with --topic)")
-    p.add_argument("--time", default="latest", help="-1/latest, -2/earliest, -3/max-timestamp, or ms")
+    p.add_argument(
+        "--time", default="latest", help="-1/latest, -2/earliest, -3/max-timestamp, or ms"
+    )
     p.add_argument("--exclude-internal-topics", action="store_true")
 
 
@@ -40,11 +42,13 @@ def _ranges(spec: str) -> list[tuple[int, int]]:
     return out
 
 
-def _filters(args: argparse.Namespace) -> list[tuple[re.Pattern[str], list[tuple[int, int]] | None]]:
+def _filters(
+    args: argparse.Namespace,
+) -> list[tuple[re.Pattern[str], list[tuple[int, int]] | None]]:
     if args.topic_partitions:
         if args.topic or args.partitions:
             raise CliError("--topic-partitions cannot be used with --topic or --partitions", 2)
-        out = []
+        out: list[tuple[re.Pattern[str], list[tuple[int, int]] | None]] = []
         for spec in args.topic_partitions.split(","):
             # t:0-2 or t; a bare partition range after a comma belongs to the last topic
             if re.fullmatch(r"\d+(-\d*)?|-\d+", spec.strip()) and out:
@@ -65,7 +69,10 @@ def _spec(t: str) -> Any:
         try:
             n = int(t)
         except ValueError:
-            raise CliError(f"Malformed time argument {t}. Please use -1 or latest / -2 or earliest / -3 or max-timestamp, or a specified long format timestamp", 2) from None
+            raise CliError(
+                f"Malformed time argument {t}. Please use -1 or latest / -2 or earliest / -3 or max-timestamp, or a specified long format timestamp",
+                2,
+            ) from None
     if n == -1:
         return OffsetSpec.latest()
     if n in (-2, -4):
@@ -96,8 +103,12 @@ def run(args: argparse.Namespace) -> int:
                     if ranges is None or any(lo <= p <= hi for lo, hi in ranges)
                 ]
                 break
-    if not tps and args.topic and not any(pat.fullmatch(t) for t in md.topics for pat, _ in filters):
-        raise CliError(f"Could not match any topic-partitions with the specified filters")
+    if (
+        not tps
+        and args.topic
+        and not any(pat.fullmatch(t) for t in md.topics for pat, _ in filters)
+    ):
+        raise CliError("Could not match any topic-partitions with the specified filters")
     if not tps:
         return 0
     futures = a.list_offsets({tp: spec for tp in tps}, **timeout_kw())
@@ -106,11 +117,14 @@ def run(args: argparse.Namespace) -> int:
         try:
             r = f.result(timeout=timeout_kw()["request_timeout"])
         except Exception as e:
-            from kafkalite.cli.common import error_text
-
             import sys
 
-            print(f"Skip getting offsets for topic-partition {tp.topic}-{tp.partition} due to error: {error_text(e)}", file=sys.stderr)
+            from kafkalite.cli.common import error_text
+
+            print(
+                f"Skip getting offsets for topic-partition {tp.topic}-{tp.partition} due to error: {error_text(e)}",
+                file=sys.stderr,
+            )
             continue
         if r.offset >= 0:
             rows.append((tp.topic, tp.partition, r.offset))

@@ -14,7 +14,9 @@ from kafkalite.cli.common import CliError, add_bootstrap, admin, error_text, res
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_bootstrap(p)
-    p.add_argument("--election-type", required=True, type=str.lower, choices=("preferred", "unclean"))
+    p.add_argument(
+        "--election-type", required=True, type=str.lower, choices=("preferred", "unclean")
+    )
     p.add_argument("--topic")
     p.add_argument("--partition", type=int)
     p.add_argument("--all-topic-partitions", action="store_true")

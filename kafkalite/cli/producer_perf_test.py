@@ -59,15 +59,11 @@ class Stats:
 
     def print_window(self) -> None:
         elapsed = max(time.monotonic() - self.window_start, 1e-9)
+        avg = self.w_total / max(self.w_count, 1)
         print(
-            "%d records sent, %.1f records/sec (%.2f MB/sec), %.1f ms avg latency, %.1f ms max latency."
-            % (
-                self.w_count,
-                self.w_count / elapsed,
-                self.w_bytes / elapsed / (1024 * 1024),
-                self.w_total / max(self.w_count, 1),
-                self.w_max,
-            ),
+            f"{self.w_count} records sent, {self.w_count / elapsed:.1f} records/sec "
+            f"({self.w_bytes / elapsed / (1024 * 1024):.2f} MB/sec), {avg:.1f} ms avg latency, "
+            f"{self.w_max:.1f} ms max latency.",
             flush=True,
         )
         self.window_start = time.monotonic()
@@ -81,20 +77,12 @@ class Stats:
         def pct(q: float) -> int:
             return lat[min(int(q * len(lat)), len(lat) - 1)]
 
+        avg = self.total_latency / max(self.count, 1)
         return (
-            "%d records sent, %.1f records/sec (%.2f MB/sec), %.2f ms avg latency, %.2f ms max "
-            "latency, %d ms 50th, %d ms 95th, %d ms 99th, %d ms 99.9th."
-            % (
-                self.count,
-                self.count / elapsed,
-                self.bytes / elapsed / (1024 * 1024),
-                self.total_latency / max(self.count, 1),
-                self.max_latency,
-                pct(0.5),
-                pct(0.95),
-                pct(0.99),
-                pct(0.999),
-            )
+            f"{self.count} records sent, {self.count / elapsed:.1f} records/sec "
+            f"({self.bytes / elapsed / (1024 * 1024):.2f} MB/sec), {avg:.2f} ms avg latency, "
+            f"{self.max_latency:.2f} ms max latency, {pct(0.5)} ms 50th, {pct(0.95)} ms 95th, "
+            f"{pct(0.99)} ms 99th, {pct(0.999)} ms 99.9th."
         )
 
 
@@ -119,11 +107,16 @@ def _payloads(args: argparse.Namespace) -> list[bytes]:
 def run(args: argparse.Namespace) -> int:
     from confluent_kafka import Producer
 
-    props = {**load_properties(args.producer_config), **kv_pairs(args.producer_props, "--producer-props")}
+    props = {
+        **load_properties(args.producer_config),
+        **kv_pairs(args.producer_props, "--producer-props"),
+    }
     if not args.bootstrap_server:
         args.bootstrap_server = props.pop("bootstrap.servers", None)
         if not args.bootstrap_server:
-            raise CliError("--bootstrap-server (or bootstrap.servers in --producer-props) is required", 2)
+            raise CliError(
+                "--bootstrap-server (or bootstrap.servers in --producer-props) is required", 2
+            )
         from kafkalite.cli.common import probe
 
         probe(args.bootstrap_server)
@@ -160,7 +153,10 @@ def run(args: argparse.Namespace) -> int:
         p.poll(0)
         if errors:
             break
-        if args.transactional_id and (time.monotonic() - txn_start) * 1000 >= args.transaction_duration_ms:
+        if (
+            args.transactional_id
+            and (time.monotonic() - txn_start) * 1000 >= args.transaction_duration_ms
+        ):
             p.commit_transaction(30)
             p.begin_transaction()
             txn_start = time.monotonic()

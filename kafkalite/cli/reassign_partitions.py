@@ -67,13 +67,19 @@ def parse_reassignment(doc: Any) -> dict[TP, list[int]]:
         for x in doc["partitions"]:
             tp = (str(x["topic"]), int(x["partition"]))
             if tp in out:
-                raise CliError(f"Partition reassignment contains multiple entries for {tp[0]}-{tp[1]}")
+                raise CliError(
+                    f"Partition reassignment contains multiple entries for {tp[0]}-{tp[1]}"
+                )
             reps = [int(r) for r in x["replicas"]]
             if len(set(reps)) != len(reps):
-                raise CliError(f"Partition replica lists may not contain duplicate entries: {tp[0]}-{tp[1]}")
+                raise CliError(
+                    f"Partition replica lists may not contain duplicate entries: {tp[0]}-{tp[1]}"
+                )
             dirs = x.get("log_dirs")
             if dirs and any(d != "any" for d in dirs):
-                raise CliError("moving replicas between log dirs (log_dirs) is not supported by kafkalite")
+                raise CliError(
+                    "moving replicas between log dirs (log_dirs) is not supported by kafkalite"
+                )
             out[tp] = reps
     except (KeyError, TypeError, ValueError) as e:
         raise CliError(f"invalid reassignment JSON: {e}") from None
@@ -167,9 +173,7 @@ def _execute(a: Any, args: argparse.Namespace, target: dict[TP, list[int]]) -> i
     current = _current(a, [t for t, _ in target])
     missing = sorted(tp for tp in target if tp not in current)
     if missing:
-        raise CliError(
-            "Topic or partition not found: " + ",".join(f"{t}-{p}" for t, p in missing)
-        )
+        raise CliError("Topic or partition not found: " + ",".join(f"{t}-{p}" for t, p in missing))
     ongoing = _ongoing(args)
     if ongoing and not args.additional:
         raise CliError(
@@ -208,7 +212,9 @@ def _execute(a: Any, args: argparse.Namespace, target: dict[TP, list[int]]) -> i
             )
         )
     parts = ",".join(f"{t}-{p}" for t, p in sorted(target))
-    print(f"Successfully started partition reassignment{'' if len(target) == 1 else 's'} for {parts}")
+    print(
+        f"Successfully started partition reassignment{'' if len(target) == 1 else 's'} for {parts}"
+    )
     return 0
 
 
@@ -233,7 +239,10 @@ def _set_throttles(
                 str(b),
                 incremental_configs=[
                     ConfigEntry(k, str(rate), incremental_operation=AlterConfigOpType.SET)
-                    for k in ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+                    for k in (
+                        "leader.replication.throttled.rate",
+                        "follower.replication.throttled.rate",
+                    )
                 ],
             )
             for b in brokers
@@ -251,8 +260,16 @@ def _set_throttles(
                 ConfigResource.Type.TOPIC,
                 t,
                 incremental_configs=[
-                    ConfigEntry("leader.replication.throttled.replicas", ",".join(lead), incremental_operation=AlterConfigOpType.SET),
-                    ConfigEntry("follower.replication.throttled.replicas", ",".join(follow) or "", incremental_operation=AlterConfigOpType.SET),
+                    ConfigEntry(
+                        "leader.replication.throttled.replicas",
+                        ",".join(lead),
+                        incremental_operation=AlterConfigOpType.SET,
+                    ),
+                    ConfigEntry(
+                        "follower.replication.throttled.replicas",
+                        ",".join(follow) or "",
+                        incremental_operation=AlterConfigOpType.SET,
+                    ),
                 ],
             )
             for t, (lead, follow) in by_topic.items()
@@ -264,21 +281,32 @@ def _clear_throttles(a: Any, target: dict[TP, list[int]]) -> None:
     from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
     brokers = sorted(set(_brokers(a)) | {b for r in target.values() for b in r})
-    print(f"Clearing broker-level throttles on broker{'' if len(brokers) == 1 else 's'} {','.join(map(str, brokers))}")
-    rates = ("leader.replication.throttled.rate", "follower.replication.throttled.rate", "replica.alter.log.dirs.io.max.bytes.per.second")
+    print(
+        f"Clearing broker-level throttles on broker{'' if len(brokers) == 1 else 's'} {','.join(map(str, brokers))}"
+    )
+    rates = (
+        "leader.replication.throttled.rate",
+        "follower.replication.throttled.rate",
+        "replica.alter.log.dirs.io.max.bytes.per.second",
+    )
     _alter_configs(
         a,
         [
             ConfigResource(
                 ConfigResource.Type.BROKER,
                 str(b),
-                incremental_configs=[ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in rates[:2]],
+                incremental_configs=[
+                    ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE)
+                    for k in rates[:2]
+                ],
             )
             for b in brokers
         ],
     )
     topics = sorted({t for t, _ in target})
-    print(f"Clearing topic-level throttles on topic{'' if len(topics) == 1 else 's'} {','.join(topics)}")
+    print(
+        f"Clearing topic-level throttles on topic{'' if len(topics) == 1 else 's'} {','.join(topics)}"
+    )
     _alter_configs(
         a,
         [
@@ -287,7 +315,10 @@ def _clear_throttles(a: Any, target: dict[TP, list[int]]) -> None:
                 t,
                 incremental_configs=[
                     ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE)
-                    for k in ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
+                    for k in (
+                        "leader.replication.throttled.replicas",
+                        "follower.replication.throttled.replicas",
+                    )
                 ],
             )
             for t in topics
@@ -347,8 +378,12 @@ def _cancel(args: argparse.Namespace, target: dict[TP, list[int]]) -> int:
     if errors:
         raise CliError(
             "Error cancelling partition reassignment(s):\n"
-            + "\n".join(f"{t}-{p}: {getattr(e, 'description', e)}" for (t, p), e in sorted(errors.items()))
+            + "\n".join(
+                f"{t}-{p}: {getattr(e, 'description', e)}" for (t, p), e in sorted(errors.items())
+            )
         )
     done = ",".join(f"{t}-{p}" for t, p in sorted(target))
-    print(f"Successfully cancelled partition reassignment{'' if len(target) == 1 else 's'} for: {done}")
+    print(
+        f"Successfully cancelled partition reassignment{'' if len(target) == 1 else 's'} for: {done}"
+    )
     return 0

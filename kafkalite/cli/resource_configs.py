@@ -34,7 +34,12 @@ SOURCES = {
     7: "CLIENT_METRICS_CONFIG",
     8: "GROUP_CONFIG",
 }
-_ALIASES = {"topic": "topics", "broker": "brokers", "group": "groups", "broker-logger": "broker-loggers"}
+_ALIASES = {
+    "topic": "topics",
+    "broker": "brokers",
+    "group": "groups",
+    "broker-logger": "broker-loggers",
+}
 
 
 def _entity(args: argparse.Namespace) -> tuple[str, list[str | None] | None]:
@@ -144,9 +149,11 @@ def run(args: argparse.Namespace) -> int:
             elif etype == "groups":
                 names = list(b.groups())
             else:
-                names = [*map(str, sorted(b.addr)), None] if etype == "brokers" else [
-                    *map(str, sorted(b.addr))
-                ]
+                names = (
+                    [*map(str, sorted(b.addr)), None]
+                    if etype == "brokers"
+                    else [*map(str, sorted(b.addr))]
+                )
         failed = False
         for n in names:
             failed |= _describe(b, etype, n, args.all) != 0

@@ -12,7 +12,15 @@ import argparse
 import re
 from typing import Any
 
-from kafkalite.cli.common import CliError, add_bootstrap, admin, kadmin, result, timeout_kw, topic_id
+from kafkalite.cli.common import (
+    CliError,
+    add_bootstrap,
+    admin,
+    kadmin,
+    result,
+    timeout_kw,
+    topic_id,
+)
 
 #: the internal topics --exclude-internal hides (Kafka's Topic.isInternal)
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
@@ -175,7 +183,7 @@ def _describe(a: Any, args: argparse.Namespace, names: list[str]) -> int:
     res = {n: ConfigResource(ConfigResource.Type.TOPIC, n) for n in names}
     futures = a.describe_configs(list(res.values()), **timeout_kw())
     configs: dict[str, dict[str, Any]] = {}
-    for n, r in res.items():
+    for n in res:
         fut = next(f for k, f in futures.items() if k.name == n)
         configs[n] = result(fut, n)
     live = {n.id for n in result(a.describe_cluster(**timeout_kw())).nodes}
