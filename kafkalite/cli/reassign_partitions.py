@@ -219,8 +219,10 @@ def _execute(a: Any, args: argparse.Namespace, target: dict[TP, list[int]]) -> i
 
 
 def _alter_configs(a: Any, resources: list[Any]) -> None:
-    for res, f in a.incremental_alter_configs(resources, **timeout_kw()).items():
-        result(f, f"{res.name}")
+    # one resource per call: librdkafka takes at most one BROKER resource per request
+    for one in resources:
+        for res, f in a.incremental_alter_configs([one], **timeout_kw()).items():
+            result(f, f"{res.name}")
 
 
 def _set_throttles(
