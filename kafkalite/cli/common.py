@@ -165,3 +165,11 @@ def parse_tp_list(spec: str) -> tuple[str, list[int] | None]:
         return name, [int(p) for p in parts.split(",") if p.strip()]
     except ValueError:
         raise CliError(f"invalid partitions in {spec!r}", 2) from None
+
+
+def pretty_table(headers: list[str], rows: list[list[str]]) -> None:
+    """Kafka's ToolsUtils.prettyPrintTable: each column padded to its widest value, and a
+    tab after every column."""
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
+    for row in [headers, *rows]:
+        print("".join(f"{v:<{w}}\t" for v, w in zip(row, widths, strict=True)))

@@ -12,9 +12,11 @@ from __future__ import annotations
 import argparse
 import struct
 import sys
+import time
 from dataclasses import dataclass
 from typing import Any
 
+from kafkalite.cli.common import pretty_table
 from kafkalite.cli.wire_client import WireClient
 from kafkalite.protocol.errors import ErrorCode
 
@@ -28,6 +30,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     ls = sub.add_parser("list", help="transactional ids and their states")
     ls.add_argument("--state", action="append", default=[])
     ls.add_argument("--producer-id", action="append", type=int, default=[])
+    ls.add_argument("--duration-filter", type=int, default=-1, help="ms; only older ones")
     d = sub.add_parser("describe", help="one transactional id's state")
     d.add_argument("--transactional-id", required=True)
     dp = sub.add_parser("describe-producers", help="the active producers of a partition")
@@ -36,7 +39,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a = sub.add_parser("abort", help="abort a hanging transaction on a partition")
     a.add_argument("--topic", required=True)
     a.add_argument("--partition", type=int, required=True)
-    a.add_argument("--start-offset", type=int, required=True)
+    a.add_argument("--start-offset", type=int)
+    a.add_argument("--producer-id", type=int)
+    a.add_argument("--producer-epoch", type=int)
+    a.add_argument("--coordinator-epoch", type=int)
 
 
 def _brokers(c: WireClient) -> dict[int, str]:
@@ -58,6 +64,15 @@ def _leader(c: WireClient, topic: str, partition: int) -> str | None:
             if int(p.partition_index) == partition:
                 return brokers.get(int(p.leader_id))
     return None
+
+
+@dataclass
+class _Spec:
+    """The producer whose transaction ``abort`` ends (Kafka's AbortTransactionSpec)."""
+
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
 
 
 @dataclass
@@ -140,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.txn_cmd == "list":
             rows = []
-            for addr in _brokers(c).values():
+            for node, addr in sorted(_brokers(c).items()):
                 b = WireClient(addr)
                 try:
                     r = b.call(
@@ -149,18 +164,18 @@ def run(args: argparse.Namespace) -> int:
                         {
                             "state_filters": args.state,
                             "producer_id_filters": args.producer_id,
-                            "duration_filter": -1,
+                            "duration_filter": args.duration_filter,
                         },
                     )
                 finally:
                     b.close()
                 rows += [
-                    (t.transactional_id, int(t.producer_id), t.transaction_state)
+                    [t.transactional_id, str(node), str(int(t.producer_id)), t.transaction_state]
                     for t in r.transaction_states
                 ]
-            print(f"{'TransactionalId':<40} {'ProducerId':>12} TransactionState")
-            for tid, pid, state in sorted(rows):
-                print(f"{tid:<40} {pid:>12} {state}")
+            pretty_table(
+                ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"], sorted(rows)
+            )
             return 0
         if args.txn_cmd == "describe":
             fc = c.call(
@@ -181,11 +196,32 @@ def run(args: argparse.Namespace) -> int:
                 print(f"Error: {ErrorCode(st.error_code).name}", file=sys.stderr)
                 return 1
             parts = ",".join(f"{t}-{p}" for t, p in st.partitions)
-            print(
-                f"CoordinatorId\tTransactionalId\tProducerId\tProducerEpoch\tTransactionState"
-                f"\tTransactionTimeoutMs\tCurrentTransactionStartTimeMs\tTopicPartitions\n"
-                f"{coord.node_id}\t{st.transactional_id}\t{st.producer_id}\t{st.producer_epoch}"
-                f"\t{st.transaction_state}\t{st.timeout_ms}\t{st.start_ms}\t{parts}"
+            started = st.start_ms >= 0
+            pretty_table(
+                [
+                    "CoordinatorId",
+                    "TransactionalId",
+                    "ProducerId",
+                    "ProducerEpoch",
+                    "TransactionState",
+                    "TransactionTimeoutMs",
+                    "CurrentTransactionStartTimeMs",
+                    "TransactionDurationMs",
+                    "TopicPartitions",
+                ],
+                [
+                    [
+                        str(coord.node_id),
+                        st.transactional_id,
+                        str(st.producer_id),
+                        str(st.producer_epoch),
+                        st.transaction_state,
+                        str(st.timeout_ms),
+                        str(st.start_ms) if started else "None",
+                        str(int(time.time() * 1000) - st.start_ms) if started else "None",
+                        parts,
+                    ]
+                ],
             )
             return 0
         leader = _leader(c, args.topic, args.partition)
@@ -197,27 +233,54 @@ def run(args: argparse.Namespace) -> int:
             print(f"Error: {state.error_code.name}", file=sys.stderr)
             return 1
         if args.txn_cmd == "describe-producers":
-            print(
-                "ProducerId\tProducerEpoch\tLastSequence\tLastTimestamp\tCurrentTransactionStartOffset"
+            pretty_table(
+                [
+                    "ProducerId",
+                    "ProducerEpoch",
+                    "LatestCoordinatorEpoch",
+                    "LastSequence",
+                    "LastTimestamp",
+                    "CurrentTransactionStartOffset",
+                ],
+                [
+                    [
+                        str(p.producer_id),
+                        str(p.producer_epoch),
+                        str(p.coordinator_epoch),
+                        str(p.last_sequence),
+                        str(p.last_timestamp),
+                        str(p.current_txn_start_offset)
+                        if p.current_txn_start_offset >= 0
+                        else "None",
+                    ]
+                    for p in state.active_producers
+                ],
             )
-            for p in state.active_producers:
-                print(
-                    f"{p.producer_id}\t{p.producer_epoch}\t{p.last_sequence}\t{p.last_timestamp}"
-                    f"\t{p.current_txn_start_offset}"
-                )
             return 0
-        # abort
-        match = [
-            p for p in state.active_producers if p.current_txn_start_offset == args.start_offset
-        ]
-        if not match:
-            print(
-                f"Error: no open transaction starts at offset {args.start_offset} of "
-                f"{args.topic}-{args.partition}",
-                file=sys.stderr,
-            )
-            return 1
-        p = match[0]
+        # abort: by --start-offset (DescribeProducers finds the producer), or by
+        # --producer-id/--producer-epoch/--coordinator-epoch, as kafka-transactions.sh
+        if args.start_offset is None:
+            if args.producer_id is None or args.producer_epoch is None:
+                print(
+                    "Error: The transaction to abort must be identified either with "
+                    "--start-offset or with --producer-id, --producer-epoch, and "
+                    "--coordinator-epoch",
+                    file=sys.stderr,
+                )
+                return 2
+            p: Any = _Spec(args.producer_id, args.producer_epoch, args.coordinator_epoch or 0)
+        else:
+            match = [
+                p for p in state.active_producers if p.current_txn_start_offset == args.start_offset
+            ]
+            if not match:
+                print(
+                    f"Error: Could not find any open transactions starting at offset "
+                    f"{args.start_offset} on partition {args.topic}-{args.partition}",
+                    file=sys.stderr,
+                )
+                return 1
+            p = match[0]
         b = WireClient(leader)
         try:
             r = b.call(
@@ -239,12 +302,8 @@ def run(args: argparse.Namespace) -> int:
             b.close()
         code = r.markers[0].topics[0].partitions[0].error_code
         if code:
-            print(f"Error: {code.name}", file=sys.stderr)
+            print(f"Error: Failed to abort transaction: {code.name}", file=sys.stderr)
             return 1
-        print(
-            f"Aborted the transaction of producer {p.producer_id} (epoch {p.producer_epoch}) "
-            f"starting at offset {args.start_offset} of {args.topic}-{args.partition}."
-        )
-        return 0
+        return 0  # silent on success, as kafka-transactions.sh
     finally:
         c.close()
