@@ -67,6 +67,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     to.add_argument("--to-datetime", help="YYYY-MM-DDTHH:mm:SS.sss[+HH:MM|Z]")
     to.add_argument("--by-duration", help="ISO 8601 duration, e.g. PT10M, P1DT2H")
     to.add_argument("--shift-by", type=int)
+    to.add_argument("--from-file", help="CSV of topic,partition,offset (group,... for several)")
     p.add_argument("--execute", action="store_true")
     p.add_argument("--dry-run", action="store_true")
     p.add_argument("--export", action="store_true", help="--reset-offsets: print CSV")
@@ -219,9 +220,7 @@ def _describe_members(g: str, d: Any, state: str, verbose: bool) -> bool:
         _check_state(g, state, None)
         return False
     members = list(d.members)
-    if not _check_state(g, state, len(members)) and not members:
-        # Kafka prints the header even for an empty group
-        pass
+    _check_state(g, state, len(members))  # the messages; Kafka prints the header anyway
     w = {"g": 15, "c": 15, "i": 17, "h": 15, "cl": 15}
     with_instance = any(m.group_instance_id for m in members)
     for m in members:
@@ -389,6 +388,32 @@ def parse_duration_ms(s: str) -> int:
     return int(secs * 1000) * (-1 if m["sign"] else 1)
 
 
+def _from_file(path: str, group: str, with_group: bool) -> dict[tuple[str, int], int]:
+    """--from-file: what --export wrote (``topic,partition,offset``, with the group first
+    when the export covered several groups)."""
+    out: dict[tuple[str, int], int] = {}
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = [line.strip() for line in f if line.strip()]
+    except OSError as e:
+        raise CliError(f"cannot read {path}: {e.strerror}") from None
+    for line in lines:
+        cells = line.split(",")
+        if with_group or len(cells) == 4:
+            if len(cells) != 4:
+                raise CliError(f"--from-file line {line!r}: expected group,topic,partition,offset")
+            if cells[0] != group:
+                continue
+            cells = cells[1:]
+        if len(cells) != 3:
+            raise CliError(f"--from-file line {line!r}: expected topic,partition,offset")
+        try:
+            out[(cells[0], int(cells[1]))] = int(cells[2])
+        except ValueError:
+            raise CliError(f"--from-file line {line!r}: partition and offset are numbers") from None
+    return out
+
+
 def _scope(a: Any, args: argparse.Namespace, group: str) -> list[tuple[str, int]]:
     if args.all_topics:
         return sorted(_committed(a, group))
@@ -437,7 +462,7 @@ def _targets(
         return {tp: found[tp] if found.get(tp, -1) >= 0 else hi.get(tp, 0) for tp in tps}
     raise CliError(
         "Option --reset-offsets requires one of: --to-datetime, --by-duration, --to-earliest, "
-        "--to-latest, --shift-by, --to-current, --to-offset",
+        "--to-latest, --shift-by, --from-file, --to-current, --to-offset",
         2,
     )
 
@@ -464,7 +489,10 @@ def _reset(a: Any, args: argparse.Namespace, groups: list[str]) -> int:
                 f"Assignments can only be reset if the group '{g}' is inactive, but the "
                 f"current state is {state}."
             )
-        plan[g] = _targets(a, args, g, _scope(a, args, g))
+        if args.from_file:
+            plan[g] = _from_file(args.from_file, g, len(groups) > 1)
+        else:
+            plan[g] = _targets(a, args, g, _scope(a, args, g))
     if args.export:
         for g, offs in plan.items():
             for (t, p), o in sorted(offs.items()):

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 from typing import Any
 
-from kafkalite.cli.common import CliError, add_bootstrap, admin, timeout_kw
+from kafkalite.cli.common import CliError, add_bootstrap, admin, error_text, timeout_kw
 from kafkalite.cli.topics import INTERNAL_TOPICS
 
 _TIMES = {"latest": -1, "earliest": -2, "max-timestamp": -3, "earliest-local": -4}
@@ -117,10 +118,6 @@ def run(args: argparse.Namespace) -> int:
         try:
             r = f.result(timeout=timeout_kw()["request_timeout"])
         except Exception as e:
-            import sys
-
-            from kafkalite.cli.common import error_text
-
             print(
                 f"Skip getting offsets for topic-partition {tp.topic}-{tp.partition} due to error: {error_text(e)}",
                 file=sys.stderr,

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 from typing import Any
 
 from kafkalite.cli.common import (
     CliError,
     add_bootstrap,
     admin,
+    error_text,
     kadmin,
     result,
     timeout_kw,
@@ -117,8 +119,6 @@ def _create(a: Any, args: argparse.Namespace) -> int:
     try:
         f.result(timeout=timeout_kw()["request_timeout"])
     except Exception as e:
-        from kafkalite.cli.common import error_text
-
         text = error_text(e)
         if args.if_not_exists and "TOPIC_ALREADY_EXISTS" in text:
             return 0
@@ -150,7 +150,7 @@ def _alter(a: Any, args: argparse.Namespace) -> int:
         try:
             result(f, n)
         except CliError as e:
-            print(f"Error while executing topic command : {e}", file=__import__("sys").stderr)
+            print(f"Error while executing topic command : {e}", file=sys.stderr)
             failed = True
     return 1 if failed else 0
 

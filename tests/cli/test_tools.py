@@ -145,7 +145,7 @@ def _wait(pred: Any, timeout: float = 20.0) -> None:
         time.sleep(0.1)
 
 
-def test_consumer_groups_describe_reset_delete(cli, kafka_bootstrap):
+def test_consumer_groups_describe_reset_delete(cli, kafka_bootstrap, tmp_path):
     t, g = name("cli-cg"), name("cli-group")
     assert cli("topics", "--create", "--topic", t, "--partitions", "2")[0] == 0
     p = Producer({"bootstrap.servers": kafka_bootstrap})
@@ -226,10 +226,13 @@ def test_consumer_groups_describe_reset_delete(cli, kafka_bootstrap):
     assert reset("--topic", t, "--by-duration", "PT0S", "--dry-run") == [[g, t, "0", "5"], [g, t, "1", "5"]]  # fmt: skip
     rc, out, _ = cli("consumer-groups", "--reset-offsets", "--group", g, "--all-topics", "--to-latest", "--export")  # fmt: skip
     assert (rc, out) == (0, f"{t},0,5\n{t},1,5\n")
+    exported = tmp_path / "offsets.csv"
+    exported.write_text(f"{t},1,1\n")
+    assert reset("--from-file", str(exported), "--execute") == [[g, t, "1", "1"]]
     rc, out, err = cli("consumer-groups", "--describe", "--group", g)
     assert rc == 0 and f"Consumer group '{g}' has no active members." in err
     rows = [line.split() for line in out.splitlines() if line.startswith(g)]
-    assert [r[2:] for r in rows] == [["0", "4", "5", "1", "-", "-", "-"], ["1", "2", "5", "3", "-", "-", "-"]]  # fmt: skip
+    assert [r[2:] for r in rows] == [["0", "4", "5", "1", "-", "-", "-"], ["1", "1", "5", "4", "-", "-", "-"]]  # fmt: skip
 
     rc, out, _ = cli("consumer-groups", "--delete-offsets", "--group", g, "--topic", f"{t}:1")
     assert rc == 0
