@@ -398,3 +398,42 @@ def test_console_script_exit_codes_and_unreachable_broker(kafka_bootstrap):
     )
     assert r.returncode == 1 and "Topic 'nope-x' does not exist as expected" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_consumer_groups_describe_a_kip848_group(cli, kafka_bootstrap):
+    """A group of the consumer protocol (KIP-848): the same tables, type Consumer, the
+    server-side assignor as ASSIGNMENT-STRATEGY."""
+    t, g = name("cli-848"), name("cli-848-group")
+    assert cli("topics", "--create", "--topic", t, "--partitions", "2")[0] == 0
+    p = Producer({"bootstrap.servers": kafka_bootstrap})
+    for i in range(4):
+        p.produce(t, b"v", partition=i % 2)
+    p.flush(10)
+    c = Consumer(
+        {
+            "bootstrap.servers": kafka_bootstrap,
+            "group.id": g,
+            "group.protocol": "consumer",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    c.subscribe([t])
+    try:
+        seen, end = 0, time.monotonic() + 30
+        while seen < 4 and time.monotonic() < end:
+            m = c.poll(0.2)
+            if m is not None and m.error() is None:
+                seen += 1
+        assert seen == 4
+        c.commit(asynchronous=False)
+        rc, out, _ = cli("consumer-groups", "--describe", "--group", g, "--state")
+        assert rc == 0 and out.splitlines()[2].split()[-3:] == ["uniform", "Stable", "1"]
+        rc, out, _ = cli("consumer-groups", "--list", "--type", "consumer")
+        assert rc == 0 and [g, "Consumer"] in [line.split() for line in out.splitlines()]
+        rc, out, _ = cli("consumer-groups", "--describe", "--group", g)
+        rows = [line.split() for line in out.splitlines() if line.startswith(g)]
+        assert [r[2:6] for r in rows] == [["0", "2", "2", "0"], ["1", "2", "2", "0"]]
+        assert len({r[6] for r in rows}) == 1 and rows[0][6] != "-"
+    finally:
+        c.close()
