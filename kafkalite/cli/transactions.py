@@ -36,6 +36,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     dp = sub.add_parser("describe-producers", help="the active producers of a partition")
     dp.add_argument("--topic", required=True)
     dp.add_argument("--partition", type=int, required=True)
+    fh = sub.add_parser("find-hanging", help="open transactions their coordinator does not know")
+    fh.add_argument("--broker-id", type=int)
+    fh.add_argument("--topic")
+    fh.add_argument("--partition", type=int)
+    fh.add_argument("--max-transaction-timeout", type=int, default=15, help="minutes")
     a = sub.add_parser("abort", help="abort a hanging transaction on a partition")
     a.add_argument("--topic", required=True)
     a.add_argument("--partition", type=int, required=True)
@@ -150,6 +155,148 @@ def _producers(addr: str, topic: str, partition: int) -> Any:
         c.close()
 
 
+@dataclass
+class OpenTxn:
+    """A producer's open transaction on a partition (DescribeProducers)."""
+
+    topic: str
+    partition: int
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
+    start_offset: int
+    last_timestamp: int
+
+
+def hanging(
+    candidates: list[OpenTxn], txn_ids: dict[int, str], described: dict[str, list[tuple[str, int]]]
+) -> list[OpenTxn]:
+    """Kafka's filterHangingTransactions: an open transaction hangs when no transactional
+    id has its producer id, or its id's transaction does not include the partition (the
+    coordinator will never write that partition's marker)."""
+    out = []
+    for t in candidates:
+        tid = txn_ids.get(t.producer_id)
+        if tid is None or tid not in described or (t.topic, t.partition) not in described[tid]:
+            out.append(t)
+    return out
+
+
+def _find_hanging(c: WireClient, args: argparse.Namespace) -> int:
+    if args.topic is None and args.broker_id is None:
+        print(
+            "Error: The `find-hanging` command requires either --topic or --broker-id to limit "
+            "the scope of the search",
+            file=sys.stderr,
+        )
+        return 2
+    if args.partition is not None and args.topic is None:
+        print("Error: The --partition argument requires --topic to be provided", file=sys.stderr)
+        return 2
+    md = c.call(
+        METADATA,
+        c.version_for(METADATA, 9),
+        {
+            "topics": None if args.topic is None else [{"name": args.topic}],
+            "allow_auto_topic_creation": False,
+        },
+    )
+    brokers = {int(b.node_id): f"{b.host}:{b.port}" for b in md.brokers}
+    # (topic, partition) -> the broker to ask: --broker-id's replicas, else the leader
+    where: dict[tuple[str, int], int] = {}
+    for t in md.topics:
+        if t.error_code:
+            print(f"Error: topic {t.name}: {t.error_code.name}", file=sys.stderr)
+            return 1
+        for p in t.partitions:
+            if args.partition is not None and int(p.partition_index) != args.partition:
+                continue
+            if args.broker_id is None:
+                where[(t.name, int(p.partition_index))] = int(p.leader_id)
+            elif args.broker_id in [int(r) for r in p.replica_nodes]:
+                where[(t.name, int(p.partition_index))] = args.broker_id
+    now = int(time.time() * 1000)
+    max_ms = args.max_transaction_timeout * 60_000
+    candidates: list[OpenTxn] = []
+    for node in sorted(set(where.values())):
+        if node not in brokers:
+            continue
+        tps = sorted(tp for tp, n in where.items() if n == node)
+        by_topic: dict[str, list[int]] = {}
+        for t, p in tps:
+            by_topic.setdefault(t, []).append(p)
+        b = WireClient(brokers[node])
+        try:
+            r = b.call(
+                DESCRIBE_PRODUCERS,
+                0,
+                {"topics": [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]},
+            )
+        finally:
+            b.close()
+        for t in r.topics:
+            for p in t.partitions:
+                for s in p.active_producers if not p.error_code else ():
+                    if s.current_txn_start_offset >= 0 and now - s.last_timestamp > max_ms:
+                        candidates.append(
+                            OpenTxn(
+                                t.name,
+                                int(p.partition_index),
+                                int(s.producer_id),
+                                int(s.producer_epoch),
+                                int(s.coordinator_epoch),
+                                int(s.current_txn_start_offset),
+                                int(s.last_timestamp),
+                            )
+                        )
+    txn_ids: dict[int, str] = {}
+    described: dict[str, list[tuple[str, int]]] = {}
+    if candidates:
+        pids = sorted({t.producer_id for t in candidates})
+        for addr in brokers.values():
+            b = WireClient(addr)
+            try:
+                r = b.call(
+                    LIST_TRANSACTIONS,
+                    b.version_for(LIST_TRANSACTIONS, 1),
+                    {"state_filters": [], "producer_id_filters": pids, "duration_filter": -1},
+                )
+                ids = {str(x.transactional_id): int(x.producer_id) for x in r.transaction_states}
+                txn_ids.update({pid: tid for tid, pid in ids.items()})
+                for st in _describe_transactions(b, sorted(ids)) if ids else []:
+                    if not st.error_code:
+                        described[st.transactional_id] = list(st.partitions)
+            finally:
+                b.close()
+    rows = [
+        [
+            t.topic,
+            str(t.partition),
+            str(t.producer_id),
+            str(t.producer_epoch),
+            str(t.coordinator_epoch),
+            str(t.start_offset),
+            str(t.last_timestamp),
+            str((now - t.last_timestamp) // 60_000),
+        ]
+        for t in hanging(candidates, txn_ids, described)
+    ]
+    pretty_table(
+        [
+            "Topic",
+            "Partition",
+            "ProducerId",
+            "ProducerEpoch",
+            "CoordinatorEpoch",
+            "StartOffset",
+            "LastTimestamp",
+            "Duration(min)",
+        ],
+        rows,
+    )
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     c = WireClient(args.bootstrap_server)
     try:
@@ -224,6 +371,8 @@ def run(args: argparse.Namespace) -> int:
                 ],
             )
             return 0
+        if args.txn_cmd == "find-hanging":
+            return _find_hanging(c, args)
         leader = _leader(c, args.topic, args.partition)
         if leader is None:
             print(f"Error: no leader for {args.topic}-{args.partition}", file=sys.stderr)

@@ -101,6 +101,21 @@ def test_admin_apis_and_cli_abort_a_hanging_transaction(bootstrap, capsys):
         "CurrentTransactionStartOffset",
     ]
     assert out[1].endswith("\t") and out[1].split()[-1] == "0"
+    # find-hanging: the open transaction is a candidate (older than 0 minutes) but its
+    # coordinator still has the partition in it: not hanging, Kafka's header only
+    assert main([*args, "find-hanging", "--topic", topic, "--max-transaction-timeout", "0"]) == 0
+    assert capsys.readouterr().out.split() == [
+        "Topic",
+        "Partition",
+        "ProducerId",
+        "ProducerEpoch",
+        "CoordinatorEpoch",
+        "StartOffset",
+        "LastTimestamp",
+        "Duration(min)",
+    ]
+    assert main([*args, "find-hanging"]) == 2
+    assert "requires either --topic or --broker-id" in capsys.readouterr().err
     assert main([*args, "abort", *where, "--start-offset", "5"]) == 1
     assert capsys.readouterr().err == (
         f"Error: Could not find any open transactions starting at offset 5 on partition {topic}-0\n"
