@@ -1,20 +1,11 @@
-"""``kafkalite``: the admin CLI.
+"""``kafkalite <tool>``: Kafka's command-line tools with their flags and output
+(``kafkalite topics`` is ``kafka-topics.sh``...; docs/cli.md lists them).
 
-kafkalite topics --bootstrap-server HOST:PORT --list | --create --topic T [--partitions N]
-                 [--replication-factor R] [--config k=v ...] | --delete --topic T | --describe [--topic T]
-kafkalite configs --bootstrap-server HOST:PORT --entity-type topics --entity-name T
-                 [--describe | --alter --add-config k=v[,k=v] | --delete-config k[,k]]
-kafkalite configs --bootstrap-server HOST:PORT --entity-type clients|users
-                 (--entity-name X | --entity-default) [--entity-type ... --entity-name ...]
-                 [--describe | --alter --add-config producer_byte_rate=N[,k=v] | --delete-config k]
-                 (also --client X / --user X / --client-defaults / --user-defaults, as kafka-configs.sh)
-kafkalite groups --bootstrap-server HOST:PORT --list | --describe --group G [--members]
-                 | --reset-offsets --group G --topic T (--to-earliest|--to-latest|--to-offset N
-                 |--to-datetime ISO) [--execute]
-kafkalite dump-log FILE [--print-data-log] [--verify-index-only]
-kafkalite transactions --bootstrap-server HOST:PORT list | describe --transactional-id ID |
-                 describe-producers --topic T --partition P | abort --topic T --partition P --start-offset N
-kafkalite version
+The dispatcher: :data:`TOOLS` maps a tool to its module under ``kafkalite.cli``
+(``add_arguments(parser)``, ``run(args) -> exit code``); ``configs`` (topics, brokers,
+groups in ``resource_configs``; client quotas here), ``dump-log`` and ``version`` are
+wired below. :func:`main` turns every failure into one line on stderr and an exit
+code: 0 done, 1 refused or unreachable, 2 usage.
 """
 
 from __future__ import annotations
