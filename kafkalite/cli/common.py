@@ -112,6 +112,12 @@ def kadmin(args: argparse.Namespace) -> Any:
         from kafka.admin import KafkaAdminClient
     except ImportError:
         raise CliError("this tool needs kafka-python: pip install 'kafkalite[cli]'", 2) from None
+    # kafka-python logs every refused connection (a dead broker of the cluster) at
+    # WARNING, which Python's last-resort handler would print: the tool reports errors
+    quiet = logging.getLogger("kafka")
+    if not quiet.handlers:
+        quiet.addHandler(logging.NullHandler())
+        quiet.propagate = False
     props = load_properties(getattr(args, "command_config", None))
     kw: dict[str, Any] = {
         "bootstrap_servers": args.bootstrap_server,
