@@ -132,9 +132,9 @@ def _alter(a: Any, args: argparse.Namespace) -> int:
 
     if args.partitions is None:
         raise CliError("--alter needs --partitions (use `kafkalite configs` for configs)", 2)
-    names = _topics(a, args)
     if args.topic is None:
         raise CliError("--topic is required with --alter", 2)
+    names = _topics(a, args)
     assignment = _assignment(args.replica_assignment) if args.replica_assignment else None
     reqs = []
     for n in names:

@@ -372,6 +372,7 @@ def test_perf_tests_print_kafkas_lines(cli):
 
 def test_usage_errors_exit_2(cli):
     assert cli("topics", "--describe", "--list")[0] == 2
+    assert cli("topics", "--alter", "--partitions", "9")[0] == 2  # never every topic
     assert cli("consumer-groups", "--describe")[0] == 2
     rc, _, err = cli("consumer-groups", "--reset-offsets", "--group", "g", "--all-topics")
     assert rc == 2 and "requires one of" in err
