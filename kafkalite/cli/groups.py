@@ -1,7 +1,8 @@
 """``kafkalite groups``: list, describe and reset the offsets of consumer groups of both
-types (classic and consumer), as ``kafka-consumer-groups.sh`` does.
+types (classic and consumer), as ``kafka-consumer-groups.sh`` does; share groups are
+listed and described too (members, start offsets and lag: :mod:`share_groups`).
 
-kafkalite groups --bootstrap-server HOST:PORT --list [--type classic|consumer] [--state S]
+kafkalite groups --bootstrap-server HOST:PORT --list [--type classic|consumer|share] [--state S]
 kafkalite groups --bootstrap-server HOST:PORT --describe --group G [--members]
 kafkalite groups --bootstrap-server HOST:PORT --reset-offsets --group G --topic T[:P,P]
                  (--to-earliest | --to-latest | --to-offset N | --to-datetime ISO)
@@ -15,6 +16,7 @@ import datetime
 import sys
 from typing import Any
 
+from kafkalite.cli.share_groups import describe_share_group, is_share_group, reset_share_offsets
 from kafkalite.cli.wire_client import WireClient
 from kafkalite.coordinator.group.consumer_protocol import assigned_partitions
 
@@ -30,7 +32,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--describe", action="store_true")
     g.add_argument("--reset-offsets", action="store_true")
     p.add_argument("--group")
-    p.add_argument("--type", choices=("classic", "consumer"), help="--list: only this type")
+    p.add_argument(
+        "--type", choices=("classic", "consumer", "share"), help="--list: only this type"
+    )
     p.add_argument("--state", help="--list: only groups in this state")
     p.add_argument("--members", action="store_true", help="--describe: members, not offsets")
     p.add_argument("--topic", action="append", help="--reset-offsets: TOPIC or TOPIC:P,P")
@@ -193,6 +197,9 @@ def _list(cluster: _Cluster, args: argparse.Namespace) -> int:
 
 def _describe_cmd(cluster: _Cluster, args: argparse.Namespace) -> int:
     coord = cluster.coordinator(args.group)
+    shared = describe_share_group(coord, args.group, args.members)
+    if shared is not None:
+        return shared
     d = _describe(coord, args.group)
     error, committed = _committed(coord, args.group)
     if d is None and not committed:
@@ -257,11 +264,12 @@ def _reset(cluster: _Cluster, args: argparse.Namespace) -> int:
         ps = [int(p) for p in parts.split(",")] if parts else cluster.partitions[name]
         tps += [(name, p) for p in ps]
     coord = cluster.coordinator(args.group)
-    d = _describe(coord, args.group)
-    if d is not None and d["members"]:
+    share, busy = is_share_group(coord, args.group)
+    d = None if share else _describe(coord, args.group)
+    if busy or (d is not None and d["members"]):
         print(
             f"Error: Assignments can only be reset if the group '{args.group}' is inactive, "
-            f"but the current state is {d['state']}.",
+            f"but the current state is {'Stable' if busy or d is None else d['state']}.",
             file=sys.stderr,
         )
         return 1
@@ -284,6 +292,8 @@ def _reset(cluster: _Cluster, args: argparse.Namespace) -> int:
         print(f"{args.group:<30} {tp[0]:<30} {tp[1]:>9} {target.get(tp, '-')}")
     if not args.execute:
         return 0
+    if share:
+        return reset_share_offsets(coord, args.group, target)
     topics: dict[str, list[dict[str, Any]]] = {}
     for (t, p), off in target.items():
         topics.setdefault(t, []).append(

@@ -110,12 +110,16 @@ class RequestChannel:
         #: the request hook (tests' fault injection); None in production
         self.interceptor: RequestInterceptor | None = None
         self.requests_total: dict[int, int] = {}
+        #: told of every closed connection (share sessions end with theirs, as in Kafka)
+        self.close_listeners: list[Callable[[object], None]] = []
 
     def connection_opened(self, conn: Connection) -> None:
         self.connections.add(conn)
 
     def connection_closed(self, conn: Connection) -> None:
         self.connections.discard(conn)
+        for listener in self.close_listeners:
+            listener(conn)
 
     def handle(
         self, conn: Connection, frame: bytes | memoryview

@@ -24,6 +24,7 @@ from typing import Any
 from kafkalite.controller.controlled_shutdown import controlled_shutdown
 from kafkalite.controller.kafka_controller import KafkaController
 from kafkalite.coordinator.group import GroupCoordinator
+from kafkalite.coordinator.group.group_configs import GroupConfigs
 from kafkalite.coordinator.group.group_metadata_manager import GroupConfig
 from kafkalite.coordinator.transaction.producer_id_manager import ProducerIdManager
 from kafkalite.coordinator.transaction.txn_coordinator import TransactionCoordinator, TxnConfig
@@ -205,6 +206,7 @@ class KafkaBroker:
             fetcher_ssl_context=self._fetcher_tls,
             broker_rack=self._broker_rack,
             inter_broker_secret=lambda: self.inter_broker_secret,
+            partition_known=cache.has_partition,
             fetcher_sasl=lambda: self.inter_broker_sasl,
         )
         self.log_manager.on_dir_offline.append(self._on_log_dir_failure)
@@ -221,7 +223,12 @@ class KafkaBroker:
             rm,
             partial(admin.create_topics, validate_only=False, timeout_ms=10000),
         )
+        self.group_coordinator.group_config_store = GroupConfigs(self.store)
+        await self.group_coordinator.group_config_store.load()
         self.group_coordinator.startup()
+        self.channel.close_listeners.append(
+            self.group_coordinator.share.partitions.connection_closed
+        )
         self.txn_marker_sender = TxnMarkerSender(
             cache,
             cfg.inter_broker_listener,

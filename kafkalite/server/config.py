@@ -43,6 +43,10 @@ def at_least(n: int | float) -> Callable[[Any], str | None]:
     return lambda v: None if v is None or v >= n else f"must be >= {n}"
 
 
+def between(lo: int, hi: int) -> Callable[[Any], str | None]:
+    return lambda v: None if v is None or lo <= v <= hi else f"must be in [{lo}, {hi}]"
+
+
 def one_of(*opts: str) -> Callable[[Any], str | None]:
     return lambda v: None if v is None or v in opts else f"must be one of {', '.join(opts)}"
 
@@ -247,6 +251,30 @@ _DEFS: list[ConfigDef] = [
         "convert in kafkalite).",
         validator=one_of("disabled", "upgrade", "downgrade", "bidirectional"),
     ),
+    # share groups (KIP-932); group-level overrides are bounded by the min/max keys
+    ConfigDef("group.share.session.timeout.ms", "int", 45000, validator=at_least(1)),
+    ConfigDef("group.share.min.session.timeout.ms", "int", 45000, validator=at_least(1)),
+    ConfigDef("group.share.max.session.timeout.ms", "int", 60000, validator=at_least(1)),
+    ConfigDef("group.share.heartbeat.interval.ms", "int", 5000, validator=at_least(1)),
+    ConfigDef("group.share.min.heartbeat.interval.ms", "int", 5000, validator=at_least(1)),
+    ConfigDef("group.share.max.heartbeat.interval.ms", "int", 15000, validator=at_least(1)),
+    ConfigDef("group.share.max.size", "int", 200, validator=at_least(1)),
+    ConfigDef("group.share.assignors", "list", ["simple"], "Share group assignors (simple only)."),
+    ConfigDef(
+        "group.share.record.lock.duration.ms", "int", 30000, validator=between(1000, 3600000)
+    ),
+    ConfigDef(
+        "group.share.min.record.lock.duration.ms", "int", 15000, validator=between(1000, 30000)
+    ),
+    ConfigDef(
+        "group.share.max.record.lock.duration.ms", "int", 60000, validator=between(30000, 3600000)
+    ),
+    ConfigDef("group.share.delivery.count.limit", "int", 5, validator=between(2, 10)),
+    ConfigDef("group.share.min.delivery.count.limit", "int", 2, validator=between(2, 5)),
+    ConfigDef("group.share.max.delivery.count.limit", "int", 10, validator=between(5, 25)),
+    ConfigDef("group.share.partition.max.record.locks", "int", 2000, validator=between(100, 10000)),
+    ConfigDef("group.share.max.share.sessions", "int", 2000, validator=at_least(1)),
+    ConfigDef("share.fetch.purgatory.purge.interval.requests", "int", 1000),
     ConfigDef("offsets.retention.minutes", "int", 10080, validator=at_least(1)),
     ConfigDef("offsets.retention.check.interval.ms", "long", 600000, validator=at_least(1)),
     ConfigDef("offsets.commit.timeout.ms", "int", 5000, validator=at_least(1)),
@@ -470,10 +498,11 @@ IGNORED_KAFKA_KEYS = frozenset(
         "eligible.leader.replicas.enable",
         "group.coordinator.rebalance.protocols",
         "group.coordinator.threads",
+        "group.share.enable",
     }
 )
 #: whole families of KRaft and share-group keys, ignored the same way
-IGNORED_KAFKA_PREFIXES = ("controller.quorum.", "share.coordinator.", "group.share.")
+IGNORED_KAFKA_PREFIXES = ("controller.quorum.", "share.coordinator.", "group.share.persister.")
 
 
 #: the per-listener connection limits Kafka takes with a ``listener.name.<name>.`` prefix

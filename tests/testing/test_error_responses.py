@@ -94,6 +94,38 @@ REQUESTS: dict[int, dict[str, Any]] = {
         "group_ids": ["g", "h"],
         "include_authorized_operations": False,
     },
+    ApiKey.SHARE_GROUP_HEARTBEAT: {
+        "group_id": "g",
+        "member_id": "m",
+        "member_epoch": 0,
+        "subscribed_topic_names": ["t"],
+    },
+    ApiKey.SHARE_GROUP_DESCRIBE: {"group_ids": ["g", "h"], "include_authorized_operations": False},
+    ApiKey.SHARE_FETCH: {
+        "group_id": "g",
+        "member_id": "m",
+        "share_session_epoch": 0,
+        "max_wait": 0,
+        "min_bytes": 1,
+        "max_records": 10,
+        "batch_size": 10,
+        "topics": [],
+        "forgotten_topics_data": [],
+    },
+    ApiKey.SHARE_ACKNOWLEDGE: {
+        "group_id": "g",
+        "member_id": "m",
+        "share_session_epoch": 1,
+        "topics": [],
+    },
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: {
+        "groups": [{"group_id": "g", "topics": [{"topic_name": "t", "partitions": [0]}]}]
+    },
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: {
+        "group_id": "g",
+        "topics": [{"topic_name": "t", "partitions": [{"partition_index": 0, "start_offset": 0}]}],
+    },
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: {"group_id": "g", "topics": [{"topic_name": "t"}]},
     ApiKey.ADD_PARTITIONS_TO_TXN: {
         "v3_and_below_transactional_id": "x",
         "v3_and_below_producer_id": 1,

@@ -156,6 +156,25 @@ class ConsumerGroupCoordinator:
         self.classic = ClassicBridge(self)
 
     # ---- helpers ------------------------------------------------------------------
+    def _group_int(self, group_id: str, key: str, default: int) -> int:
+        """A GROUP config override (consumer.*), else the broker's value."""
+        overrides = getattr(self.gc, "group_configs", None)  # absent in unit-test fakes
+        v = None if overrides is None else overrides(group_id).get(key)
+        try:
+            return default if v is None else int(v)
+        except ValueError:
+            return default
+
+    def session_timeout_ms(self, group_id: str) -> int:
+        return self._group_int(
+            group_id, "consumer.session.timeout.ms", self.config.consumer_session_timeout_ms
+        )
+
+    def heartbeat_interval_ms(self, group_id: str) -> int:
+        return self._group_int(
+            group_id, "consumer.heartbeat.interval.ms", self.config.consumer_heartbeat_interval_ms
+        )
+
     @property
     def default_assignor(self) -> str:
         return self.config.consumer_assignors[0]
@@ -193,7 +212,7 @@ class ConsumerGroupCoordinator:
         member.session_timer = self._schedule(
             member.classic.session_timeout_ms
             if member.classic is not None
-            else self.config.consumer_session_timeout_ms,
+            else self.session_timeout_ms(gid),
             lambda: self._fence_if_current(gid, mid, None, "its session timed out"),
         )
 
@@ -361,6 +380,10 @@ class ConsumerGroupCoordinator:
             )
         if container.consumer is not None:
             return container.consumer
+        if container.share is not None and not container.share.dead:
+            raise HeartbeatError(
+                ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group."
+            )
         if create and self.classic.can_upgrade(container):
             return self.classic.upgrade(container)
         if container.members or not container.is_state(GroupState.EMPTY):
@@ -478,7 +501,7 @@ class ConsumerGroupCoordinator:
             0,
             member_id=member.member_id,
             member_epoch=member.member_epoch,
-            heartbeat_interval_ms=self.config.consumer_heartbeat_interval_ms,
+            heartbeat_interval_ms=self.heartbeat_interval_ms(group.group_id),
             assignment=copy_assignment(member.assigned) if full or changed else None,
         )
 

@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +29,7 @@ from kafkalite.coordinator.group.collaborators import ClusterMetadata, CreateTop
 from kafkalite.coordinator.group.consumer_coordinator import ConsumerGroupCoordinator
 from kafkalite.coordinator.group.delayed_heartbeat import DelayedHeartbeat
 from kafkalite.coordinator.group.delayed_join import DelayedJoin, DelayedSync, InitialDelayedJoin
+from kafkalite.coordinator.group.group_configs import GroupConfigs
 from kafkalite.coordinator.group.group_metadata import (
     GroupMetadata,
     GroupState,
@@ -42,6 +43,7 @@ from kafkalite.coordinator.group.group_metadata_manager import (
     GroupConfig,
     GroupMetadataManager,
 )
+from kafkalite.coordinator.share.share_coordinator import ShareGroupCoordinator
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.timer.delayed_operation import DelayedOperation
 from kafkalite.timer.purgatory import DelayedOperationPurgatory
@@ -139,6 +141,15 @@ class GroupCoordinator:
         self._creating_topic: asyncio.Task[None] | None = None
         #: the KIP-848 protocol: ConsumerGroupHeartbeat and ConsumerGroupDescribe
         self.consumer = ConsumerGroupCoordinator(self)
+        #: the groups' dynamic configs (GROUP config resources); the broker loads them
+        self.group_config_store: GroupConfigs | None = None
+        #: share groups (KIP-932): membership, share partitions and sessions
+        self.share = ShareGroupCoordinator(self)
+
+    def group_configs(self, group_id: str) -> Mapping[str, str]:
+        """A group's dynamic config overrides (empty: the broker's values)."""
+        store = self.group_config_store
+        return {} if store is None else store.get(group_id)
 
     # ---- lifecycle ----------------------------------------------------------------
     def startup(self) -> None:
@@ -151,7 +162,14 @@ class GroupCoordinator:
             if tp[0] == OFFSETS_TOPIC and p.is_leader:
                 self.on_leadership_change(tp, True)
         self._spawn(self.manager.run_expiry())
+        self.share.partitions.startup()
+        listeners = getattr(rm, "append_listeners", None)
+        if listeners is not None:
+            listeners.append(self._on_append)
         self.is_active = True
+
+    def _on_append(self, tp: TopicPartition, _info: Any) -> None:
+        self.share.partitions.on_data(tp)
 
     async def shutdown(self) -> None:
         self.is_active = False
@@ -165,6 +183,10 @@ class GroupCoordinator:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        listeners = getattr(rm, "append_listeners", None)
+        if listeners is not None and self._on_append in listeners:
+            listeners.remove(self._on_append)
+        self.share.partitions.shutdown()
         if self.join_purgatory is not None:
             self.join_purgatory.shutdown()
             self.heartbeat_purgatory.shutdown()
@@ -191,6 +213,8 @@ class GroupCoordinator:
 
     def _on_group_unloaded(self, group: GroupMetadata) -> None:
         ConsumerGroupCoordinator.on_unloaded(group)
+        ShareGroupCoordinator.on_unloaded(group)
+        self.share.partitions.close_group(group.group_id)
         previous = group.state
         group.transition_to(GroupState.DEAD, self.clock_ms())
         for member in group.members.values():
@@ -285,6 +309,8 @@ class GroupCoordinator:
             group = self.manager.add_group(
                 GroupMetadata(req.group_id, GroupState.EMPTY, self.clock_ms())
             )
+        if group.share is not None and not group.share.dead:
+            return JoinGroupResult(member_id, ErrorCode.inconsistent_group_protocol)
         if group.consumer is not None:
             if not group.consumer.is_empty:
                 # a classic member of a consumer group: the broker assigns (KIP-848 migration)
@@ -868,6 +894,9 @@ class GroupCoordinator:
             group = self.manager.add_group(
                 GroupMetadata(group_id, GroupState.EMPTY, self.clock_ms())
             )
+        if group.share is not None and not group.share.dead:
+            # share groups have no committed offsets (their state is per share partition)
+            return dict.fromkeys(offsets, int(ErrorCode.group_id_not_found))
         if group.consumer is not None:
             error = self.consumer.validate_offset_commit(
                 group.consumer, member_id, generation_id, api_version
@@ -942,7 +971,7 @@ class GroupCoordinator:
         group = self.manager.get_group(group_id)
         if group is None or group.is_state(GroupState.DEAD):
             return GroupSummary(int(ErrorCode.group_id_not_found), group_id)
-        if group.consumer is not None:
+        if group.consumer is not None or group.share is not None:
             # Kafka 4 answers DescribeGroups for classic groups only
             return GroupSummary(
                 int(ErrorCode.group_id_not_found),
@@ -999,6 +1028,11 @@ class GroupCoordinator:
             return int(ErrorCode.non_empty_group)
         if group.consumer is not None:
             group.consumer.dead = True
+        if group.share is not None:
+            error = await self.share.delete(group)
+            if error:
+                return error
+            group.share.dead = True
         return await self.manager.delete_group(group)
 
     async def handle_delete_offsets(

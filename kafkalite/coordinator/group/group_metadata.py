@@ -24,6 +24,7 @@ from kafkalite.common.types import TopicPartition
 from kafkalite.coordinator.group import consumer_protocol
 from kafkalite.coordinator.group.consumer_group import ConsumerGroup
 from kafkalite.coordinator.group.offset_codec import GroupMetadataValue, MemberMetadataValue
+from kafkalite.coordinator.share.share_group import ShareGroup
 from kafkalite.protocol.errors import ErrorCode
 
 NO_GENERATION = -1
@@ -203,19 +204,29 @@ class GroupMetadata:
         #: set when the group runs the consumer protocol (KIP-848); the classic state
         #: then stays Empty and this holds the members
         self.consumer: ConsumerGroup | None = None
+        #: set when the group is a share group (KIP-932)
+        self.share: ShareGroup | None = None
 
     @property
     def group_type(self) -> str:
+        if self.share is not None:
+            return "share"
         return "classic" if self.consumer is None else "consumer"
 
     @property
     def is_empty(self) -> bool:
-        """No member of either protocol."""
-        return self.is_state(GroupState.EMPTY) and (self.consumer is None or self.consumer.is_empty)
+        """No member of any protocol."""
+        return (
+            self.is_state(GroupState.EMPTY)
+            and (self.consumer is None or self.consumer.is_empty)
+            and (self.share is None or self.share.is_empty)
+        )
 
     @property
     def state_name(self) -> str:
         """The state as ListGroups and the CLI name it for the group's type."""
+        if self.share is not None and not self.is_state(GroupState.DEAD):
+            return self.share.state
         if self.consumer is not None and not self.is_state(GroupState.DEAD):
             return self.consumer.state.value
         return self.state.value

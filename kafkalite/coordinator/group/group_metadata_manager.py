@@ -32,6 +32,7 @@ from kafkalite.coordinator.group.group_metadata import (
     OffsetAndMetadata,
 )
 from kafkalite.coordinator.group.txn_offsets import TxnReplay
+from kafkalite.coordinator.share import share_loader
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.records import build_batch, iter_batches
 
@@ -69,6 +70,22 @@ class GroupConfig:
     consumer_max_size: int = 2**31 - 1
     consumer_assignors: tuple[str, ...] = ("uniform", "range")  # the first is the default
     consumer_migration_policy: str = "bidirectional"
+    # share groups (KIP-932)
+    share_session_timeout_ms: int = 45000
+    share_min_session_timeout_ms: int = 45000
+    share_max_session_timeout_ms: int = 60000
+    share_heartbeat_interval_ms: int = 5000
+    share_min_heartbeat_interval_ms: int = 5000
+    share_max_heartbeat_interval_ms: int = 15000
+    share_max_size: int = 200
+    share_record_lock_duration_ms: int = 30000
+    share_min_record_lock_duration_ms: int = 15000
+    share_max_record_lock_duration_ms: int = 60000
+    share_delivery_count_limit: int = 5
+    share_min_delivery_count_limit: int = 2
+    share_max_delivery_count_limit: int = 10
+    share_partition_max_record_locks: int = 2000
+    share_max_share_sessions: int = 2000
 
     @classmethod
     def from_broker_config(cls, cfg: Any) -> GroupConfig:
@@ -128,6 +145,10 @@ class GroupConfig:
             consumer_migration_policy=str(
                 cfg.get("group.consumer.migration.policy") or d.consumer_migration_policy
             ).lower(),
+            **{
+                f.replace(".", "_")[len("group_") :]: get(f, getattr(d, f.replace(".", "_")[6:]))
+                for f in _SHARE_KEYS
+            },
         )
         out.check_consumer_bounds()
         return out
@@ -148,6 +169,30 @@ class GroupConfig:
                 self.consumer_heartbeat_interval_ms,
                 self.consumer_max_heartbeat_interval_ms,
             ),
+            (
+                "group.share.session.timeout.ms",
+                self.share_min_session_timeout_ms,
+                self.share_session_timeout_ms,
+                self.share_max_session_timeout_ms,
+            ),
+            (
+                "group.share.heartbeat.interval.ms",
+                self.share_min_heartbeat_interval_ms,
+                self.share_heartbeat_interval_ms,
+                self.share_max_heartbeat_interval_ms,
+            ),
+            (
+                "group.share.record.lock.duration.ms",
+                self.share_min_record_lock_duration_ms,
+                self.share_record_lock_duration_ms,
+                self.share_max_record_lock_duration_ms,
+            ),
+            (
+                "group.share.delivery.count.limit",
+                self.share_min_delivery_count_limit,
+                self.share_delivery_count_limit,
+                self.share_max_delivery_count_limit,
+            ),
         ):
             if not lo <= v <= hi:
                 raise ConfigError(key, f"{v} must be between its min ({lo}) and max ({hi})")
@@ -161,6 +206,28 @@ class GroupConfig:
                 "group.consumer.migration.policy",
                 f"must be one of {', '.join(MIGRATION_POLICIES)}",
             )
+
+
+_SHARE_KEYS = tuple(
+    "group." + n.replace("_", ".")
+    for n in (
+        "share_session_timeout_ms",
+        "share_min_session_timeout_ms",
+        "share_max_session_timeout_ms",
+        "share_heartbeat_interval_ms",
+        "share_min_heartbeat_interval_ms",
+        "share_max_heartbeat_interval_ms",
+        "share_max_size",
+        "share_record_lock_duration_ms",
+        "share_min_record_lock_duration_ms",
+        "share_max_record_lock_duration_ms",
+        "share_delivery_count_limit",
+        "share_min_delivery_count_limit",
+        "share_max_delivery_count_limit",
+        "share_partition_max_record_locks",
+        "share_max_share_sessions",
+    )
+)
 
 
 def _assignor_names(value: Any) -> tuple[str, ...]:
@@ -396,8 +463,9 @@ class GroupMetadataManager:
         self, partition: int, token: object, on_loaded: Callable[[GroupMetadata], None]
     ) -> None:
         consumer: dict[str, dict[bytes, bytes | None]] = {}
+        share: dict[str, dict[bytes, bytes | None]] = {}
         try:
-            offsets, metadata = await self._read_partition(partition, token, consumer)
+            offsets, metadata = await self._read_partition(partition, token, consumer, share)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -408,8 +476,18 @@ class GroupMetadataManager:
             return
         now = self.clock_ms()
         loaded = 0
-        for gid in set(offsets) | set(metadata) | set(consumer):
+        for gid in set(offsets) | set(metadata) | set(consumer) | set(share):
             value = metadata.get(gid)
+            sg = share_loader.rebuild(gid, share[gid]) if gid in share else None
+            if sg is not None:
+                group = GroupMetadata(gid, GroupState.EMPTY, now)
+                group.share = sg
+                group.protocol_type = "share"
+                group.offsets = offsets.get(gid, {})
+                if self.add_group(group) is group:
+                    loaded += 1
+                    on_loaded(group)
+                continue
             cg = None
             if gid in consumer:
                 try:
@@ -441,6 +519,7 @@ class GroupMetadataManager:
         partition: int,
         token: object,
         consumer: dict[str, dict[bytes, bytes | None]] | None = None,
+        share: dict[str, dict[bytes, bytes | None]] | None = None,
     ) -> tuple[
         dict[str, dict[TopicPartition, OffsetAndMetadata]],
         dict[str, codec.GroupMetadataValue | None],
@@ -489,7 +568,7 @@ class GroupMetadataManager:
                 for rec in records:
                     if rec.offset < position or rec.key is None:
                         continue
-                    self._apply(rec.offset, rec.key, rec.value, offsets, metadata, consumer)
+                    self._apply(rec.offset, rec.key, rec.value, offsets, metadata, consumer, share)
             if next_position <= position:
                 break
             position = next_position
@@ -507,10 +586,17 @@ class GroupMetadataManager:
         offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]],
         metadata: dict[str, codec.GroupMetadataValue | None],
         consumer: dict[str, dict[bytes, bytes | None]] | None = None,
+        share: dict[str, dict[bytes, bytes | None]] | None = None,
     ) -> None:
         try:
             key = codec.decode_key(key_bytes)
             if isinstance(key, codec.UnknownKey):
+                if share is not None and key.version in share_loader.SHARE_KEY_VERSIONS:
+                    sk = share_loader.decode_key(bytes(key_bytes))
+                    share.setdefault(sk.group_id, {})[bytes(key_bytes)] = (
+                        None if value_bytes is None else bytes(value_bytes)
+                    )
+                    return
                 if consumer is not None and key.version in cg_codec.CONSUMER_KEY_VERSIONS:
                     ck = cg_codec.decode_key(key_bytes)
                     consumer.setdefault(ck.group, {})[bytes(key_bytes)] = (
@@ -557,7 +643,12 @@ class GroupMetadataManager:
                 del group.offsets[tp]
                 out.append((codec.encode_offset_commit_key(group.group_id, tp[0], tp[1]), None))
             removed += len(expired)
-            if group.is_empty and not group.offsets and not group.pending_offset_commits:
+            if (
+                group.is_empty
+                and group.share is None  # share groups stay until DeleteGroups, as in Kafka
+                and not group.offsets
+                and not group.pending_offset_commits
+            ):
                 group.transition_to(GroupState.DEAD, now)
                 self.remove_group(group)
                 out.append((codec.encode_group_metadata_key(group.group_id), None))

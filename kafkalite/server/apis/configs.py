@@ -18,12 +18,17 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from kafkalite.coordinator.group import group_configs
+from kafkalite.coordinator.group.group_configs import GROUP
 from kafkalite.log.errors import ConfigError as LogConfigError
 from kafkalite.log.log_config import TOPIC_CONFIG_DEFS, LogConfig
 from kafkalite.protocol.errors import ErrorCode, KafkaError
 from kafkalite.server.config import CONFIG_DEFS, ConfigError, broker_synonyms
 
 if TYPE_CHECKING:
+    from kafkalite.coordinator.group.group_configs import GroupConfigs
+    from kafkalite.coordinator.group.group_coordinator import GroupCoordinator
+    from kafkalite.coordinator.group.group_metadata_manager import GroupConfig
     from kafkalite.network.api_spec import RequestContext
     from kafkalite.server.admin_manager import AdminManager
     from kafkalite.server.apis.request_types import (
@@ -69,6 +74,17 @@ class ConfigDeps:
     metadata_cache: MetadataCache
     admin: AdminManager
     dynamic_config: DynamicBrokerConfig
+    #: GROUP resources: the coordinator's group configs and its broker bounds
+    group_coordinator: GroupCoordinator | None = None
+
+
+def _group_store(deps: ConfigDeps, name: str) -> tuple[GroupConfigs, GroupConfig]:
+    gc = deps.group_coordinator
+    if gc is None or gc.group_config_store is None:
+        raise KafkaError(ErrorCode.invalid_request, f"Unsupported resource type: {GROUP}")
+    if not name:
+        raise KafkaError(ErrorCode.invalid_request, "Group name must not be empty")
+    return gc.group_config_store, gc.config
 
 
 # ---- DescribeConfigs ---------------------------------------------------------
@@ -101,6 +117,16 @@ def handle_describe_configs(
                 per_broker = _broker_resource(deps, name)
                 configs = _describe_broker(
                     deps.config, per_broker, keys, include_synonyms, include_docs
+                )
+            elif rtype == GROUP:
+                store, bounds = _group_store(deps, name)
+                configs = store.describe(
+                    name,
+                    bounds,
+                    keys,
+                    include_synonyms,
+                    include_docs,
+                    lambda key: SRC_STATIC_BROKER if deps.config.is_explicit(key) else SRC_DEFAULT,
                 )
             elif rtype == BROKER_LOGGER:
                 if not name:
@@ -379,6 +405,12 @@ async def _apply(
         _validate_broker_configs(deps, new, per_broker)
         if not validate_only:
             await dynamic.set({k: str(v) for k, v in new.items()}, per_broker=per_broker)
+    elif rtype == GROUP:
+        store, bounds = _group_store(deps, name)
+        new = change(dict(store.get(name)))
+        valid = group_configs.validate(new, bounds)
+        if not validate_only:
+            await store.write(name, valid)
     elif rtype == BROKER_LOGGER:
         raise KafkaError(ErrorCode.invalid_request, "broker logger configs are not supported")
     else:

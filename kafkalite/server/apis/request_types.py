@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     import kio.schema.alter_configs.v1.request
     import kio.schema.alter_configs.v2.request
     import kio.schema.alter_partition_reassignments.v0.request
+    import kio.schema.alter_share_group_offsets.v0.request
     import kio.schema.alter_user_scram_credentials.v0.request
     import kio.schema.api_versions.v0.request
     import kio.schema.api_versions.v1.request
@@ -54,6 +55,7 @@ if TYPE_CHECKING:
     import kio.schema.delete_records.v0.request
     import kio.schema.delete_records.v1.request
     import kio.schema.delete_records.v2.request
+    import kio.schema.delete_share_group_offsets.v0.request
     import kio.schema.delete_topics.v1.request
     import kio.schema.delete_topics.v2.request
     import kio.schema.delete_topics.v3.request
@@ -80,6 +82,8 @@ if TYPE_CHECKING:
     import kio.schema.describe_log_dirs.v3.request
     import kio.schema.describe_log_dirs.v4.request
     import kio.schema.describe_producers.v0.request
+    import kio.schema.describe_share_group_offsets.v0.request
+    import kio.schema.describe_share_group_offsets.v1.request
     import kio.schema.describe_transactions.v0.request
     import kio.schema.describe_user_scram_credentials.v0.request
     import kio.schema.elect_leaders.v0.request
@@ -186,6 +190,12 @@ if TYPE_CHECKING:
     import kio.schema.sasl_authenticate.v2.request
     import kio.schema.sasl_handshake.v0.request
     import kio.schema.sasl_handshake.v1.request
+    import kio.schema.share_acknowledge.v1.request
+    import kio.schema.share_acknowledge.v2.request
+    import kio.schema.share_fetch.v1.request
+    import kio.schema.share_fetch.v2.request
+    import kio.schema.share_group_describe.v1.request
+    import kio.schema.share_group_heartbeat.v1.request
     import kio.schema.sync_group.v0.request
     import kio.schema.sync_group.v1.request
     import kio.schema.sync_group.v2.request
@@ -514,4 +524,33 @@ if TYPE_CHECKING:
     ConsumerGroupDescribeRequest = (
         kio.schema.consumer_group_describe.v0.request.ConsumerGroupDescribeRequest
         | kio.schema.consumer_group_describe.v1.request.ConsumerGroupDescribeRequest
+    )
+
+    ShareGroupHeartbeatRequest = (
+        kio.schema.share_group_heartbeat.v1.request.ShareGroupHeartbeatRequest
+    )
+
+    ShareGroupDescribeRequest = kio.schema.share_group_describe.v1.request.ShareGroupDescribeRequest
+
+    ShareFetchRequest = (
+        kio.schema.share_fetch.v1.request.ShareFetchRequest
+        | kio.schema.share_fetch.v2.request.ShareFetchRequest
+    )
+
+    ShareAcknowledgeRequest = (
+        kio.schema.share_acknowledge.v1.request.ShareAcknowledgeRequest
+        | kio.schema.share_acknowledge.v2.request.ShareAcknowledgeRequest
+    )
+
+    DescribeShareGroupOffsetsRequest = (
+        kio.schema.describe_share_group_offsets.v0.request.DescribeShareGroupOffsetsRequest
+        | kio.schema.describe_share_group_offsets.v1.request.DescribeShareGroupOffsetsRequest
+    )
+
+    AlterShareGroupOffsetsRequest = (
+        kio.schema.alter_share_group_offsets.v0.request.AlterShareGroupOffsetsRequest
+    )
+
+    DeleteShareGroupOffsetsRequest = (
+        kio.schema.delete_share_group_offsets.v0.request.DeleteShareGroupOffsetsRequest
     )
