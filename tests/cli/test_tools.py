@@ -291,9 +291,17 @@ def test_configs_brokers_defaults_and_groups(cli):
         "Dynamic configs for broker 0 are:",
         "Default configs for brokers in the cluster are:",
     ]
-    # group configs (KIP-848's consumer.session.timeout.ms...): the broker has none yet
-    rc, _, err = configs("--entity-type", "groups", "--entity-name", "g", "--describe")
-    assert rc == 1 and err.startswith("Error: ")
+    # GROUP config resources (KIP-848's consumer.session.timeout.ms, share.*)
+    g = name("cli-cfg-group")
+    assert configs("--entity-type", "groups", "--entity-name", g, "--alter", "--add-config", "consumer.session.timeout.ms=50000")[:2] == (0, f"Completed updating config for group {g}.\n")  # fmt: skip
+    rc, out, _ = configs("--group", g, "--describe")
+    assert rc == 0 and out.splitlines() == [
+        f"Dynamic configs for group {g} are:",
+        "  consumer.session.timeout.ms=50000 sensitive=false synonyms={GROUP_CONFIG:"
+        "consumer.session.timeout.ms=50000, DEFAULT_CONFIG:group.consumer.session.timeout.ms=45000}",
+    ]
+    rc, _, err = configs("--group", g, "--alter", "--add-config", "consumer.session.timeout.ms=1")
+    assert rc == 1 and err.startswith("Error: invalid_config: consumer.session.timeout.ms must be")
     rc, _, err = configs("--entity-type", "topics", "--entity-default", "--describe")
     assert rc == 2 and "--entity-default" in err
 
