@@ -1,102 +1,28 @@
-"""``kafkalite``: the admin CLI.
+"""``kafkalite <tool>``: Kafka's command-line tools with their flags and output
+(``kafkalite topics`` is ``kafka-topics.sh``...; docs/cli.md lists them).
 
-kafkalite topics --bootstrap-server HOST:PORT --list | --create --topic T [--partitions N]
-                 [--replication-factor R] [--config k=v ...] | --delete --topic T | --describe [--topic T]
-kafkalite configs --bootstrap-server HOST:PORT --entity-type topics --entity-name T
-                 [--describe | --alter --add-config k=v[,k=v] | --delete-config k[,k]]
-kafkalite configs --bootstrap-server HOST:PORT --entity-type clients|users
-                 (--entity-name X | --entity-default) [--entity-type ... --entity-name ...]
-                 [--describe | --alter --add-config producer_byte_rate=N[,k=v] | --delete-config k]
-                 (also --client X / --user X / --client-defaults / --user-defaults, as kafka-configs.sh)
-                 users also: --add-config 'SCRAM-SHA-256=[iterations=8192,password=P]'
-                 | --delete-config SCRAM-SHA-256 (--describe shows mechanism and iterations)
-kafkalite groups --bootstrap-server HOST:PORT --list | --describe --group G [--members]
-                 | --reset-offsets --group G --topic T (--to-earliest|--to-latest|--to-offset N
-                 |--to-datetime ISO) [--execute]
-kafkalite dump-log FILE [--print-data-log] [--verify-index-only]
-kafkalite transactions --bootstrap-server HOST:PORT list | describe --transactional-id ID |
-                 describe-producers --topic T --partition P | abort --topic T --partition P --start-offset N
-kafkalite version
+The dispatcher: :data:`TOOLS` maps a tool to its module under ``kafkalite.cli``
+(``add_arguments(parser)``, ``run(args) -> exit code``); ``configs`` (topics, brokers,
+groups in ``resource_configs``; client quotas here), ``dump-log`` and ``version`` are
+wired below. :func:`main` turns every failure into one line on stderr and an exit
+code: 0 done, 1 refused or unreachable, 2 usage.
+
+``configs --entity-type users`` also takes SCRAM credentials
+(``--add-config 'SCRAM-SHA-256=[iterations=8192,password=P]'``, ``--delete-config
+SCRAM-SHA-256``; ``--describe`` shows mechanism and iterations: ``scram_configs``).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import os
 import sys
 from typing import Any
 
-from kafkalite.cli import scram_configs, transactions
+from kafkalite.cli import scram_configs
+from kafkalite.cli.common import CliError, probe
 from kafkalite.cli.wire_client import WireClient
-
-TOPIC_RESOURCE = 2
-
-
-def _topics(args: argparse.Namespace) -> int:
-    c = WireClient(args.bootstrap_server)
-    try:
-        if args.create:
-            configs = [
-                dict(zip(("name", "value"), kv.split("=", 1), strict=True))
-                for kv in args.config or []
-            ]
-            v = c.version_for(19, 7)
-            r = c.call(
-                19,
-                v,
-                {
-                    "topics": [
-                        {
-                            "name": args.topic,
-                            "num_partitions": args.partitions,
-                            "replication_factor": args.replication_factor,
-                            "assignments": [],
-                            "configs": configs,
-                        }
-                    ],
-                    "timeout": 30000,
-                    "validate_only": False,
-                },
-            )
-            t = r.topics[0]
-            if t.error_code:
-                print(
-                    f"Error while creating topic {args.topic}: {t.error_code.name} {t.error_message or ''}",
-                    file=sys.stderr,
-                )
-                return 1
-            print(f"Created topic {args.topic}.")
-        elif args.delete:
-            v = c.version_for(20, 5)
-            r = c.call(20, v, {"topic_names": [args.topic], "timeout": 30000})
-            code = r.responses[0].error_code
-            if code:
-                print(f"Error while deleting topic {args.topic}: {code.name}", file=sys.stderr)
-                return 1
-            print(f"Deleted topic {args.topic}.")
-        else:
-            v = c.version_for(3, 12)
-            topics = None if not args.topic else [{"name": args.topic, "topic_id": None}]
-            md = c.call(3, v, {"topics": topics, "allow_auto_topic_creation": False})
-            for t in sorted(md.topics, key=lambda t: t.name or ""):
-                if args.list:
-                    print(t.name)
-                    continue
-                if t.error_code:
-                    print(f"Topic: {t.name}\tError: {t.error_code.name}")
-                    continue
-                print(
-                    f"Topic: {t.name}\tTopicId: {t.topic_id}\tPartitionCount: {len(t.partitions)}\t"
-                    f"ReplicationFactor: {len(t.partitions[0].replica_nodes) if t.partitions else 0}"
-                )
-                for p in sorted(t.partitions, key=lambda p: p.partition_index):
-                    print(
-                        f"\tTopic: {t.name}\tPartition: {p.partition_index}\tLeader: {p.leader_id}\t"
-                        f"Replicas: {','.join(map(str, p.replica_nodes))}\tIsr: {','.join(map(str, p.isr_nodes))}"
-                    )
-        return 0
-    finally:
-        c.close()
-
 
 #: kafka-configs.sh's quota entity types and their protocol names
 _QUOTA_TYPES = {"clients": "client-id", "users": "user", "ips": "ip"}
@@ -247,108 +173,72 @@ def _configs(args: argparse.Namespace) -> int:
         or args.user_defaults
     ):
         return _quota_configs(args)
-    if types not in (["topics"], ["topic"]) or len(args.entity_names or []) != 1:
-        print(
-            "--entity-type topics --entity-name T, or --entity-type clients|users",
-            file=sys.stderr,
-        )
-        return 2
-    args.entity_name = args.entity_names[0]
-    if args.entity_name is None:
-        print("topics have no default entity", file=sys.stderr)
-        return 2
-    c = WireClient(args.bootstrap_server)
-    try:
-        if args.alter:
-            ops: list[dict[str, Any]] = []
-            for kv in ",".join(args.add_config or []).split(","):
-                if kv:
-                    k, v = kv.split("=", 1)
-                    ops.append({"name": k, "config_operation": 0, "value": v})
-            for k in ",".join(args.delete_config or []).split(","):
-                if k:
-                    ops.append({"name": k, "config_operation": 1, "value": None})
-            r = c.call(
-                44,
-                c.version_for(44, 1),
-                {
-                    "resources": [
-                        {
-                            "resource_type": TOPIC_RESOURCE,
-                            "resource_name": args.entity_name,
-                            "configs": ops,
-                        }
-                    ],
-                    "validate_only": False,
-                },
-            )
-            res = r.responses[0]
-            if res.error_code:
-                print(f"Error: {res.error_code.name} {res.error_message or ''}", file=sys.stderr)
-                return 1
-            print(f"Completed updating config for topic {args.entity_name}.")
-            return 0
-        r = c.call(
-            32,
-            c.version_for(32, 4),
-            {
-                "resources": [
-                    {
-                        "resource_type": TOPIC_RESOURCE,
-                        "resource_name": args.entity_name,
-                        "configuration_keys": None,
-                    }
-                ],
-                "include_synonyms": False,
-                "include_documentation": False,
-            },
-        )
-        res = r.results[0]
-        if res.error_code:
-            print(f"Error: {res.error_code.name} {res.error_message or ''}", file=sys.stderr)
-            return 1
-        print(f"All configs for topic {args.entity_name} are:")
-        for e in res.configs:
-            print(f"  {e.name}={e.value}")
-        return 0
-    finally:
-        c.close()
+    from kafkalite.cli import resource_configs
+
+    return resource_configs.run(args)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="kafkalite", description="kafkalite admin tool")
-    sub = ap.add_subparsers(dest="cmd", required=True)
+#: ``kafkalite <tool>``: module (under kafkalite.cli) with ``add_arguments(parser)`` and
+#: ``run(args) -> exit code``, and its help line. A new tool is one row here.
+TOOLS: dict[str, tuple[str, str]] = {
+    "topics": ("topics", "kafka-topics.sh: list, describe, create, alter and delete topics"),
+    "consumer-groups": (
+        "consumer_groups",
+        "kafka-consumer-groups.sh: list, describe, delete, reset offsets",
+    ),
+    "groups": ("groups", "list, describe and reset offsets of groups of both protocols"),
+    "console-producer": ("console_producer", "kafka-console-producer.sh: stdin to a topic"),
+    "console-consumer": ("console_consumer", "kafka-console-consumer.sh: a topic to stdout"),
+    "get-offsets": ("get_offsets", "kafka-get-offsets.sh: partition offsets by time"),
+    "delete-records": ("delete_records", "kafka-delete-records.sh: move log start offsets"),
+    "log-dirs": ("log_dirs", "kafka-log-dirs.sh: replicas and sizes per log dir (JSON)"),
+    "reassign-partitions": (
+        "reassign_partitions",
+        "kafka-reassign-partitions.sh: generate, execute, verify",
+    ),
+    "leader-election": ("leader_election", "kafka-leader-election.sh: preferred or unclean"),
+    "broker-api-versions": ("broker_api_versions", "kafka-broker-api-versions.sh"),
+    "producer-perf-test": ("producer_perf_test", "kafka-producer-perf-test.sh"),
+    "consumer-perf-test": ("consumer_perf_test", "kafka-consumer-perf-test.sh"),
+    "transactions": ("transactions", "kafka-transactions.sh: list, describe, abort"),
+}
 
-    t = sub.add_parser("topics", help="list, describe, create and delete topics")
-    t.add_argument("--bootstrap-server", required=True)
-    g = t.add_mutually_exclusive_group(required=True)
-    g.add_argument("--list", action="store_true")
-    g.add_argument("--describe", action="store_true")
-    g.add_argument("--create", action="store_true")
-    g.add_argument("--delete", action="store_true")
-    t.add_argument("--topic")
-    t.add_argument("--partitions", type=int, default=-1)
-    t.add_argument("--replication-factor", type=int, default=-1)
-    t.add_argument("--config", action="append", metavar="KEY=VALUE")
 
-    c = sub.add_parser("configs", help="describe and alter topic configs and client quotas")
+def _parser() -> tuple[argparse.ArgumentParser, dict[str, Any]]:
+    ap = argparse.ArgumentParser(prog="kafkalite", description="kafkalite admin tools")
+    sub = ap.add_subparsers(dest="cmd", required=True, metavar="<tool>")
+    modules: dict[str, Any] = {}
+    for name, (mod, help_) in TOOLS.items():
+        m = importlib.import_module(f"kafkalite.cli.{mod}")
+        modules[name] = m
+        m.add_arguments(sub.add_parser(name, help=help_, description=help_))
+
+    c = sub.add_parser("configs", help="kafka-configs.sh: topic, broker, group configs; quotas")
     c.add_argument("--bootstrap-server", required=True)
-    c.add_argument("--entity-type", action="append", help="topics, clients or users")
+    c.add_argument("--command-config")
+    c.add_argument(
+        "--entity-type",
+        action="append",
+        help="topics, brokers, broker-loggers, groups, clients, users",
+    )
     c.add_argument("--entity-name", action=_EntityName, dest="entity_names")
     c.add_argument("--entity-default", action=_EntityName, nargs=0, dest="entity_names")
+    c.add_argument("--topic", help="= --entity-type topics --entity-name T")
+    c.add_argument("--broker", help="= --entity-type brokers --entity-name B")
+    c.add_argument("--broker-defaults", action="store_true")
+    c.add_argument("--group", help="= --entity-type groups --entity-name G")
     c.add_argument("--client")
     c.add_argument("--user")
     c.add_argument("--client-defaults", action="store_true")
     c.add_argument("--user-defaults", action="store_true")
     c.add_argument("--describe", action="store_true")
+    c.add_argument(
+        "--all", action="store_true", help="--describe: every config, not only overrides"
+    )
     c.add_argument("--alter", action="store_true")
     c.add_argument("--add-config", action="append")
+    c.add_argument("--add-config-file")
     c.add_argument("--delete-config", action="append")
-
-    from kafkalite.cli import groups
-
-    gp = sub.add_parser("groups", help="list, describe and reset offsets of consumer groups")
-    groups.add_arguments(gp)
 
     d = sub.add_parser("dump-log", help="print the batches and records of a segment file")
     try:
@@ -359,34 +249,57 @@ def main(argv: list[str] | None = None) -> int:
         dump_log.add_arguments(d)
     else:
         d.add_argument("files", nargs="+")
-
-    x = sub.add_parser("transactions", help="list, describe and abort transactions")
-    transactions.add_arguments(x)
+    modules["dump-log"] = dump_log
 
     sub.add_parser("version", help="print the kafkalite version")
+    return ap, modules
 
-    args, rest = ap.parse_known_args(argv)
-    if args.cmd == "topics":
-        if (args.create or args.delete) and not args.topic:
-            ap.error("--topic is required with --create/--delete")
-        return _topics(args)
-    if args.cmd == "configs":
-        return _configs(args)
-    if args.cmd == "groups":
-        return groups.run(args)
-    if args.cmd == "transactions":
-        return transactions.run(args)
-    if args.cmd == "dump-log":
-        if dump_log is None or not hasattr(dump_log, "main"):
-            print("dump-log is not available in this build", file=sys.stderr)
-            return 2
-        return int(dump_log.main(list(argv if argv is not None else sys.argv[1:])[1:]))
-    if args.cmd == "version":
-        from importlib.metadata import version
 
-        print(version("kafkalite"))
+def main(argv: list[str] | None = None) -> int:
+    """Run one tool; every failure is one line on stderr and a non-zero exit code."""
+    argv = list(argv if argv is not None else sys.argv[1:])
+    ap, modules = _parser()
+    try:
+        args, _rest = ap.parse_known_args(argv)
+    except SystemExit as e:  # usage errors (2) and --help (0), without leaving main()
+        return int(e.code or 0)
+    try:
+        if getattr(args, "bootstrap_server", None):
+            probe(args.bootstrap_server)
+        if args.cmd == "configs":
+            return _configs(args)
+        if args.cmd == "dump-log":
+            dump_log = modules["dump-log"]
+            if dump_log is None or not hasattr(dump_log, "main"):
+                print("dump-log is not available in this build", file=sys.stderr)
+                return 2
+            return int(dump_log.main(argv[1:]))
+        if args.cmd == "version":
+            from importlib.metadata import version
+
+            print(version("kafkalite"))
+            return 0
+        return int(modules[args.cmd].run(args))
+    except CliError as e:
+        msg = str(e)
+        print(msg if msg.startswith("Error") else f"Error: {msg}", file=sys.stderr)
+        return e.code
+    except BrokenPipeError:  # `kafkalite console-consumer ... | head`
+        sys.stderr.close()
         return 0
-    return 2
+    except (OSError, ConnectionError) as e:
+        print(f"Error: connection to the broker failed: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except Exception as e:  # one line, as for every other failure; the traceback on demand
+        if os.environ.get("KAFKALITE_CLI_DEBUG"):
+            raise
+        print(
+            f"Error: {type(e).__name__}: {e} (KAFKALITE_CLI_DEBUG=1 shows the traceback)",
+            file=sys.stderr,
+        )
+        return 1
 
 
 if __name__ == "__main__":

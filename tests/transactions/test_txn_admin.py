@@ -75,7 +75,11 @@ def test_admin_apis_and_cli_abort_a_hanging_transaction(bootstrap, capsys):
         c.close()
 
     assert main(["transactions", "--bootstrap-server", bootstrap, "list"]) == 0
-    assert f"{tid}" in capsys.readouterr().out
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split() == ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"]
+    assert [tid, "0", "Ongoing"] == [
+        r.split()[i] for r in out if r.startswith(tid) for i in (0, 1, 3)
+    ]
     assert (
         main(
             ["transactions", "--bootstrap-server", bootstrap, "describe", "--transactional-id", tid]
@@ -86,9 +90,38 @@ def test_admin_apis_and_cli_abort_a_hanging_transaction(bootstrap, capsys):
     args = ["transactions", "--bootstrap-server", bootstrap]
     where = ["--topic", topic, "--partition", "0"]
     assert main([*args, "describe-producers", *where]) == 0
+    out = capsys.readouterr().out.splitlines()
+    # kafka-transactions.sh's table (ToolsUtils.prettyPrintTable: padded, tab-ended)
+    assert out[0].split() == [
+        "ProducerId",
+        "ProducerEpoch",
+        "LatestCoordinatorEpoch",
+        "LastSequence",
+        "LastTimestamp",
+        "CurrentTransactionStartOffset",
+    ]
+    assert out[1].endswith("\t") and out[1].split()[-1] == "0"
+    # find-hanging: the open transaction is a candidate (older than 0 minutes) but its
+    # coordinator still has the partition in it: not hanging, Kafka's header only
+    assert main([*args, "find-hanging", "--topic", topic, "--max-transaction-timeout", "0"]) == 0
+    assert capsys.readouterr().out.split() == [
+        "Topic",
+        "Partition",
+        "ProducerId",
+        "ProducerEpoch",
+        "CoordinatorEpoch",
+        "StartOffset",
+        "LastTimestamp",
+        "Duration(min)",
+    ]
+    assert main([*args, "find-hanging"]) == 2
+    assert "requires either --topic or --broker-id" in capsys.readouterr().err
     assert main([*args, "abort", *where, "--start-offset", "5"]) == 1
+    assert capsys.readouterr().err == (
+        f"Error: Could not find any open transactions starting at offset 5 on partition {topic}-0\n"
+    )
     assert main([*args, "abort", *where, "--start-offset", "0"]) == 0
-    assert "Aborted" in capsys.readouterr().out
+    assert capsys.readouterr().out == ""  # silent on success, as Kafka's tool
     # the LSO moved: read_committed sees the record behind the hanging transaction
     assert read_all(bootstrap, topic, "read_committed", 1, timeout_s=10, partitions=1) == [b"after"]
 
@@ -112,7 +145,7 @@ def test_cli_describes_an_id_without_a_transaction(bootstrap, capsys):
     p.init_transactions(30)
     args = ["transactions", "--bootstrap-server", bootstrap, "describe", "--transactional-id"]
     assert main([*args, tid]) == 0
-    row = capsys.readouterr().out.splitlines()[1].split("\t")
-    assert row[1:3] == [tid, row[2]] and row[4] == "Empty" and row[6] == "-1"
+    row = [v.strip() for v in capsys.readouterr().out.splitlines()[1].split("\t")]
+    assert row[1] == tid and row[4] == "Empty" and row[6:8] == ["None", "None"]
     assert main([*args, "never-seen"]) == 1
     assert "TRANSACTIONAL_ID_NOT_FOUND" in capsys.readouterr().err.upper()

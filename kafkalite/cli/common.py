@@ -1,0 +1,181 @@
+"""What every ``kafkalite <tool>`` shares: the bootstrap and ``--command-config``
+options, a quick reachability probe (one clean line instead of a client library
+retrying for a minute), admin clients with short timeouts, and :class:`CliError`.
+
+The tools use confluent-kafka (and kafka-python's admin where confluent-kafka's
+Python AdminClient has no call, e.g. partition reassignment), imported lazily so
+``kafkalite-server`` and the older wire-client tools work without them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import socket
+from concurrent.futures import Future
+from typing import Any
+
+#: seconds a tool waits for one admin call (Kafka's tools default to 30 s; a CLI
+#: user at a prompt would rather know sooner)
+REQUEST_TIMEOUT = 15.0
+#: seconds the probe waits for a TCP connection to a bootstrap server
+PROBE_TIMEOUT = 3.0
+
+
+class CliError(Exception):
+    """A failure the tool reports as one line on stderr, exiting with ``code``."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def add_bootstrap(p: argparse.ArgumentParser, required: bool = True) -> None:
+    p.add_argument("--bootstrap-server", required=required, metavar="HOST:PORT[,HOST:PORT]")
+    p.add_argument(
+        "--command-config",
+        metavar="FILE",
+        help="client properties file (librdkafka names, e.g. security.protocol, sasl.*)",
+    )
+
+
+def probe(bootstrap: str, timeout: float = PROBE_TIMEOUT) -> None:
+    """Raise CliError unless at least one bootstrap server accepts a TCP connection."""
+    errors = []
+    for hp in bootstrap.split(","):
+        hp = hp.strip()
+        if not hp:
+            continue
+        host, sep, port = hp.rpartition(":")
+        if not sep or not port.isdigit():
+            raise CliError(f"invalid --bootstrap-server {hp!r}: expected HOST:PORT", 2)
+        try:
+            socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+            return
+        except OSError as e:
+            errors.append(f"{hp} ({e.strerror or e})")
+    raise CliError(f"cannot connect to any broker at {'; '.join(errors) or repr(bootstrap)}")
+
+
+def load_properties(path: str | None) -> dict[str, str]:
+    """A Java-style properties file (``k=v`` or ``k: v`` lines, ``#``/``!`` comments)."""
+    if not path:
+        return {}
+    out: dict[str, str] = {}
+    try:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                line = line.strip()
+                if not line or line[0] in "#!":
+                    continue
+                sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
+                if sep < 0:
+                    out[line] = ""
+                else:
+                    out[line[:sep].strip()] = line[sep + 1 :].strip()
+    except OSError as e:
+        raise CliError(f"cannot read {path}: {e.strerror}") from None
+    return out
+
+
+def client_config(args: argparse.Namespace, **extra: Any) -> dict[str, Any]:
+    """librdkafka settings for a tool: bootstrap, command-config, short timeouts."""
+    conf: dict[str, Any] = {
+        "bootstrap.servers": args.bootstrap_server,
+        "socket.connection.setup.timeout.ms": int(PROBE_TIMEOUT * 1000),
+        "log_level": 0,
+        "logger": _quiet_logger,
+    }
+    conf.update(load_properties(getattr(args, "command_config", None)))
+    conf.update(extra)
+    return conf
+
+
+#: librdkafka logs connection failures to stderr; the tools report errors themselves
+_quiet_logger = logging.getLogger("kafkalite.cli.librdkafka")
+_quiet_logger.addHandler(logging.NullHandler())
+_quiet_logger.propagate = False
+
+
+def admin(args: argparse.Namespace, **extra: Any) -> Any:
+    """A confluent-kafka AdminClient for ``args.bootstrap_server``."""
+    try:
+        from confluent_kafka.admin import AdminClient
+    except ImportError:
+        raise CliError("this tool needs confluent-kafka: pip install 'kafkalite[cli]'", 2) from None
+    return AdminClient(client_config(args, **extra))
+
+
+def kadmin(args: argparse.Namespace) -> Any:
+    """A kafka-python KafkaAdminClient, for the calls confluent-kafka's lacks."""
+    try:
+        from kafka.admin import KafkaAdminClient
+    except ImportError:
+        raise CliError("this tool needs kafka-python: pip install 'kafkalite[cli]'", 2) from None
+    # kafka-python logs every refused connection (a dead broker of the cluster) at
+    # WARNING, which Python's last-resort handler would print: the tool reports errors
+    quiet = logging.getLogger("kafka")
+    if not quiet.handlers:
+        quiet.addHandler(logging.NullHandler())
+        quiet.propagate = False
+    props = load_properties(getattr(args, "command_config", None))
+    kw: dict[str, Any] = {
+        "bootstrap_servers": args.bootstrap_server,
+        "client_id": "kafkalite-cli",
+        "request_timeout_ms": int(REQUEST_TIMEOUT * 1000),
+    }
+    if "security.protocol" in props:
+        kw["security_protocol"] = props["security.protocol"]
+    for k in ("sasl.mechanism", "sasl.username", "sasl.password"):
+        if k in props:
+            kw[{"sasl.mechanism": "sasl_mechanism"}.get(k, k.replace("sasl.", "sasl_plain_"))] = (
+                props[k]
+            )
+    return KafkaAdminClient(**kw)
+
+
+def result(f: Future[Any], what: str = "", timeout: float = REQUEST_TIMEOUT) -> Any:
+    """The future's value, or CliError with the Kafka error's name and message."""
+    try:
+        return f.result(timeout=timeout)
+    except TimeoutError:
+        raise CliError(f"{what + ': ' if what else ''}timed out after {timeout:g} s") from None
+    except Exception as e:  # KafkaException and friends
+        raise CliError(f"{what + ': ' if what else ''}{error_text(e)}") from None
+
+
+def error_text(e: BaseException) -> str:
+    """``NAME: message`` for a confluent-kafka KafkaException, str(e) otherwise."""
+    err = e.args[0] if e.args else None
+    if err is not None and hasattr(err, "name") and hasattr(err, "str"):
+        name, msg = err.name(), err.str()
+        return name if not msg or msg == name else f"{name}: {msg}"
+    return str(e) or type(e).__name__
+
+
+def topic_id(u: object) -> str:
+    """Kafka's Uuid.toString (URL-safe base64); librdkafka prints the standard alphabet."""
+    return str(u).replace("+", "-").replace("/", "_")
+
+
+def timeout_kw() -> dict[str, float]:
+    return {"request_timeout": REQUEST_TIMEOUT}
+
+
+def parse_tp_list(spec: str) -> tuple[str, list[int] | None]:
+    """``topic`` or ``topic:0,1,2`` (kafka-consumer-groups.sh's --topic)."""
+    name, _, parts = spec.partition(":")
+    if not parts:
+        return name, None
+    try:
+        return name, [int(p) for p in parts.split(",") if p.strip()]
+    except ValueError:
+        raise CliError(f"invalid partitions in {spec!r}", 2) from None
+
+
+def pretty_table(headers: list[str], rows: list[list[str]]) -> None:
+    """Kafka's ToolsUtils.prettyPrintTable: each column padded to its widest value, and a
+    tab after every column."""
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
+    for row in [headers, *rows]:
+        print("".join(f"{v:<{w}}\t" for v, w in zip(row, widths, strict=True)))
