@@ -5,9 +5,8 @@ paths: a Java producer uses the KIP-890 part 2 transaction protocol (EndTxn v5,
 implicit AddPartitionsToTxn with Produce v12+) only when ``transaction.version``
 is finalized at 2 or more, and the admin client's ``describeFeatures`` shows these
 ranges. kafkalite implements transactions V1 (no per-transaction epoch bump), the
-KIP-848 consumer protocol (``group.version`` 1), and share groups are being built
-(``share.version``: :data:`SHARE_VERSION`, flipped to 1 by the share-group work when
-they land). The levels are fixed by the code, so they are finalized once, at epoch
+KIP-848 consumer protocol (``group.version`` 1) and share groups (KIP-932,
+``share.version`` 1: :data:`SHARE_VERSION`). The levels are fixed by the code, so they are finalized once, at epoch
 :data:`FINALIZED_EPOCH`; UpdateFeatures accepts only the current levels.
 
 ``metadata.version`` is reported as a ZooKeeper-mode Kafka 3.9 broker reports it:
@@ -19,8 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-#: share groups (KIP-932): 0 until the share-group coordinator lands, then 1
-SHARE_VERSION = 0
+#: share groups (KIP-932), served by kafkalite.coordinator.share
+SHARE_VERSION = 1
 #: transactions V1: KIP-890 part 2 (level 2) is not implemented
 TRANSACTION_VERSION = 1
 #: the KIP-848 consumer group protocol
