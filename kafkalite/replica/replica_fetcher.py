@@ -30,15 +30,15 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from kafkalite.common import structs
 from kafkalite.common.types import TopicPartition
 from kafkalite.log.errors import LogError
 from kafkalite.protocol import inter_broker as ib
 from kafkalite.protocol import messages, sasl_client
-from kafkalite.protocol.frame_reader import FrameProtocol, attach
 from kafkalite.protocol.errors import ErrorCode, KafkaError
+from kafkalite.protocol.frame_reader import FrameProtocol, attach
 from kafkalite.protocol.headers import skip_tagged_fields
 from kafkalite.protocol.sasl_client import SaslClientCredentials
 
@@ -470,7 +470,8 @@ class ReplicaFetcher:
             payload = header + encoded
             conn.write(structs.I32.pack(len(payload)) + payload)
             await conn.drain()
-            frame = await conn.read_frame()
+            # a large frame is its own bytearray (no copy into bytes): the codecs read it alike
+            frame = cast(bytes, await conn.read_frame())
         got = structs.I32.unpack_from(frame, 0)[0]
         if got != cid:
             raise ValueError(f"correlation id {got}, expected {cid}")
