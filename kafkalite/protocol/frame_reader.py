@@ -5,8 +5,9 @@ socket read (into its buffer, out as a bytearray slice, then into ``bytes``)
 and pauses and resumes the transport every 128 KiB. A follower reads its
 leader's fetch responses, megabytes each, this way at the replication rate;
 :class:`FrameProtocol` (a ``BufferedProtocol``) reads a large frame's body
-with ``recv_into`` into the frame's own ``bytearray`` instead, and small
-frames are cut from one scratch buffer. The inter-broker clients open their
+with ``recv_into`` into the frame's own ``bytearray`` instead (then one copy
+into ``bytes``: kio's codecs refuse writable buffers), and small frames are
+cut from one scratch buffer. The inter-broker clients open their
 connection (and run SASL) over streams, then :func:`attach` moves the
 transport to a ``FrameProtocol``.
 """
@@ -35,7 +36,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
         self._frame: bytearray | None = None
         self._fview: memoryview | None = None
         self._fpos = 0
-        self._frames: collections.deque[bytes | bytearray] = collections.deque()
+        self._frames: collections.deque[bytes] = collections.deque()
         self._waiter: asyncio.Future[None] | None = None
         self._error: BaseException | None = None
         self._write_paused = False
@@ -51,7 +52,8 @@ class FrameProtocol(asyncio.BufferedProtocol):
         if self._frame is not None:
             self._fpos += nbytes
             if self._fpos == len(self._frame):
-                self._frames.append(self._frame)
+                # kio's codecs read only immutable buffers: one copy, the only one past recv
+                self._frames.append(bytes(self._frame))
                 self._frame = self._fview = None
                 self._wake()
             return
@@ -127,7 +129,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
             self._drain_waiter = asyncio.get_running_loop().create_future()
             await self._drain_waiter
 
-    async def read_frame(self) -> bytes | bytearray:
+    async def read_frame(self) -> bytes:
         """The next whole frame; EOFError (or the transport's error) once the peer is gone."""
         while not self._frames:
             if self._error is not None:

@@ -30,7 +30,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from kafkalite.common import structs
 from kafkalite.common.types import TopicPartition
@@ -470,8 +470,7 @@ class ReplicaFetcher:
             payload = header + encoded
             conn.write(structs.I32.pack(len(payload)) + payload)
             await conn.drain()
-            # a large frame is its own bytearray (no copy into bytes): the codecs read it alike
-            frame = cast(bytes, await conn.read_frame())
+            frame = await conn.read_frame()
         got = structs.I32.unpack_from(frame, 0)[0]
         if got != cid:
             raise ValueError(f"correlation id {got}, expected {cid}")
