@@ -69,7 +69,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
                 return
             body = pos + 4
             if end - body >= size:
-                self._frames.append(bytes(buf[body : body + size]))
+                self._frames.append(bytes(self._sview[body : body + size]))  # one copy
                 pos = body + size
                 continue
             if size + 4 > _SCRATCH:
