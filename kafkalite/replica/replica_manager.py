@@ -215,9 +215,12 @@ class ReplicaManager:
         fetcher_ssl_context: Callable[[], ssl.SSLContext | None] = lambda: None,
         broker_rack: Callable[[int], str | None] = lambda _b: None,
         inter_broker_secret: Callable[[], bytes | None] = lambda: None,
+        partition_known: Callable[[TopicPartition], bool] = lambda _tp: False,
         fetcher_sasl: Callable[[], SaslClientCredentials | None] = lambda: None,
     ) -> None:
         self.config = config
+        #: the partition exists in the cluster's metadata (hosted here or not)
+        self.partition_known = partition_known
         #: where a leader writes its ISR changes (the partition state znodes)
         self.store = store
         #: a broker's inter-broker (host, port), when LeaderAndIsr did not name it
@@ -287,6 +290,15 @@ class ReplicaManager:
             return ErrorCode.kafka_storage_error
         return ErrorCode.not_leader_or_follower
 
+    def not_hosted_error(self, tp: TopicPartition) -> int:
+        """Kafka's ReplicaManager.getPartitionOrError: a partition the cluster has but
+        this broker does not host (a reassignment moved it away, or its replica is not
+        created yet) is NOT_LEADER_OR_FOLLOWER, which makes clients refresh metadata;
+        only a partition the metadata does not know is UNKNOWN_TOPIC_OR_PARTITION."""
+        if self.partition_known(tp):
+            return ErrorCode.not_leader_or_follower
+        return ErrorCode.unknown_topic_or_partition
+
     def leader_partition_or_error(
         self, tp: TopicPartition, current_leader_epoch: int = -1
     ) -> Partition:
@@ -296,7 +308,7 @@ class ReplicaManager:
                 raise KafkaError(
                     ErrorCode.kafka_storage_error, f"{tp[0]}-{tp[1]} is in an offline log dir"
                 )
-            raise KafkaError(ErrorCode.unknown_topic_or_partition)
+            raise KafkaError(self.not_hosted_error(tp))
         p.check_leader(current_leader_epoch)
         return p
 
@@ -876,7 +888,7 @@ class ReplicaManager:
         if p is None or p.log is None:
             if tp in self.offline_partitions:
                 raise KafkaError(ErrorCode.kafka_storage_error)
-            raise KafkaError(ErrorCode.unknown_topic_or_partition)
+            raise KafkaError(self.not_hosted_error(tp))
         if current_leader_epoch >= 0:
             if current_leader_epoch < p.leader_epoch:
                 raise KafkaError(ErrorCode.fenced_leader_epoch)

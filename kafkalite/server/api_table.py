@@ -35,7 +35,44 @@ def compatibility_markdown(table: dict[int, ApiSpec]) -> str:
         lines.append(
             f"| {s.key} | {s.name} | {s.min_version}–{s.max_version}{adv} | {who} | {s.notes} |"
         )
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + NODE_CLIENTS) + "\n"
+
+
+#: what the suite runs the Node.js clients through (tests/clients/test_kafkajs.py,
+#: test_platformatic_kafka.py), against a single broker and a 3-broker cluster
+NODE_CLIENTS = [
+    "",
+    "## Node.js clients in the test suite",
+    "",
+    "Pinned in `tests/node/package.json` (`make install-test`), driven step by step from",
+    "pytest through one long-lived `node` process per module (`tests/clients/node.py`).",
+    "",
+    "| client | covered | not covered |",
+    "|---|---|---|",
+    "| kafkajs 2.2.4 | create (and again: exists), metadata, create partitions, AlterConfigs "
+    "(valid and INVALID_CONFIG), DescribeConfigs (topic, broker), delete topics; produce with "
+    "keys, headers and timestamps in none, gzip, snappy and lz4 (snappy and lz4 codecs from "
+    "@platformatic/wasm-utils), read back identical; consumer groups: two members rebalance, "
+    "commit, a later member resumes; list/describe/delete groups; fetch and set committed "
+    "offsets; delete records; offsets by timestamp; idempotent producer through an injected "
+    "NOT_LEADER_OR_FOLLOWER and a lost Produce response (each record once); transactions "
+    "(abort, commit, sendOffsets, read_committed); a consumer through a dropped Fetch, "
+    "injected Fetch errors, a severed connection, a leader epoch bump and a leader move to "
+    "another broker | zstd (Node 20's zlib has none); kafkajs has no OffsetDelete, "
+    "IncrementalAlterConfigs or KIP-848 consumer |",
+    "| @platformatic/kafka 1.35.0 | create (and again: exists), metadata, create partitions, "
+    "IncrementalAlterConfigs, AlterConfigs, DescribeConfigs (topic, broker), delete topics; "
+    "produce with keys, headers and timestamps in none, gzip, snappy and lz4, read back "
+    "identical; classic and KIP-848 (`groupProtocol: consumer`) groups: two members split "
+    "the partitions, commit, a later member resumes; list/describe/delete groups; list, "
+    "alter and delete committed offsets; ListOffsets (earliest, latest, timestamp); delete "
+    "records; DescribeLogDirs; idempotent producer through an injected error and a lost "
+    "response; transactions (abort, commit, read_committed); a consumer through a dropped "
+    "Fetch, injected Fetch errors, a severed connection and a leader epoch bump; a producer "
+    "through a leader move | zstd (needs Node 22.15+; 2.x needs Node 22); a MessagesStream "
+    "fetching while its leader moves to another broker retries the old broker only and "
+    "fails (the client's behaviour against Kafka too) |",
+]
 
 
 if __name__ == "__main__":

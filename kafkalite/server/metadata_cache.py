@@ -154,6 +154,10 @@ class MetadataCache:
     def get_topic(self, name: str) -> TopicMetadata | None:
         return self.topics.get(name)
 
+    def has_partition(self, tp: tuple[str, int]) -> bool:
+        t = self.topics.get(tp[0])
+        return t is not None and tp[1] in t.partitions
+
     def topic_name(self, topic_id: uuid.UUID) -> str | None:
         return self.topic_ids.get(topic_id)
 

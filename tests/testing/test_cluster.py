@@ -46,6 +46,19 @@ def _consume(bootstrap: str, topic: str, partitions: list[int], n: int) -> list[
         c.close()
 
 
+def _leader_becomes(c, topic: str, partition: int, expected: int, timeout_s: float = 15.0) -> int:
+    """The partition's leader once it is ``expected``, or what it still is at the deadline.
+
+    A broker's start (or death) reaches the others in two steps, as in Kafka: the
+    controller first announces the live brokers, then elects leaders for the
+    partitions it brought online; ``wait_until_ready`` only waits for the first.
+    """
+    deadline = time.monotonic() + timeout_s
+    while (leader := c.leader_of(topic, partition)) != expected and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return leader
+
+
 def test_three_brokers_elect_one_controller_that_metadata_reports(kafka_cluster):
     ctrl = kafka_cluster.controller_id
     assert ctrl in (0, 1, 2)
@@ -87,10 +100,10 @@ def test_a_crashed_broker_restarts_with_its_records_and_takes_its_partitions_bac
         _produce(c.bootstrap_servers, "durable", values, partition=0)
         c.crash(1)
         c.wait_for_controller()
-        assert c.leader_of("durable", 0) == -1  # RF=1: offline until broker 1 is back
+        assert _leader_becomes(c, "durable", 0, -1) == -1  # RF=1: offline until 1 is back
         assert c.leader_of("durable", 1) == 2
         c.restart(1)
-        assert c.leader_of("durable", 0) == 1
+        assert _leader_becomes(c, "durable", 0, 1) == 1
         assert [r.value for r in c.records("durable", 0)] == values  # recovered, not lost
         _produce(c.bootstrap_servers, "durable", [b"after"], partition=0)
         assert _consume(c.bootstrap_servers, "durable", [0], 51) == [*values, b"after"]
@@ -106,6 +119,56 @@ def test_leader_of_matches_what_clients_see_after_the_controller_crashes(kafka_c
     survivors = ",".join(kafka_cluster.bootstrap_of(i) for i in kafka_cluster.live_ids)
     md = AdminClient({"bootstrap.servers": survivors}).list_topics("ctrl-led", timeout=10)
     assert md.topics["ctrl-led"].partitions[p].leader == -1
+
+
+def test_a_broker_a_partition_moved_away_from_answers_not_leader_and_the_new_leader_like_kafka(
+    kafka_cluster,
+):
+    """Kafka's ReplicaManager.getPartitionOrError: a partition the metadata has but this
+    broker no longer hosts is NOT_LEADER_OR_FOLLOWER (clients refresh metadata and
+    follow it); kafkalite answered UNKNOWN_TOPIC_OR_PARTITION, which clients such as
+    @platformatic/kafka's stream retry at the same broker. Unknown partitions stay
+    UNKNOWN_TOPIC_OR_PARTITION. From Fetch v16 the answer also names the new leader and
+    its endpoint (KIP-951), as KafkaApis does."""
+    from kafkalite.protocol.errors import ErrorCode
+    from tests.server.raw_client import RawClient
+
+    kafka_cluster.create_topic("moved-away", assignments={0: [0]})
+    kafka_cluster.move_leader("moved-away", 0, 2)
+    old = RawClient.to(kafka_cluster.bootstrap_of(0))
+    try:
+
+        def list_offsets(partition: int) -> int:
+            part = {"partition_index": partition, "timestamp": -1, "current_leader_epoch": -1}
+            req = messages.build(
+                messages.request_type(ApiKey.LIST_OFFSETS, 7),
+                {"replica_id": -1, "topics": [{"name": "moved-away", "partitions": [part]}]},
+            )
+            return int(old.call(ApiKey.LIST_OFFSETS, 7, req).topics[0].partitions[0].error_code)
+
+        assert list_offsets(0) == ErrorCode.not_leader_or_follower
+        assert list_offsets(5) == ErrorCode.unknown_topic_or_partition
+
+        # KIP-951: from Fetch v16 the answer names the new leader and its endpoint
+        leader = kafka_cluster.kafka(2).metadata_cache.get_topic("moved-away").partitions[0]
+        topic_id = kafka_cluster.kafka(0).metadata_cache.get_topic("moved-away").topic_id
+        part = {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}
+        part |= {"current_leader_epoch": -1, "last_fetched_epoch": -1, "log_start_offset": -1}
+        fetch = {"max_wait": 0, "min_bytes": 1, "max_bytes": 1 << 20, "session_epoch": -1}
+        fetch["topics"] = [{"topic_id": topic_id, "partitions": [part]}]
+        fetch["replica_state"] = {"replica_id": -1, "replica_epoch": -1}
+        for v, hinted in ((15, False), (16, True)):
+            r = old.call(
+                ApiKey.FETCH, v, messages.build(messages.request_type(ApiKey.FETCH, v), fetch)
+            )
+            [p] = r.responses[0].partitions
+            assert p.error_code == ErrorCode.not_leader_or_follower
+            cur = (p.current_leader.leader_id, p.current_leader.leader_epoch)
+            assert cur == ((2, leader.leader_epoch) if hinted else (-1, -1))
+        host, port = kafka_cluster.bootstrap_of(2).rsplit(":", 1)
+        assert [(n.node_id, n.host, n.port) for n in r.node_endpoints] == [(2, host, int(port))]
+    finally:
+        old.close()
 
 
 def test_move_leader_takes_an_rf1_partition_and_its_records_to_another_broker(kafka_cluster):

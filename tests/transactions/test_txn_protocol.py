@@ -342,3 +342,44 @@ def test_without_verification_a_late_write_hangs_until_its_timeout(tmp_path):
     finally:
         wire.close()
         b.stop()
+
+
+def test_init_producer_id_naming_an_id_on_first_use_like_kafka(wire, broker):
+    """KafkaApis/TransactionCoordinator: a new transactional id accepts whatever id and
+    epoch the request names (@platformatic/kafka sends 0/0 on its first call: kafkalite
+    answered PRODUCER_FENCED); without a transactional id every call gets a fresh id at
+    epoch 0 (kafkalite bumped the named id's epoch, handing two producers id 0); an id
+    without an epoch, or the reverse, is INVALID_REQUEST."""
+    tid = unique("first-use")
+    r = _init(wire, tid, pid=0, epoch=0)
+    assert r.error_code.name == "none" and int(r.producer_epoch) == 0
+    pid = int(r.producer_id)
+    # now the id has an epoch: naming another producer's id is fenced, as before
+    assert _init(wire, tid, pid=pid + 1000, epoch=0).error_code.name == "producer_fenced"
+    ids = set()
+    for _ in range(2):
+        r = wire.call(
+            INIT,
+            4,
+            {
+                "transactional_id": None,
+                "transaction_timeout": 1000,
+                "producer_id": 0,
+                "producer_epoch": 0,
+            },
+        )
+        assert r.error_code.name == "none" and int(r.producer_epoch) == 0
+        ids.add(int(r.producer_id))
+    assert len(ids) == 2 and pid not in ids
+    for named in ((5, -1), (-1, 5)):
+        r = wire.call(
+            INIT,
+            4,
+            {
+                "transactional_id": None,
+                "transaction_timeout": 1000,
+                "producer_id": named[0],
+                "producer_epoch": named[1],
+            },
+        )
+        assert r.error_code.name == "invalid_request"

@@ -472,8 +472,10 @@ class TransactionCoordinator:
             )
         if m.pending_state is not None:
             return InitResult(ErrorCode.concurrent_transactions)
-        if expected_pid != NO_PRODUCER_ID:
-            # KIP-360: the producer says which id and epoch it had
+        if expected_pid != NO_PRODUCER_ID and m.producer_epoch != NO_PRODUCER_EPOCH:
+            # KIP-360: the producer says which id and epoch it had. Metadata created
+            # just now (no epoch yet) accepts any, as Kafka's does: a producer
+            # recovering from UNKNOWN_PRODUCER_ID, or a client naming 0/0 at first.
             if expected_pid == m.producer_id:
                 if expected_epoch != m.producer_epoch and not (
                     expected_epoch == m.last_producer_epoch != NO_PRODUCER_EPOCH

@@ -194,6 +194,7 @@ def handle_fetch(deps: FetchDeps, ctx: RequestContext, req: FetchRequest) -> Any
                 )
         by_topic: dict[str, FetchTopicData] = {}
         order: list[FetchTopicData] = []
+        leaders: set[int] = set()
         for tp, r in results:
             if incremental and session is not None and not _has_news(session, tp, r):
                 continue
@@ -225,6 +226,7 @@ def handle_fetch(deps: FetchDeps, ctx: RequestContext, req: FetchRequest) -> Any
                     else None,
                     preferred_read_replica=r.preferred_read_replica,
                     records=_wire(r.records),
+                    current_leader=_leader_hint(cache, tp, r.error, version, leaders),
                 )
             )
         for tid, parts in unknown_ids.items():
@@ -236,10 +238,50 @@ def handle_fetch(deps: FetchDeps, ctx: RequestContext, req: FetchRequest) -> Any
                 )
             )
         return encode_fetch_response(
-            version, order, throttle_time_ms=throttle_ms, session_id=new_session_id
+            version,
+            order,
+            throttle_time_ms=throttle_ms,
+            session_id=new_session_id,
+            node_endpoints=_endpoints(cache, leaders, ctx.listener),
         )
 
     return deps.replica_manager.fetch_messages(params, to_fetch, respond)
+
+
+#: errors whose partition response names the current leader from v16 (KIP-951)
+_LEADER_HINT_ERRORS = frozenset(
+    {int(ErrorCode.not_leader_or_follower), int(ErrorCode.fenced_leader_epoch)}
+)
+FIRST_LEADER_HINT = 16
+
+
+def _leader_hint(
+    cache: MetadataCache, tp: TopicPartition, error: int, version: int, leaders: set[int]
+) -> tuple[int, int] | None:
+    """KIP-951, as KafkaApis: a partition answered NOT_LEADER_OR_FOLLOWER or
+    FENCED_LEADER_EPOCH carries the leader and epoch this broker knows (its endpoint
+    goes in ``node_endpoints``), so the client retries there without a Metadata
+    round trip. None when not applicable or no leader is known."""
+    if version < FIRST_LEADER_HINT or error not in _LEADER_HINT_ERRORS:
+        return None
+    t = cache.get_topic(tp[0])
+    pm = t.partitions.get(tp[1]) if t is not None else None
+    if pm is None or pm.leader < 0:
+        return None
+    leaders.add(pm.leader)
+    return pm.leader, pm.leader_epoch
+
+
+def _endpoints(
+    cache: MetadataCache, leaders: set[int], listener: str
+) -> list[tuple[int, str, int, str | None]]:
+    out = []
+    for b in sorted(leaders):
+        info = cache.brokers.get(b)
+        ep = info.endpoints.get(listener) if info is not None else None
+        if info is not None and ep is not None:
+            out.append((b, ep[0], ep[1], info.rack))
+    return out
 
 
 def _has_news(session: FetchSession, tp: TopicPartition, r: FetchPartitionResult) -> bool:

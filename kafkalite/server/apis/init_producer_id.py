@@ -1,7 +1,7 @@
 """InitProducerId (22): producer ids for idempotent and transactional producers.
 
-Without a transactional id the broker hands out an id from its block (or bumps
-the epoch of the one the producer names, KIP-360). With one, the transaction
+Without a transactional id the broker hands out a fresh id from its block, as
+Kafka does whatever id the request names. With one, the transaction
 coordinator answers: it bumps the id's epoch, fences the previous producer and
 aborts what it left open.
 """
@@ -19,8 +19,6 @@ if TYPE_CHECKING:
     from kafkalite.coordinator.transaction.txn_coordinator import TransactionCoordinator
     from kafkalite.network.api_spec import RequestContext
     from kafkalite.server.apis.request_types import InitProducerIdRequest
-
-MAX_EPOCH = 32767
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +38,8 @@ async def handle_init_producer_id(
 ) -> dict[str, Any]:
     pid = int(getattr(req, "producer_id", -1))
     epoch = int(getattr(req, "producer_epoch", -1))
+    if (pid == -1) != (epoch == -1):  # KafkaApis: an id without an epoch, or the reverse
+        return init_producer_id_error_response(req, ctx.api_version, ErrorCode.invalid_request)
     if req.transactional_id is not None:
         r = await deps.transactions.handle_init_producer_id(
             req.transactional_id, _ms(req.transaction_timeout), pid, epoch
@@ -53,15 +53,10 @@ async def handle_init_producer_id(
             "producer_id": r.producer_id,
             "producer_epoch": r.producer_epoch,
         }
-    # an idempotent producer that already has an id bumps its epoch (KIP-360);
-    # past the max epoch it gets a fresh id, as Kafka does
-    if pid >= 0 and 0 <= epoch < MAX_EPOCH - 1:
-        return {
-            "throttle_time": 0,
-            "error_code": 0,
-            "producer_id": pid,
-            "producer_epoch": epoch + 1,
-        }
+    # Without a transactional id Kafka "blindly accepts the request" and hands out a
+    # fresh id at epoch 0, whatever id and epoch the producer names (clients such as
+    # @platformatic/kafka send 0/0 on their first call); bumping the named id's epoch
+    # instead would give two producers the same id.
     new_pid = await deps.producer_ids.generate_producer_id()
     return {"throttle_time": 0, "error_code": 0, "producer_id": new_pid, "producer_epoch": 0}
 
