@@ -38,6 +38,7 @@ from kafkalite.log.errors import LogError
 from kafkalite.protocol import inter_broker as ib
 from kafkalite.protocol import messages, sasl_client
 from kafkalite.protocol.errors import ErrorCode, KafkaError
+from kafkalite.protocol.frame_reader import FrameProtocol, attach
 from kafkalite.protocol.headers import skip_tagged_fields
 from kafkalite.protocol.sasl_client import SaslClientCredentials
 
@@ -112,8 +113,8 @@ class ReplicaFetcher:
         self.ssl_context = ssl_context
         self.partitions: dict[TopicPartition, PartitionFetchState] = {}
         self._wake = asyncio.Event()
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
+        #: the connection to the leader (responses read straight into their buffers)
+        self._conn: FrameProtocol | None = None
         self._correlation = itertools.count(1)
         #: time of the last successful response (a metric, and for tests)
         self.last_response_ms = 0
@@ -438,11 +439,12 @@ class ReplicaFetcher:
         self, api_key: int, version: int, body: dict[str, Any], timeout_s: float | None = None
     ) -> Any:
         async with asyncio.timeout(timeout_s or self.config.request_timeout_ms / 1000):
-            if self._writer is None:
-                self._reader, self._writer = await sasl_client.open_connection(
+            conn = self._conn
+            if conn is None:
+                reader, writer = await sasl_client.open_connection(
                     self.source.host, self.source.port, ssl=self.ssl_context, sasl=self.sasl
                 )
-            assert self._reader is not None
+                conn = self._conn = attach(reader, writer)
             cid = next(self._correlation) & 0x7FFFFFFF
             req_cls = messages.request_type(api_key, version)
             flexible = bool(req_cls.__flexible__)  # type: ignore[attr-defined]
@@ -466,13 +468,9 @@ class ReplicaFetcher:
                 + tags
             )
             payload = header + encoded
-            self._writer.write(structs.I32.pack(len(payload)) + payload)
-            await self._writer.drain()
-            try:
-                (size,) = structs.I32.unpack(await self._reader.readexactly(4))
-                frame = await self._reader.readexactly(size)
-            except asyncio.IncompleteReadError as e:
-                raise EOFError("connection closed by the leader") from e
+            conn.write(structs.I32.pack(len(payload)) + payload)
+            await conn.drain()
+            frame = await conn.read_frame()
         got = structs.I32.unpack_from(frame, 0)[0]
         if got != cid:
             raise ValueError(f"correlation id {got}, expected {cid}")
@@ -480,9 +478,9 @@ class ReplicaFetcher:
         return messages.decode_response(api_key, version, frame, pos)
 
     def _disconnect(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-        self._reader = self._writer = None
+        if self._conn is not None:
+            self._conn.close()
+        self._conn = None
 
 
 class ReplicaFetcherManager:

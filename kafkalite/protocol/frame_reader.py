@@ -1,0 +1,164 @@
+"""Size-prefixed response frames read straight into their own buffer.
+
+``asyncio.StreamReader.readexactly`` copies every byte three times past the
+socket read (into its buffer, out as a bytearray slice, then into ``bytes``)
+and pauses and resumes the transport every 128 KiB. A follower reads its
+leader's fetch responses, megabytes each, this way at the replication rate;
+:class:`FrameProtocol` (a ``BufferedProtocol``) reads a large frame's body
+with ``recv_into`` into the frame's own ``bytearray`` instead (then one copy
+into ``bytes``: kio's codecs refuse writable buffers), and small frames are
+cut from one scratch buffer. The inter-broker clients open their
+connection (and run SASL) over streams, then :func:`attach` moves the
+transport to a ``FrameProtocol``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+from typing import Any
+
+_SCRATCH = 64 * 1024
+
+
+class FrameProtocol(asyncio.BufferedProtocol):
+    """Collects the frames (without their size prefix) the peer sends."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        #: the stream writer the connection was opened with: kept, as dropping it closes
+        #: the transport
+        self.writer: asyncio.StreamWriter | None = None
+        self._scratch = bytearray(_SCRATCH)
+        self._sview = memoryview(self._scratch)
+        self._send = 0  # bytes in the scratch buffer
+        #: the large frame being read into its own buffer, and how much of it is in
+        self._frame: bytearray | None = None
+        self._fview: memoryview | None = None
+        self._fpos = 0
+        self._frames: collections.deque[bytes] = collections.deque()
+        self._waiter: asyncio.Future[None] | None = None
+        self._error: BaseException | None = None
+        self._write_paused = False
+        self._drain_waiter: asyncio.Future[None] | None = None
+
+    # ---- asyncio callbacks ------------------------------------------------------------
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._fview is not None:
+            return self._fview[self._fpos :]
+        return self._sview[self._send :]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self._frame is not None:
+            self._fpos += nbytes
+            if self._fpos == len(self._frame):
+                # kio's codecs read only immutable buffers: one copy, the only one past recv
+                self._frames.append(bytes(self._frame))
+                self._frame = self._fview = None
+                self._wake()
+            return
+        self._send += nbytes
+        self._cut_frames()
+
+    def _cut_frames(self) -> None:
+        buf, end, pos = self._scratch, self._send, 0
+        while end - pos >= 4:
+            size = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
+            if size < 0:
+                self._fail(ValueError(f"negative frame size {size}"))
+                return
+            body = pos + 4
+            if end - body >= size:
+                self._frames.append(bytes(self._sview[body : body + size]))  # one copy
+                pos = body + size
+                continue
+            if size + 4 > _SCRATCH:
+                # too large for the scratch buffer: the rest goes into the frame itself
+                frame = bytearray(size)
+                have = end - body
+                frame[:have] = buf[body:end]
+                self._frame, self._fview, self._fpos = frame, memoryview(frame), have
+                pos = end
+            break
+        if pos:
+            rest = end - pos
+            if rest:
+                buf[:rest] = buf[pos:end]
+            self._send = rest
+        if self._frames:
+            self._wake()
+
+    def eof_received(self) -> bool:
+        self._fail(EOFError("connection closed by the peer"))
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._fail(exc if exc is not None else EOFError("connection closed by the peer"))
+        waiter = self._drain_waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        waiter = self._drain_waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    # ---- the client's side ------------------------------------------------------------
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def _fail(self, exc: BaseException) -> None:
+        if self._error is None:
+            self._error = exc
+        self._wake()
+
+    def write(self, data: bytes) -> None:
+        assert self.transport is not None
+        self.transport.write(data)
+
+    async def drain(self) -> None:
+        if self._error is not None:
+            raise ConnectionResetError("connection lost")
+        if self._write_paused:
+            self._drain_waiter = asyncio.get_running_loop().create_future()
+            await self._drain_waiter
+
+    async def read_frame(self) -> bytes:
+        """The next whole frame; EOFError (or the transport's error) once the peer is gone."""
+        while not self._frames:
+            if self._error is not None:
+                raise self._error
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        return self._frames.popleft()
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+
+def attach(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> FrameProtocol:
+    """Move an open stream connection (nothing unread expected but kept) to a FrameProtocol."""
+    proto = FrameProtocol()
+    transport: Any = writer.transport
+    leftover = bytes(reader._buffer)  # type: ignore[attr-defined]  # bytes SASL left unread
+    proto.transport = transport
+    proto.writer = writer
+    transport.set_protocol(proto)
+    while leftover:
+        view = proto.get_buffer(len(leftover))
+        n = min(len(view), len(leftover))
+        view[:n] = leftover[:n]
+        proto.buffer_updated(n)
+        leftover = leftover[n:]
+    transport.resume_reading()
+    return proto

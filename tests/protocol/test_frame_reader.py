@@ -1,0 +1,59 @@
+"""FrameProtocol cuts size-prefixed frames out of whatever chunks the socket delivers."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+import pytest
+
+from kafkalite.protocol.frame_reader import _SCRATCH, FrameProtocol
+
+
+def _feed(proto: FrameProtocol, data: bytes, rng: random.Random) -> None:
+    """Deliver ``data`` as the transport would: recv_into each buffer asked for."""
+    pos = 0
+    while pos < len(data):
+        buf = proto.get_buffer(-1)
+        assert len(buf) > 0
+        n = min(len(buf), len(data) - pos, rng.randint(1, 3 * _SCRATCH))
+        buf[:n] = data[pos : pos + n]
+        proto.buffer_updated(n)
+        pos += n
+
+
+def test_frames_small_and_large_in_arbitrary_chunks() -> None:
+    rng = random.Random(7)
+    sizes = [0, 1, 3, 100, _SCRATCH - 4, _SCRATCH - 3, _SCRATCH, 5 * _SCRATCH + 17, 2, 1 << 20]
+    frames = [bytes(rng.getrandbits(8) for _ in range(min(s, 64))) * (s // 64 + 1) for s in sizes]
+    frames = [f[:s] for f, s in zip(frames, sizes, strict=True)]
+    wire = b"".join(len(f).to_bytes(4, "big") + f for f in frames)
+
+    async def run() -> list[bytes]:
+        proto = FrameProtocol()
+        _feed(proto, wire, rng)
+        proto.connection_lost(None)
+        got = [await proto.read_frame() for _ in frames]
+        assert all(type(f) is bytes for f in got)  # kio's codecs refuse writable buffers
+        with pytest.raises(EOFError):
+            await proto.read_frame()
+        return got
+
+    assert asyncio.run(run()) == frames
+
+
+def test_a_waiting_reader_wakes_on_the_frame_and_on_the_peer_going_away() -> None:
+    async def run() -> None:
+        proto = FrameProtocol()
+        waiting = asyncio.ensure_future(proto.read_frame())
+        await asyncio.sleep(0)
+        assert not waiting.done()
+        _feed(proto, b"\x00\x00\x00\x02hi", random.Random(1))
+        assert await waiting == b"hi"
+        waiting = asyncio.ensure_future(proto.read_frame())
+        await asyncio.sleep(0)
+        proto.connection_lost(ConnectionResetError("reset"))
+        with pytest.raises(ConnectionResetError):
+            await waiting
+
+    asyncio.run(run())
