@@ -543,3 +543,22 @@ async def test_follower_requests_need_a_brokers_signature():
         assert unsigned == ErrorCode.topic_authorization_failed
         assert epoch_unsigned == ErrorCode.cluster_authorization_failed
         assert signed == ErrorCode.none
+
+
+async def test_followers_replicate_fetch_responses_larger_than_the_readers_scratch_buffer():
+    """Batches of 300 KB make each follower Fetch response exceed the frame reader's
+    64 KiB scratch buffer, the path that reads a large response into its own buffer."""
+    async with AsyncCluster(3, **FAST) as c:
+        await c.create_topic("big", 1, 3, {"min.insync.replicas": "3"})
+        tp = ("big", 0)
+        leader = c.leader_of("big", 0)
+        values = [bytes([i]) * 300_000 for i in range(6)]
+        reports = await asyncio.to_thread(
+            produce, c.bootstrap_servers, "big", values, acks="all", **{"linger.ms": 0}
+        )
+        assert reports == [None] * 6  # acks=all with min.insync 3: every follower has them
+        await until(lambda: all(state(c, b, tp).log.high_watermark == 6 for b in range(3)))
+        ref = replica_bytes(c, leader, tp, 6)
+        assert len(ref) > 6 * 300_000
+        for b in range(3):
+            assert replica_bytes(c, b, tp, 6) == ref
