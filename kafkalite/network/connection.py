@@ -1023,8 +1023,10 @@ class TlsConnection(Connection):
     read with ``pread`` and written through the TLS socket (Kafka does the same).
     """
 
-    __slots__ = ()
+    __slots__ = ("principal_builder",)
     direct_writes = False
+    #: the principal of the client certificate (set by the socket server for mTLS)
+    principal_builder: Callable[[ssl.SSLSocket], KafkaPrincipal] | None
 
     def start(self) -> None:
         self._reading = True
@@ -1055,6 +1057,16 @@ class TlsConnection(Connection):
             log.warning("TLS handshake with %s failed: %s", self.peer, e)
             self.close()
             return
+        builder: Callable[[ssl.SSLSocket], KafkaPrincipal] | None = getattr(
+            self, "principal_builder", None
+        )
+        if builder is not None:
+            try:  # the client certificate's principal (ssl.principal.mapping.rules)
+                self.principal = builder(sock)
+            except ValueError as e:
+                log.warning("TLS client %s refused: %s", self.peer, e)
+                self.close()
+                return
         await self._read_loop()
 
     async def _recv_into(self, mv: memoryview) -> int:

@@ -22,10 +22,11 @@ import select
 import socket
 import ssl
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from kafkalite.common.principal import KafkaPrincipal
 from kafkalite.network.connection import Connection, TlsConnection
 from kafkalite.network.connection_quotas import ConnectionQuotas
 from kafkalite.network.heap_trim import HeapTrimmer
@@ -75,8 +76,11 @@ class SocketServer:
         limits: ConnectionLimits | None = None,
         queue: RequestQueue | None = None,
         quotas: ConnectionQuotas | None = None,
+        tls_principal: Callable[[ssl.SSLSocket], KafkaPrincipal] | None = None,
     ) -> None:
         self.endpoints = endpoints
+        #: the principal of a TLS connection from its client certificate (mTLS)
+        self.tls_principal = tls_principal
         self.ssl_context = ssl_context
         self.channel = channel
         self.idle_ms = idle_ms
@@ -194,6 +198,8 @@ class SocketServer:
                 queue=self.queue,
                 on_close=self._closed,
             )
+            if isinstance(conn, TlsConnection):
+                conn.principal_builder = self.tls_principal
         except OSError as e:  # the client left before we set it up (reset, ...)
             log.debug("connection from %s on %s gone before set-up: %s", ip, lst.name, e)
             self.quotas.release(ip, lst.name)

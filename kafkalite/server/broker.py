@@ -36,6 +36,7 @@ from kafkalite.network.tls import build_client_ssl_context, build_ssl_context
 from kafkalite.quota.managers import QuotaManagers
 from kafkalite.quota.quota_store import ClientQuotaStore
 from kafkalite.replica.replica_manager import ReplicaManager, ReplicaManagerConfig
+from kafkalite.security.authorizer.authorizer import AclAuthorizer, parse_super_users
 from kafkalite.server import gc_tuning
 from kafkalite.server.admin_manager import AdminManager
 from kafkalite.server.apis import BrokerServices, build_broker_api_table
@@ -80,6 +81,13 @@ class KafkaBroker:
         #: client quotas, loaded from /config/users and /config/clients in start()
         self.quotas = QuotaManagers.create(quota_config(config), self.clock_ms)
         self.quota_store = ClientQuotaStore(self.quotas.configs)
+        #: ``authorizer.class.name`` set: the ACL authorizer (docs/security.md)
+        self.authorizer: AclAuthorizer | None = None
+        if config["authorizer.class.name"]:
+            self.authorizer = AclAuthorizer(
+                parse_super_users(str(config["super.users"] or "")),
+                bool(config["allow.everyone.if.no.acl.found"]),
+            )
         self.fetch_sessions = FetchSessionCache(
             int(config["max.incremental.fetch.session.cache.slots"]),
             int(config["min.incremental.fetch.session.eviction.ms"]),
@@ -149,6 +157,8 @@ class KafkaBroker:
         self.producer_ids = ProducerIdManager(self.broker_id, self.store)
         await self.dynamic_config.load(self.store, self.broker_id)
         await self.quota_store.start(self.store)
+        if self.authorizer is not None:
+            await self.authorizer.start(self.store)
         admin = self.admin = AdminManager(self.store, cfg, cache, self.dynamic_config)
         await admin.load_topic_configs()
         self.log_manager = LogManager.from_broker_config(
@@ -242,6 +252,7 @@ class KafkaBroker:
                 self.quota_store,
                 self.transaction_coordinator,
                 self.txn_verifier,
+                self.authorizer,
             )
         )
         await self.socket_server.start()
@@ -280,6 +291,8 @@ class KafkaBroker:
         if self.controller is not None:
             await self.controller.shutdown()
         await self.quota_store.stop()
+        if self.authorizer is not None:
+            await self.authorizer.stop()
         await self.socket_server.stop()
         if self.metrics_server is not None:
             await self.metrics_server.stop()
