@@ -89,6 +89,9 @@ class AclAuthorizer:
         self._reload: asyncio.Task[None] | None = None
         self._again = False
         self._stopped = False
+        #: a store read and the cache update it leads to are one step: a reload that
+        #: read a znode before a local write must not apply it after that write
+        self._lock = asyncio.Lock()
         #: bumped on every change of the cache (tests and metrics read it)
         self.version = 0
 
@@ -284,8 +287,9 @@ class AclAuthorizer:
                     if got is not None:
                         p = decode_change(changes, got[0])
                         if p is not None:
-                            entries, _ = await zk.read(p)
-                            self._set(p, entries)
+                            async with self._lock:
+                                entries, _ = await zk.read(p)
+                                self._set(p, entries)
                     seen = n
                 elif n != seen:
                     stat = await store.exists(path)
@@ -304,21 +308,23 @@ class AclAuthorizer:
         by_pattern: dict[ResourcePattern, set[AccessControlEntry]] = {}
         for b in bindings:
             by_pattern.setdefault(b.pattern, set()).add(b.entry)
-        for p, add in by_pattern.items():
-            self._set(p, await zk.update(p, add, set()))
+        async with self._lock:
+            for p, add in by_pattern.items():
+                self._set(p, await zk.update(p, add, set()))
 
     async def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[list[AclBinding]]:
         """Per filter, the bindings it removed (Kafka matches every stored binding)."""
         zk = self._zk
         assert zk is not None, "start() first"
-        current = self.bindings()
-        matched = [[b for b in current if f.matches(b)] for f in filters]
-        by_pattern: dict[ResourcePattern, set[AccessControlEntry]] = {}
-        for bs in matched:
-            for b in bs:
-                by_pattern.setdefault(b.pattern, set()).add(b.entry)
-        for p, remove in by_pattern.items():
-            self._set(p, await zk.update(p, set(), remove))
+        async with self._lock:
+            current = self.bindings()
+            matched = [[b for b in current if f.matches(b)] for f in filters]
+            by_pattern: dict[ResourcePattern, set[AccessControlEntry]] = {}
+            for bs in matched:
+                for b in bs:
+                    by_pattern.setdefault(b.pattern, set()).add(b.entry)
+            for p, remove in by_pattern.items():
+                self._set(p, await zk.update(p, set(), remove))
         return matched
 
     def describe_acls(self, f: AclBindingFilter) -> list[AclBinding]:

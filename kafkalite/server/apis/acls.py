@@ -39,6 +39,7 @@ SECURITY_DISABLED = int(ErrorCode.security_disabled)
 INVALID_REQUEST = int(ErrorCode.invalid_request)
 CLUSTER_AUTH = int(ErrorCode.cluster_authorization_failed)
 _NO_AUTHORIZER = "No Authorizer is configured."
+_NOT_AUTHORIZED = "Cluster authorization failed."
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +70,7 @@ def handle_describe_acls(deps: AclDeps, ctx: RequestContext, req: DescribeAclsRe
     if a is None:
         return describe_acls_error_response(req, ctx.api_version, SECURITY_DISABLED, _NO_AUTHORIZER)
     if not _may(deps, ctx, AclOperation.DESCRIBE):
-        return describe_acls_error_response(req, ctx.api_version, CLUSTER_AUTH)
+        return describe_acls_error_response(req, ctx.api_version, CLUSTER_AUTH, _NOT_AUTHORIZED)
     f = _filter(req)
     try:
         f.validate()
@@ -114,7 +115,7 @@ async def handle_create_acls(deps: AclDeps, ctx: RequestContext, req: CreateAcls
     if a is None:
         return _create_results(req, SECURITY_DISABLED, _NO_AUTHORIZER)
     if not _may(deps, ctx, AclOperation.ALTER):
-        return _create_results(req, CLUSTER_AUTH, None)
+        return _create_results(req, CLUSTER_AUTH, _NOT_AUTHORIZED)
     results: list[dict[str, Any]] = []
     valid: list[AclBinding] = []
     for c in req.creations:
@@ -160,7 +161,7 @@ async def handle_delete_acls(deps: AclDeps, ctx: RequestContext, req: DeleteAcls
     if a is None:
         return _delete_results(req, SECURITY_DISABLED, _NO_AUTHORIZER)
     if not _may(deps, ctx, AclOperation.ALTER):
-        return _delete_results(req, CLUSTER_AUTH, None)
+        return _delete_results(req, CLUSTER_AUTH, _NOT_AUTHORIZED)
     filters: list[AclBindingFilter | str] = []
     for raw in req.filters:
         f = _filter(raw)
