@@ -334,6 +334,11 @@ def main(argv: list[str] | None = None) -> int:
     x = sub.add_parser("transactions", help="list, describe and abort transactions")
     transactions.add_arguments(x)
 
+    from kafkalite.cli import acls
+
+    a = sub.add_parser("acls", help="add, remove and list ACLs (kafka-acls.sh)")
+    acls.add_arguments(a)
+
     sub.add_parser("version", help="print the kafkalite version")
 
     args, rest = ap.parse_known_args(argv)
@@ -347,6 +352,8 @@ def main(argv: list[str] | None = None) -> int:
         return groups.run(args)
     if args.cmd == "transactions":
         return transactions.run(args)
+    if args.cmd == "acls":
+        return acls.run(args)
     if args.cmd == "dump-log":
         if dump_log is None or not hasattr(dump_log, "main"):
             print("dump-log is not available in this build", file=sys.stderr)
