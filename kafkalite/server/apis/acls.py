@@ -175,9 +175,7 @@ async def handle_delete_acls(deps: AclDeps, ctx: RequestContext, req: DeleteAcls
     out = []
     for item in filters:
         if isinstance(item, str):
-            out.append(
-                {"error_code": INVALID_REQUEST, "error_message": item, "matching_acls": []}
-            )
+            out.append({"error_code": INVALID_REQUEST, "error_message": item, "matching_acls": []})
             continue
         out.append(
             {
