@@ -126,6 +126,7 @@ def test_authorized_operations_are_the_principals_real_sets(env: Any) -> None:
             _binding(ResourceType.TOPIC, "az-", AclOperation.READ, prefixed=True),
             _binding(ResourceType.TOPIC, "az-orders", AclOperation.ALTER_CONFIGS),
             _binding(ResourceType.TOPIC, "az-orders", AclOperation.DESCRIBE_CONFIGS, deny=True),
+            _binding(ResourceType.GROUP, "az-readers", AclOperation.READ),
             _binding(ResourceType.BROKER, "kafka-cluster", AclOperation.DESCRIBE),
             _binding(ResourceType.BROKER, "kafka-cluster", AclOperation.ALTER),
         ],
@@ -144,6 +145,10 @@ def test_authorized_operations_are_the_principals_real_sets(env: Any) -> None:
     assert ops["az-visible"] == {AclOperation.READ, AclOperation.DESCRIBE}
     cluster = alice.describe_cluster(include_authorized_operations=True).result()
     assert set(cluster.authorized_operations) == {AclOperation.DESCRIBE, AclOperation.ALTER}
+    [g] = alice.describe_consumer_groups(
+        ["az-readers"], include_authorized_operations=True
+    ).values()
+    assert set(g.result().authorized_operations) == {AclOperation.READ, AclOperation.DESCRIBE}
     # bob may not Describe the cluster: an empty set, as Kafka
     bob = AdminClient(secure.client_conf("bob"))
     assert (
