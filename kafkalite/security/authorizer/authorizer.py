@@ -83,7 +83,7 @@ class AclAuthorizer:
         self.allow_everyone_if_no_acl = allow_everyone_if_no_acl
         self._acls: dict[ResourcePattern, frozenset[AccessControlEntry]] = {}
         self._index: dict[ResourceType, _Indexed] = {}
-        self._decisions: dict[tuple[KafkaPrincipal, str, int, int, str], bool] = {}
+        self._decisions: dict[tuple[str, str, str, AclOperation, ResourceType, str], bool] = {}
         self._zk: AclZkStore | None = None
         self._seen: dict[str, str] = {}
         self._reload: asyncio.Task[None] | None = None
@@ -104,13 +104,16 @@ class AclAuthorizer:
         rtype: ResourceType,
         name: str,
     ) -> bool:
-        key = (principal, host, int(op), int(rtype), name)
-        hit = self._decisions.get(key)
-        if hit is None:
-            hit = self._decide(principal, host, op, rtype, name)
-            if len(self._decisions) >= _CACHE_MAX:
-                self._decisions.clear()
-            self._decisions[key] = hit
+        # the principal's strings, not the dataclass: their hashes are cached in the str
+        key = (principal.name, principal.principal_type, host, op, rtype, name)
+        try:
+            return self._decisions[key]
+        except KeyError:
+            pass
+        hit = self._decide(principal, host, op, rtype, name)
+        if len(self._decisions) >= _CACHE_MAX:
+            self._decisions.clear()
+        self._decisions[key] = hit
         return hit
 
     def _matching(self, rtype: ResourceType, name: str) -> list[frozenset[AccessControlEntry]]:
