@@ -35,10 +35,16 @@ async def _within(seconds: float, pred: Callable[[], bool]) -> float:
 
 
 async def test_acl_changes_reach_every_broker_within_a_second(tmp_path) -> None:
+    await check_propagation(tmp_path)
+
+
+async def check_propagation(tmp_path, **store: str) -> None:
+    """Also run over a real ZooKeeper (tests/controller/test_acls_on_zookeeper.py)."""
     config = {
         "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
         # the brokers' inter-broker traffic (PLAINTEXT: ANONYMOUS), as Kafka needs
         "super.users": "User:ANONYMOUS",
+        **store,
     }
     async with AsyncCluster(3, tmp_path, **config) as c:
         await c.create_topic("orders", partitions=1, replication_factor=3)
