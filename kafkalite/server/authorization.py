@@ -577,7 +577,10 @@ def authorize_api(
     rule = _RULES.get(api_key)
     if rule is None:
         if api_key not in IN_HANDLER:
-            raise KeyError(f"API {api_key} has no authorization rule")
+            raise KeyError(
+                f"API {api_key} has no authorization rule: add its KafkaApis checks to "
+                "kafkalite.server.authorization._RULES and its row to docs/security.md"
+            )
         return handler
 
     def authorized(ctx: RequestContext, req: Any) -> Any:

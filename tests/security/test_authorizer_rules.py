@@ -197,3 +197,13 @@ def test_no_matching_rule_and_bad_rules() -> None:
     assert principal_of({"subject": ((("commonName", "z"),),)}, mapper) == KafkaPrincipal(
         "User", "z"
     )
+
+
+def test_every_api_has_an_authorization_rule() -> None:
+    """A new API must say how it is authorized (kafkalite.server.authorization), or a
+    broker with an authorizer refuses to build its API table."""
+    from kafkalite.server.apis import build_api_table
+    from kafkalite.server.authorization import _RULES, IN_HANDLER
+
+    missing = set(build_api_table(None)) - set(_RULES) - set(IN_HANDLER)
+    assert not missing, f"APIs without an authorization rule: {sorted(missing)}"
