@@ -716,9 +716,18 @@ class Connection:
                         return
                     self._resume_fut = self.loop.create_future()
                     await self._resume_fut
-                n = await self._recv_into(self._room())
+                room = self._room()
+                buf = self._rbuf
+                n = await self._recv_into(room)
                 if n == 0:
                     return
+                if self._rbuf is not buf:
+                    # the idle trim dropped the (empty) buffer while this read waited: the
+                    # bytes are in the old one
+                    data = bytes(room[:n])
+                    while len(self._room()) < n:
+                        self._grow()
+                    self._room()[:n] = data
                 self._rend += n
                 self.last_active = time.monotonic()
                 self._turn_left = _FRAMES_PER_TURN
