@@ -75,7 +75,7 @@ def test_a_principal_without_super_user_rights_is_refused(secure: SecureBroker) 
 
 
 def test_an_idle_tls_connection_keeps_working_after_the_buffer_trim(secure: SecureBroker) -> None:
-    """The read buffer of an idle connection is dropped after a second; a TLS read
+    """The read buffer of an idle connection is dropped after one to two seconds; a TLS read
     waiting at that moment used to land in the dropped buffer."""
     rc = secure.raw("root")
     try:
