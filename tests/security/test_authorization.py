@@ -113,6 +113,18 @@ def test_list_groups_and_transactions_show_only_what_the_principal_may_describe(
         assert "az-g1" in groups and "az-g2" not in groups
         everything = {g.group_id for g in call(raw, 16, 4, {"states_filter": []}).groups}
         assert {"az-g1", "az-g2"} <= everything  # Describe on the cluster: all
+        for x in ("az-tx1", "az-tx2"):
+            r = call(raw, 22, 4, {"transactional_id": x, "transaction_timeout": 60000,
+                                  "producer_id": -1, "producer_epoch": -1})  # fmt: skip
+            assert r.error_code == 0
+        _replace_acls(
+            admin, raw, [_binding(ResourceType.TRANSACTIONAL_ID, "az-tx1", AclOperation.DESCRIBE)]
+        )
+        listed = {t.transactional_id for t in call(alice, 66, 0, {}).transaction_states}
+        assert "az-tx1" in listed and "az-tx2" not in listed
+        assert {"az-tx1", "az-tx2"} <= {
+            t.transactional_id for t in call(raw, 66, 0, {}).transaction_states
+        }
     finally:
         alice.close()
 
