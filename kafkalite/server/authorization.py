@@ -450,9 +450,21 @@ def _delete_topics(h: AuthHelper, ctx: RequestContext, req: Any, call: Call, e: 
 
 
 def _create_topics(h: AuthHelper, ctx: RequestContext, req: Any, call: Call, e: Any) -> Any:
+    def hide_configs(resp: Any) -> Any:
+        """v5+: a created topic's configs only with DescribeConfigs on it (Kafka)."""
+        if isinstance(resp, dict) and ctx.api_version >= 5:
+            for t in resp.get("topics") or ():
+                if not t.get("error_code") and not h.allowed(
+                    ctx, Op.DESCRIBE_CONFIGS, TOPIC, t["name"]
+                ):
+                    t["topic_config_error_code"] = TOPIC_AUTH
+                    t["num_partitions"] = t["replication_factor"] = -1
+                    t["configs"] = None
+        return resp
+
     if h.cluster(ctx, Op.CREATE):
-        return call(req)
-    return _topic_rule(Op.CREATE)(h, ctx, req, call, e)
+        return _then(call(req), hide_configs)
+    return _then(_topic_rule(Op.CREATE)(h, ctx, req, call, e), hide_configs)
 
 
 def _offset_for_leader_epoch(

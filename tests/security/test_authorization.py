@@ -329,3 +329,24 @@ def test_follower_fetch_needs_cluster_action(env: Any) -> None:
             assert code != 29
         else:
             assert code == expected
+
+
+def test_create_topics_returns_configs_only_with_describe_configs(env: Any) -> None:
+    secure, admin, raw = env
+    _replace_acls(admin, raw, [_binding(ResourceType.TOPIC, "az-c", AclOperation.CREATE,
+                                        prefixed=True)])  # fmt: skip
+    alice = secure.raw("alice")
+    body = {"topics": [{"name": "az-created", "num_partitions": 1, "replication_factor": 1,
+                        "assignments": [], "configs": []}], "timeout": 5000,
+            "validate_only": True}  # fmt: skip
+    try:
+        t = call(alice, 19, 7, body).topics[0]
+        assert (t.error_code, t.topic_config_error_code, t.configs) == (0, 29, None)
+        _replace_acls(admin, raw, [
+            _binding(ResourceType.TOPIC, "az-c", AclOperation.CREATE, prefixed=True),
+            _binding(ResourceType.TOPIC, "az-created", AclOperation.DESCRIBE_CONFIGS),
+        ])  # fmt: skip
+        t = call(alice, 19, 7, body).topics[0]
+        assert (t.error_code, t.topic_config_error_code) == (0, 0) and t.configs
+    finally:
+        alice.close()
