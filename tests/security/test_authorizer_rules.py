@@ -207,3 +207,22 @@ def test_every_api_has_an_authorization_rule() -> None:
 
     missing = set(build_api_table(None)) - set(_RULES) - set(IN_HANDLER)
     assert not missing, f"APIs without an authorization rule: {sorted(missing)}"
+
+
+def test_config_refuses_unknown_authorizers_and_bad_mapping_rules() -> None:
+    from kafkalite.server.config import BrokerConfig, ConfigError
+
+    for key, value in (
+        ("authorizer.class.name", "com.example.MyAuthorizer"),
+        ("ssl.principal.mapping.rules", "RULE:^CN=(.*$/$1/"),
+    ):
+        with pytest.raises(ConfigError) as e:
+            BrokerConfig({key: value})
+        assert e.value.key == key
+    for name in (
+        "kafka.security.authorizer.AclAuthorizer",
+        "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "kafkalite.security.authorizer.AclAuthorizer",
+        "",
+    ):
+        assert BrokerConfig({"authorizer.class.name": name})["authorizer.class.name"] == name
