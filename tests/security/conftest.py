@@ -1,5 +1,5 @@
-"""One broker with an ACL authorizer for the security tests (module scope: the ACL
-matrix changes ACLs between cells rather than starting brokers).
+"""One broker with an ACL authorizer for the security tests (session scope: the tests
+replace the ACLs they need, the ACL matrix between cells, rather than start brokers).
 
 - PLAINTEXT: ``User:ANONYMOUS``, a super user here (the tests' admin, and the
   broker's own inter-broker traffic, as Kafka needs its brokers to be super users);
@@ -89,7 +89,7 @@ def secure_broker_config(pki: Pki) -> dict[str, Any]:
     }
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureBroker]:
     from kafkalite.testing.embedded_broker import ThreadedBroker
 
