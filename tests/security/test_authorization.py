@@ -83,6 +83,11 @@ def test_metadata_hides_topics_without_describe_and_never_reveals_existence(env:
         codes = {t.name: int(t.error_code) for t in named.topics}
         # an existing and a missing topic look the same to a principal that cannot see them
         assert codes == {"az-hidden": 29, "az-nowhere": 29, "az-visible": 0}
+        # asked for by topic id: refused by id, the name not revealed
+        [hidden] = call(raw, 3, 12, {"topics": [{"name": "az-hidden"}]}).topics
+        [by_id] = call(alice, 3, 12, {"topics": [{"name": None, "topic_id": hidden.topic_id}],
+                                      "allow_auto_topic_creation": False}).topics  # fmt: skip
+        assert (by_id.error_code, by_id.name, by_id.topic_id) == (29, None, hidden.topic_id)
     finally:
         alice.close()
 

@@ -52,6 +52,7 @@ def handle_metadata(deps: MetadataDeps, ctx: RequestContext, req: MetadataReques
 
     names: list[str | None]
     unknown_ids: list[uuid.UUID] = []
+    by_id: dict[str, uuid.UUID] = {}  # names the request gave as topic ids
     if requested is None:
         names = list(sorted(cache.topics))
     else:
@@ -64,7 +65,8 @@ def handle_metadata(deps: MetadataDeps, ctx: RequestContext, req: MetadataReques
                 if resolved is None:
                     unknown_ids.append(tid)
                     continue
-                name = resolved
+                name = by_id_name = resolved
+                by_id[by_id_name] = tid
             names.append(name)
 
     auth = deps.auth
@@ -103,7 +105,13 @@ def handle_metadata(deps: MetadataDeps, ctx: RequestContext, req: MetadataReques
                 t if n is None else _with_operations(t, version, auth.operations(ctx, TOPIC, n))
                 for t, n in zip(topics, names, strict=True)
             ]
-        topics += [_error_entry(version, ErrorCode.topic_authorization_failed, n) for n in denied]
+        # a topic asked for by id is answered by id: its name is not revealed (Kafka)
+        topics += [
+            encode_topic(version, ErrorCode.topic_authorization_failed, None, by_id[n], False, [])
+            if n in by_id
+            else _error_entry(version, ErrorCode.topic_authorization_failed, n)
+            for n in denied
+        ]
         topics += [
             encode_topic(version, ErrorCode.unknown_topic_id, None, tid, False, [])
             for tid in unknown_ids
