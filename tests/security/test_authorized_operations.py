@@ -68,3 +68,42 @@ async def test_metadata_v8_to_v10_cluster_operations_and_topic_bit_sets(kafka_br
         assert r.topics[0].topic_authorized_operations == -(2**31)
     finally:
         await w.close()
+
+
+async def test_acl_apis_without_an_authorizer_are_security_disabled(kafka_broker):
+    """Kafka's AclApis without an authorizer: SECURITY_DISABLED (54) everywhere."""
+    w = await Wire.connect(kafka_broker.bootstrap_servers)
+    every = {
+        "resource_type_filter": 1,
+        "resource_name_filter": None,
+        "pattern_type_filter": 1,
+        "principal_filter": None,
+        "host_filter": None,
+        "operation": 1,
+        "permission_type": 1,
+    }
+    try:
+        r = await w.call(29, 3, every)
+        assert r.error_code == 54
+        r = await w.call(
+            30,
+            3,
+            {
+                "creations": [
+                    {
+                        "resource_type": 2,
+                        "resource_name": "t",
+                        "resource_pattern_type": 3,
+                        "principal": "User:a",
+                        "host": "*",
+                        "operation": 3,
+                        "permission_type": 3,
+                    }
+                ]
+            },
+        )
+        assert [x.error_code for x in r.results] == [54]
+        r = await w.call(31, 3, {"filters": [every]})
+        assert [x.error_code for x in r.filter_results] == [54]
+    finally:
+        await w.close()
