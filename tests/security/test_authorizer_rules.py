@@ -226,3 +226,20 @@ def test_config_refuses_unknown_authorizers_and_bad_mapping_rules() -> None:
         "",
     ):
         assert BrokerConfig({"authorizer.class.name": name})["authorizer.class.name"] == name
+
+
+def test_an_api_without_a_rule_is_for_super_users_only() -> None:
+    from types import SimpleNamespace
+
+    from kafkalite.server.authorization import AuthHelper, authorize_api
+
+    helper = AuthHelper(_authz(super_users={"User:root"}))
+    api = authorize_api(helper, 9999, lambda ctx, req: "handled", lambda req, v, code: code)
+
+    def ctx(name: str) -> SimpleNamespace:
+        principal = KafkaPrincipal("User", name)
+        conn = SimpleNamespace(peer=("127.0.0.1", 1), principal=principal)
+        return SimpleNamespace(principal=principal, connection=conn, api_version=0)
+
+    assert api(ctx("root"), None) == "handled"
+    assert api(ctx("alice"), None) == 31
