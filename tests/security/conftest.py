@@ -1,98 +1,161 @@
-"""One broker with an ACL authorizer for the security tests (session scope: the tests
-replace the ACLs they need, the ACL matrix between cells, rather than start brokers).
+"""One broker per module with every kind of listener a security test needs.
 
-- PLAINTEXT: ``User:ANONYMOUS``, a super user here (the tests' admin, and the
-  broker's own inter-broker traffic, as Kafka needs its brokers to be super users);
-- SSL with ``ssl.client.auth=required``: the principal is the client certificate's
-  CN (``ssl.principal.mapping.rules``); ``User:root`` is a super user, ``User:alice``
-  and ``User:bob`` get only what their ACLs say.
+PLAINTEXT (the admin's), SASL_PLAINTEXT, SASL_SSL and REAUTH (SASL_PLAINTEXT with a
+short ``connections.max.reauth.ms``), PLAIN users from the YAML form, SCRAM users
+created through AlterUserScramCredentials by a stock admin client.
 """
 
 from __future__ import annotations
 
+import base64
+import json
+import shutil
+import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import jwt
 import pytest
+from confluent_kafka.admin import (
+    AdminClient,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
+from cryptography.hazmat.primitives.asymmetric import rsa
+from jwt.algorithms import RSAAlgorithm
 
-from kafkalite.protocol import messages
-from tests.security.pki import Pki, make_pki
-from tests.server.raw_client import RawClient
+from kafkalite.testing.embedded_broker import ThreadedBroker
+from tests.security.acl_env import AclBroker, secure_broker_config
+from tests.security.pki import make_pki
 
-MAPPING_RULES = "RULE:^CN=([^,]*),.*$/$1/,DEFAULT"
+PLAIN_USERS = {
+    "alice": "alice-secret-7Hq",
+    "admin": "admin-secret-3Kx",
+    "mallory": "mallory-secret-2Rt",
+}
+SCRAM_USERS = {"bob": "bob-secret-9Zp", "carol": "carol-secret-4Wd"}
+REAUTH_MS = 1500
+
+
+def make_cert(d: Path) -> tuple[Path, Path]:
+    key, crt = d / "key.pem", d / "cert.pem"
+    subprocess.run(
+        [
+            "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes",
+            "-keyout", str(key), "-out", str(crt), "-days", "2", "-subj", "/CN=localhost",
+            "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
+        ],
+        check=True,
+        capture_output=True,
+    )  # fmt: skip
+    keystore = d / "keystore.pem"
+    keystore.write_text(key.read_text() + crt.read_text())
+    return keystore, crt
+
+
+_RSA = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+JWK_PUBLIC = {**json.loads(RSAAlgorithm.to_jwk(_RSA.public_key())), "kid": "k1", "alg": "RS256"}
+
+
+def signed_jwt(
+    sub: str,
+    *,
+    aud: str = "kafka",
+    iss: str = "https://issuer.test",
+    lifetime_s: int = 3600,
+    kid: str = "k1",
+) -> str:
+    now = int(time.time())
+    claims = {"sub": sub, "aud": aud, "iss": iss, "iat": now, "exp": now + lifetime_s}
+    return jwt.encode(claims, _RSA, algorithm="RS256", headers={"kid": kid})
+
+
+def unsecured_jwt(sub: str, lifetime_s: int = 3600, **claims: Any) -> str:
+    """An ``alg: none`` JWS as Kafka's unsecured login module makes one."""
+
+    def part(obj: dict[str, Any]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(obj).encode()).rstrip(b"=").decode()
+
+    now = int(time.time())
+    body = {"sub": sub, "iat": now, "exp": now + lifetime_s, **claims}
+    return f"{part({'alg': 'none'})}.{part(body)}."
 
 
 @dataclass
 class SecureBroker:
-    broker: Any
-    pki: Pki
-    certs: dict[str, tuple[Path, Path]]
+    broker: ThreadedBroker
+    ca: Path
+    keystore: Path
+
+    def bootstrap(self, listener: str) -> str:
+        return f"127.0.0.1:{self.broker.kafka.bound_port(listener)}"
 
     @property
-    def plain(self) -> str:
-        return f"127.0.0.1:{self.broker.kafka.bound_port('PLAINTEXT')}"
-
-    @property
-    def tls(self) -> str:
-        return f"127.0.0.1:{self.broker.kafka.bound_port('SSL')}"
-
-    def raw(self, who: str | None) -> RawClient:
-        """A kio client: over PLAINTEXT (ANONYMOUS, super) for None, else over mTLS."""
-        if who is None:
-            return RawClient.to(self.plain)
-        rc = RawClient.to(self.tls)
-        rc.sock = self.pki.client_ssl(self.certs[who]).wrap_socket(
-            rc.sock, server_hostname="localhost"
-        )
-        return rc
-
-    def wait_for_coordinators(self, rc: RawClient, group: str = "g", txn: str = "x") -> None:
-        """Create the group and transaction coordinators' topics (FindCoordinator)."""
-        for key_type, key in ((0, group), (1, txn)):
-            deadline = time.monotonic() + 30
-            while call(rc, 10, 3, {"key": key, "key_type": key_type}).error_code != 0:
-                assert time.monotonic() < deadline, "no coordinator"
-                time.sleep(0.1)
-
-    def client_conf(self, who: str) -> dict[str, str]:
-        """confluent-kafka settings for ``who``'s certificate."""
-        crt, key = self.certs[who]
-        return {
-            "bootstrap.servers": self.tls,
-            "security.protocol": "SSL",
-            "ssl.ca.location": str(self.pki.ca),
-            "ssl.certificate.location": str(crt),
-            "ssl.key.location": str(key),
-        }
+    def admin_bootstrap(self) -> str:
+        return self.bootstrap("PLAINTEXT")
 
 
-def call(rc: RawClient, key: int, version: int, body: dict[str, Any]) -> Any:
-    return rc.call(key, version, messages.build(messages.request_type(key, version), body))
-
-
-def secure_broker_config(pki: Pki) -> dict[str, Any]:
-    keystore = pki.keystore("broker", "/CN=localhost", server=True)
-    return {
-        "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+@pytest.fixture(scope="module")
+def secure_broker(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    if shutil.which("openssl") is None:
+        pytest.fail("the openssl CLI is needed to make the test certificate")
+    d = tmp_path_factory.mktemp("sasl")
+    keystore, ca = make_cert(d)
+    jwks = d / "jwks.json"
+    jwks.write_text(json.dumps({"keys": [JWK_PUBLIC]}))
+    config: dict[str, Any] = {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,"
+        "SASL_SSL://127.0.0.1:0,REAUTH://127.0.0.1:0,JWKS://127.0.0.1:0",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,"
+        "SASL_SSL:SASL_SSL,REAUTH:SASL_PLAINTEXT,JWKS:SASL_PLAINTEXT",
+        # KIP-768: signed JWTs checked against a JWKS file on one listener
+        "listener.name.jwks.sasl.enabled.mechanisms": "OAUTHBEARER",
+        "listener.name.jwks.oauthbearer.sasl.oauthbearer.jwks.endpoint.url": f"file://{jwks}",
+        "listener.name.jwks.oauthbearer.sasl.oauthbearer.expected.audience": "kafka",
+        "listener.name.jwks.oauthbearer.sasl.oauthbearer.expected.issuer": "https://issuer.test",
+        "inter.broker.listener.name": "PLAINTEXT",
         "ssl.keystore.location": str(keystore),
-        "ssl.truststore.location": str(pki.ca),
-        "ssl.client.auth": "required",
-        "ssl.principal.mapping.rules": MAPPING_RULES,
-        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-        "super.users": "User:ANONYMOUS;User:root",
-        "num.partitions": 1,
-        "offsets.topic.num.partitions": 1,
-        "transaction.state.log.num.partitions": 1,
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER",
+        "listener.name.reauth.connections.max.reauth.ms": str(REAUTH_MS),
+        # Kafka's JAAS form for one user, the YAML form for the other
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": (
+            "org.apache.kafka.common.security.plain.PlainLoginModule required "
+            f'username="admin" password="{PLAIN_USERS["admin"]}" '
+            f'user_admin="{PLAIN_USERS["admin"]}";'
+        ),
+        "listener.name.sasl_ssl.plain.sasl.jaas.config": (
+            "org.apache.kafka.common.security.plain.PlainLoginModule required "
+            f'user_admin="{PLAIN_USERS["admin"]}";'
+        ),
+        "kafkalite.sasl.plain.users.alice": PLAIN_USERS["alice"],
+        # one listener's own user
+        "listener.name.reauth.kafkalite.sasl.plain.users.mallory": PLAIN_USERS["mallory"],
+        "kafkalite.sasl.client.password": "never-shown-Qq8",
     }
+    b = ThreadedBroker(d / "data", **config)
+    b.start()
+    try:
+        admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{b.kafka.bound_port('PLAINTEXT')}"})
+        ups = [
+            UserScramCredentialUpsertion(user, ScramCredentialInfo(mech, 4096), pw.encode())
+            for user, pw in SCRAM_USERS.items()
+            for mech in (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512)
+        ]
+        for f in admin.alter_user_scram_credentials(ups).values():
+            f.result(timeout=30)
+        b.create_topic("secure")
+        yield SecureBroker(b, ca, keystore)
+    finally:
+        b.stop()
 
 
+# ---- the ACL tests' broker (tests/security/acl_env.py) ----------------------------------
 @pytest.fixture(scope="session")
-def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureBroker]:
-    from kafkalite.testing.embedded_broker import ThreadedBroker
-
+def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AclBroker]:
     d = tmp_path_factory.mktemp("acl")
     pki = make_pki(d)
     certs = {
@@ -101,6 +164,6 @@ def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureBroker]:
     b = ThreadedBroker(d / "data", **secure_broker_config(pki))
     b.start()
     try:
-        yield SecureBroker(b, pki, certs)
+        yield AclBroker(b, pki, certs)
     finally:
         b.stop()

@@ -25,7 +25,7 @@ import pytest
 from kafkalite.protocol import messages
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.records import build_batch
-from tests.security.conftest import SecureBroker, call
+from tests.security.acl_env import AclBroker, call
 from tests.security.pki import needs_openssl
 
 pytestmark = needs_openssl
@@ -870,7 +870,7 @@ CELLS = ["no ACL", "ALLOW", "DENY over ALLOW", "PREFIXED ALLOW", "super user"]
 
 
 @pytest.fixture(scope="module")
-def conns(secure: SecureBroker) -> Any:
+def conns(secure: AclBroker) -> Any:
     secure.broker.create_topic(T)
     admin, alice, root = secure.raw(None), secure.raw("alice"), secure.raw("root")
     # the coordinators' topics first, so that every allowed cell finds its coordinator

@@ -28,7 +28,7 @@ from confluent_kafka.admin import (
     OffsetSpec,
 )
 
-from tests.security.conftest import SecureBroker
+from tests.security.acl_env import AclBroker
 from tests.security.pki import needs_openssl
 from tests.security.test_acl_matrix import (
     ALTER,
@@ -205,7 +205,7 @@ ROWS = [
 
 
 @pytest.fixture(scope="module")
-def clients(secure: SecureBroker) -> Any:
+def clients(secure: AclBroker) -> Any:
     secure.broker.create_topic(T)
     raw = secure.raw(None)
     secure.wait_for_coordinators(raw, G)

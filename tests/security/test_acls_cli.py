@@ -8,7 +8,7 @@ from typing import Any
 from confluent_kafka import KafkaError, Producer
 
 from kafkalite.cli.admin import main
-from tests.security.conftest import SecureBroker
+from tests.security.acl_env import AclBroker
 from tests.security.pki import needs_openssl
 from tests.security.test_acl_matrix import set_acls
 
@@ -21,7 +21,7 @@ def _run(capsys: Any, *argv: str) -> str:
     return capsys.readouterr().out
 
 
-def _produce(secure: SecureBroker, topic: str) -> Any:
+def _produce(secure: AclBroker, topic: str) -> Any:
     p = Producer({**secure.client_conf("bob"), "message.timeout.ms": 5000})
     errors: list[Any] = []
     p.produce(topic, b"v", on_delivery=lambda e, m: errors.append(e))
@@ -29,7 +29,7 @@ def _produce(secure: SecureBroker, topic: str) -> Any:
     return errors[0]
 
 
-def test_add_list_remove_as_kafka_acls(secure: SecureBroker, capsys: Any) -> None:
+def test_add_list_remove_as_kafka_acls(secure: AclBroker, capsys: Any) -> None:
     bs = ["--bootstrap-server", secure.plain]
     raw = secure.raw(None)
     set_acls(raw, [])
@@ -81,7 +81,7 @@ def test_add_list_remove_as_kafka_acls(secure: SecureBroker, capsys: Any) -> Non
         raw.close()
 
 
-def test_usage_errors(secure: SecureBroker, capsys: Any) -> None:
+def test_usage_errors(secure: AclBroker, capsys: Any) -> None:
     bs = ["--bootstrap-server", secure.plain]
     assert main(["acls", *bs, "--add", "--topic", "t"]) == 1
     assert "--allow-principal" in capsys.readouterr().err

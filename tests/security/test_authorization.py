@@ -18,7 +18,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from tests.security.conftest import SecureBroker, call
+from tests.security.acl_env import AclBroker, call
 from tests.security.pki import needs_openssl
 from tests.security.test_acl_matrix import ANY_FILTER, set_acls
 
@@ -46,7 +46,7 @@ def _binding(
 
 
 @pytest.fixture(scope="module")
-def env(secure: SecureBroker) -> Any:
+def env(secure: AclBroker) -> Any:
     for t in ("az-visible", "az-hidden", "az-orders"):
         secure.broker.create_topic(t)
     admin = AdminClient({"bootstrap.servers": secure.plain})

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.security.conftest import SecureBroker, call, secure_broker_config
+from tests.security.acl_env import AclBroker, call, secure_broker_config
 from tests.security.pki import make_pki, needs_openssl
 from tests.server.raw_client import RawClient
 
@@ -66,7 +66,7 @@ def test_mapping_rules_requested_auth_and_unmapped_certificates(
     dave.close()
 
 
-def test_a_principal_without_super_user_rights_is_refused(secure: SecureBroker) -> None:
+def test_a_principal_without_super_user_rights_is_refused(secure: AclBroker) -> None:
     bob = secure.raw("bob")
     try:
         assert _create_acl_code(bob) == 31  # CLUSTER_AUTHORIZATION_FAILED
@@ -74,7 +74,7 @@ def test_a_principal_without_super_user_rights_is_refused(secure: SecureBroker) 
         bob.close()
 
 
-def test_an_idle_tls_connection_keeps_working_after_the_buffer_trim(secure: SecureBroker) -> None:
+def test_an_idle_tls_connection_keeps_working_after_the_buffer_trim(secure: AclBroker) -> None:
     """The read buffer of an idle connection is dropped after one to two seconds; a TLS read
     waiting at that moment used to land in the dropped buffer."""
     rc = secure.raw("root")
