@@ -16,18 +16,20 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-## make run: install and start one broker on config/server.yaml (127.0.0.1:9092)
+## make run: install and start one broker on config/server.yaml (127.0.0.1:9092; its web
+## console on http://127.0.0.1:9080/)
 run: $(STAMP)
 	$(VENV)/bin/kafkalite-server config/server.yaml
 
 ## Debian packages the tests use: kcat (librdkafka 2.0 client), Apache ZooKeeper, a Java
 ## runtime (ZooKeeper, and Spark for the tests marked `spark`), and Node.js with npm (the
-## kafkajs and @platformatic/kafka clients pinned in tests/node)
+## kafkajs and @platformatic/kafka clients pinned in tests/node), and Chromium with its
+## WebDriver (the console's browser tests)
 system-deps:
-	@if ! command -v kcat >/dev/null || [ ! -f /usr/share/java/zookeeper.jar ] || ! command -v java >/dev/null || ! command -v npm >/dev/null; then \
+	@if ! command -v kcat >/dev/null || [ ! -f /usr/share/java/zookeeper.jar ] || ! command -v java >/dev/null || ! command -v npm >/dev/null || ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 		$$SUDO apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq kcat zookeeper default-jre-headless nodejs npm >/dev/null; \
+		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq kcat zookeeper default-jre-headless nodejs npm chromium chromium-driver >/dev/null; \
 	fi
 
 $(TEST_STAMP): pyproject.toml tests/node/package-lock.json $(STAMP)

@@ -47,6 +47,7 @@ from kafkalite.server.apis.controller_requests import ControllerRequestChannel
 from kafkalite.server.append_sequencer import AppendSequencer
 from kafkalite.server.broker_identity import broker_registration, resolve_identity, usable_log_dirs
 from kafkalite.server.config import BrokerConfig, Endpoint
+from kafkalite.server.console import ConsoleDeps, ConsoleServer
 from kafkalite.server.controller_identity import ControllerRequestGate
 from kafkalite.server.dynamic_broker_config import DynamicBrokerConfig
 from kafkalite.server.fetch_session import FetchSessionCache
@@ -156,6 +157,13 @@ class KafkaBroker:
         )
         self.metrics.register_quotas(self.quotas)
         self.metrics_server = MetricsHttpServer.from_config(self.metrics, config)
+        self.console: ConsoleServer | None = None
+        if config["kafkalite.console.port"] is not None:
+            self.console = ConsoleServer(
+                str(config["kafkalite.console.host"]),
+                int(config["kafkalite.console.port"]),
+                read_only=bool(config["kafkalite.console.read.only"]),
+            )
         self._tasks: list[asyncio.Task[Any]] = []
         self.started = False
         self.advertised: list[Endpoint] = []
@@ -296,6 +304,8 @@ class KafkaBroker:
         await self.controller.startup()
         await cache.wait_for(lambda: self.broker_id in cache.brokers, 10.0)
         self._tasks.append(asyncio.get_running_loop().create_task(self.log_manager.run()))
+        if self.console is not None:
+            await self.console.start(self._console_deps())
         if cfg.pid_file is not None:
             cfg.pid_file.parent.mkdir(parents=True, exist_ok=True)
             cfg.pid_file.write_text(f"{os.getpid()}\n")
@@ -331,6 +341,8 @@ class KafkaBroker:
         await self.socket_server.stop()
         if self.metrics_server is not None:
             await self.metrics_server.stop()
+        if self.console is not None:
+            await self.console.stop()
         if self.transaction_coordinator is not None:
             await self.transaction_coordinator.shutdown()
         if self.txn_marker_sender is not None:
@@ -351,6 +363,21 @@ class KafkaBroker:
             with contextlib.suppress(OSError):
                 self.config.pid_file.unlink()
         log.info("kafkalite broker %d stopped", self.broker_id)
+
+    def _console_deps(self) -> ConsoleDeps:
+        return ConsoleDeps(
+            self.broker_id,
+            self.config,
+            self.clock_ms,
+            self.metadata_cache,
+            self.log_manager,
+            self.replica_manager,
+            self.admin,
+            self.group_coordinator,
+            self.channel,
+            self.metrics.registry,
+            time.time(),
+        )
 
     def _inter_broker_endpoint(self, broker_id: int) -> tuple[str, int] | None:
         """A live broker's inter-broker listener, as the last UpdateMetadata described it."""

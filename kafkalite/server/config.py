@@ -449,6 +449,26 @@ _DEFS: list[ConfigDef] = [
         "127.0.0.1",
         "Address the metrics endpoint binds (0.0.0.0 for every interface).",
     ),
+    ConfigDef(
+        "kafkalite.console.port",
+        "int",
+        None,
+        "Serve the web console on http://HOST:PORT/ (off when unset; 0 picks a free port).",
+        lambda v: None if v is None or 0 <= v <= 65535 else "must be a port (0-65535)",
+    ),
+    ConfigDef(
+        "kafkalite.console.host",
+        "string",
+        "127.0.0.1",
+        "Address the web console binds (0.0.0.0 for every interface).",
+    ),
+    ConfigDef(
+        "kafkalite.console.read.only",
+        "bool",
+        True,
+        "The console only shows; false lets it create and delete topics and reset group "
+        "offsets (each behind a confirmation).",
+    ),
 ]
 
 #: Kafka broker keys that tune the JVM implementation, or drive KRaft (Kafka 4's

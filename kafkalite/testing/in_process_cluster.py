@@ -346,6 +346,8 @@ async def _crash(kb: KafkaBroker) -> None:
     await kb.socket_server.stop()
     if kb.metrics_server is not None:
         await kb.metrics_server.stop()
+    if kb.console is not None:
+        await kb.console.stop()
     # the metadata session ends, as ZooKeeper expires it (without the wait):
     # the registration and /controller vanish and the other brokers' watches fire
     store = kb.store

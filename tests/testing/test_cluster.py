@@ -46,6 +46,19 @@ def _consume(bootstrap: str, topic: str, partitions: list[int], n: int) -> list[
         c.close()
 
 
+def _leader_becomes(c, topic: str, partition: int, expected: int, timeout_s: float = 15.0) -> int:
+    """The partition's leader once it is ``expected``, or what it still is at the deadline.
+
+    A broker's start (or death) reaches the others in two steps, as in Kafka: the
+    controller first announces the live brokers, then elects leaders for the
+    partitions it brought online; ``wait_until_ready`` only waits for the first.
+    """
+    deadline = time.monotonic() + timeout_s
+    while (leader := c.leader_of(topic, partition)) != expected and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return leader
+
+
 def test_three_brokers_elect_one_controller_that_metadata_reports(kafka_cluster):
     ctrl = kafka_cluster.controller_id
     assert ctrl in (0, 1, 2)
@@ -87,10 +100,10 @@ def test_a_crashed_broker_restarts_with_its_records_and_takes_its_partitions_bac
         _produce(c.bootstrap_servers, "durable", values, partition=0)
         c.crash(1)
         c.wait_for_controller()
-        assert c.leader_of("durable", 0) == -1  # RF=1: offline until broker 1 is back
+        assert _leader_becomes(c, "durable", 0, -1) == -1  # RF=1: offline until 1 is back
         assert c.leader_of("durable", 1) == 2
         c.restart(1)
-        assert c.leader_of("durable", 0) == 1
+        assert _leader_becomes(c, "durable", 0, 1) == 1
         assert [r.value for r in c.records("durable", 0)] == values  # recovered, not lost
         _produce(c.bootstrap_servers, "durable", [b"after"], partition=0)
         assert _consume(c.bootstrap_servers, "durable", [0], 51) == [*values, b"after"]
