@@ -201,6 +201,7 @@ TOOLS: dict[str, tuple[str, str]] = {
     "producer-perf-test": ("producer_perf_test", "kafka-producer-perf-test.sh"),
     "consumer-perf-test": ("consumer_perf_test", "kafka-consumer-perf-test.sh"),
     "transactions": ("transactions", "kafka-transactions.sh: list, describe, abort"),
+    "acls": ("acls", "kafka-acls.sh: add, remove and list ACLs"),
 }
 
 

@@ -737,9 +737,18 @@ class Connection:
                         return
                     self._resume_fut = self.loop.create_future()
                     await self._resume_fut
-                n = await self._recv_into(self._room())
+                room = self._room()
+                buf = self._rbuf
+                n = await self._recv_into(room)
                 if n == 0:
                     return
+                if self._rbuf is not buf:
+                    # the idle trim dropped the (empty) buffer while this read waited: the
+                    # bytes are in the old one
+                    data = bytes(room[:n])
+                    while len(self._room()) < n:
+                        self._grow()
+                    self._room()[:n] = data
                 self._rend += n
                 self.last_active = time.monotonic()
                 self._turn_left = _FRAMES_PER_TURN
@@ -1044,8 +1053,10 @@ class TlsConnection(Connection):
     read with ``pread`` and written through the TLS socket (Kafka does the same).
     """
 
-    __slots__ = ()
+    __slots__ = ("principal_builder",)
     direct_writes = False
+    #: the principal of the client certificate (set by the socket server for mTLS)
+    principal_builder: Callable[[ssl.SSLSocket], KafkaPrincipal] | None
 
     def start(self) -> None:
         self._reading = True
@@ -1076,6 +1087,16 @@ class TlsConnection(Connection):
             log.warning("TLS handshake with %s failed: %s", self.peer, e)
             self.close()
             return
+        builder: Callable[[ssl.SSLSocket], KafkaPrincipal] | None = getattr(
+            self, "principal_builder", None
+        )
+        if builder is not None:
+            try:  # the client certificate's principal (ssl.principal.mapping.rules)
+                self.principal = builder(sock)
+            except ValueError as e:
+                log.warning("TLS client %s refused: %s", self.peer, e)
+                self.close()
+                return
         await self._read_loop()
 
     async def _recv_into(self, mv: memoryview) -> int:

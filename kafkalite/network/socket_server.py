@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from kafkalite.common.principal import KafkaPrincipal
 from kafkalite.network.connection import Connection, TlsConnection
 from kafkalite.network.connection_quotas import ConnectionQuotas
 from kafkalite.network.heap_trim import HeapTrimmer
@@ -81,10 +82,13 @@ class SocketServer:
         queue: RequestQueue | None = None,
         quotas: ConnectionQuotas | None = None,
         sasl: Mapping[str, Callable[[], SaslServerAuthenticator]] | None = None,
+        tls_principal: Callable[[ssl.SSLSocket], KafkaPrincipal] | None = None,
     ) -> None:
         self.endpoints = endpoints
         #: listener name -> a new SASL authenticator (SASL_PLAINTEXT / SASL_SSL listeners)
         self.sasl = dict(sasl or {})
+        #: the principal of a TLS connection from its client certificate (mTLS)
+        self.tls_principal = tls_principal
         self.ssl_context = ssl_context
         self.channel = channel
         self.idle_ms = idle_ms
@@ -210,6 +214,9 @@ class SocketServer:
             )
             if lst.sasl is not None:
                 conn.sasl = lst.sasl()
+            elif isinstance(conn, TlsConnection):
+                # SSL (not SASL_SSL, whose principal is the SASL one): the certificate's
+                conn.principal_builder = self.tls_principal
         except OSError as e:  # the client left before we set it up (reset, ...)
             log.debug("connection from %s on %s gone before set-up: %s", ip, lst.name, e)
             self.quotas.release(ip, lst.name)

@@ -37,6 +37,7 @@ from kafkalite.network.tls import build_client_ssl_context, build_ssl_context
 from kafkalite.quota.managers import QuotaManagers
 from kafkalite.quota.quota_store import ClientQuotaStore
 from kafkalite.replica.replica_manager import ReplicaManager, ReplicaManagerConfig
+from kafkalite.security.authorizer.authorizer import AclAuthorizer, parse_super_users
 from kafkalite.security.credentials import ScramCredentialStore
 from kafkalite.security.sasl.authenticator import SaslServerContext
 from kafkalite.security.sasl.oauthbearer import OAuthValidator
@@ -87,6 +88,13 @@ class KafkaBroker:
         #: client quotas, loaded from /config/users and /config/clients in start()
         self.quotas = QuotaManagers.create(quota_config(config), self.clock_ms)
         self.quota_store = ClientQuotaStore(self.quotas.configs)
+        #: ``authorizer.class.name`` set: the ACL authorizer (docs/security.md)
+        self.authorizer: AclAuthorizer | None = None
+        if config["authorizer.class.name"]:
+            self.authorizer = AclAuthorizer(
+                parse_super_users(str(config["super.users"] or "")),
+                bool(config["allow.everyone.if.no.acl.found"]),
+            )
         self.fetch_sessions = FetchSessionCache(
             int(config["max.incremental.fetch.session.cache.slots"]),
             int(config["min.incremental.fetch.session.eviction.ms"]),
@@ -191,6 +199,8 @@ class KafkaBroker:
         for sasl in self.sasl_contexts.values():
             if sasl.oauth is not None:
                 await sasl.oauth.start()
+        if self.authorizer is not None:
+            await self.authorizer.start(self.store)
         admin = self.admin = AdminManager(self.store, cfg, cache, self.dynamic_config)
         await admin.load_topic_configs()
         self.log_manager = LogManager.from_broker_config(
@@ -296,6 +306,7 @@ class KafkaBroker:
                 self.txn_verifier,
                 credential_store=self.credential_store,
                 client_metrics=self.client_metrics,
+                authorizer=self.authorizer,
             )
         )
         await self.socket_server.start()
@@ -341,6 +352,8 @@ class KafkaBroker:
             if sasl.oauth is not None:
                 await sasl.oauth.stop()
         await self.client_metrics.stop()
+        if self.authorizer is not None:
+            await self.authorizer.stop()
         await self.socket_server.stop()
         if self.metrics_server is not None:
             await self.metrics_server.stop()

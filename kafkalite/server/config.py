@@ -22,6 +22,8 @@ import yaml
 
 from kafkalite.common.errors import ConfigError
 from kafkalite.network.connection_quotas import parse_overrides as parse_connection_overrides
+from kafkalite.security.authorizer.authorizer import AUTHORIZER_CLASS_NAMES as _AUTHORIZERS
+from kafkalite.security.ssl_principal import SslPrincipalMapper
 from kafkalite.server import kafka_dynamic_configs as kdc
 
 log = logging.getLogger(__name__)
@@ -38,6 +40,14 @@ class ConfigDef:
     doc: str = ""
     validator: Callable[[Any], str | None] | None = None
     dynamic: bool = False  # may be changed with AlterConfigs on a running broker
+
+
+def _check_ssl_rules(v: Any) -> str | None:
+    try:
+        SslPrincipalMapper.from_rules(str(v or "DEFAULT"))
+    except ValueError as e:
+        return str(e)
+    return None
 
 
 def at_least(n: int | float) -> Callable[[Any], str | None]:
@@ -118,6 +128,31 @@ _DEFS: list[ConfigDef] = [
         validator=lambda v: (
             None if v is None or v.lower() in ("", "https") else "must be https or empty"
         ),
+    ),
+    # authorization (docs/security.md)
+    ConfigDef(
+        "authorizer.class.name",
+        "string",
+        "",
+        "kafka.security.authorizer.AclAuthorizer, "
+        "org.apache.kafka.metadata.authorizer.StandardAuthorizer or "
+        "kafkalite.security.authorizer.AclAuthorizer (the same ACL authorizer); "
+        "empty: no authorization.",
+        validator=lambda v: (
+            None
+            if not v or v in _AUTHORIZERS
+            else "unknown authorizer (supported: " + ", ".join(sorted(_AUTHORIZERS)) + ")"
+        ),
+    ),
+    ConfigDef("super.users", "string", "", "Principals allowed everything, ';'-separated."),
+    ConfigDef("allow.everyone.if.no.acl.found", "boolean", False),
+    ConfigDef(
+        "ssl.principal.mapping.rules",
+        "string",
+        "DEFAULT",
+        "Kafka's SslPrincipalMapper rules (RULE:pattern/replacement/[LU], DEFAULT): the "
+        "principal of a client certificate's distinguished name.",
+        validator=lambda v: _check_ssl_rules(v),
     ),
     # network
     ConfigDef("socket.request.max.bytes", "int", 104857600, validator=at_least(1)),

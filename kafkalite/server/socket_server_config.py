@@ -11,6 +11,7 @@ import ssl
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from kafkalite.common.principal import KafkaPrincipal
 from kafkalite.network.connection_quotas import (
     ConnectionQuotas,
     parse_overrides,
@@ -19,6 +20,7 @@ from kafkalite.network.connection_quotas import (
 from kafkalite.network.request_channel import RequestChannel
 from kafkalite.network.request_queue import ConnectionLimits, RequestQueue
 from kafkalite.network.socket_server import SocketServer
+from kafkalite.security.ssl_principal import SslPrincipalMapper, principal_of
 from kafkalite.server.config import BrokerConfig, ConfigError
 
 
@@ -37,6 +39,13 @@ def build_socket_server(
         )
     except (OSError, ValueError) as e:
         raise ConfigError("max.connections.per.ip.overrides", str(e)) from None
+    tls_principal = None
+    if ssl_context is not None and config["ssl.client.auth"] != "none":
+        mapper = SslPrincipalMapper.from_rules(str(config["ssl.principal.mapping.rules"]))
+
+        def tls_principal(sock: ssl.SSLSocket) -> KafkaPrincipal:
+            return principal_of(sock.getpeercert(), mapper)
+
     return SocketServer(
         listeners,
         channel,
@@ -70,4 +79,5 @@ def build_socket_server(
             window_num=int(config["quota.window.num"]),
             window_size_s=int(config["quota.window.size.seconds"]),
         ),
+        tls_principal=tls_principal,
     )

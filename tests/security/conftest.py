@@ -12,6 +12,7 @@ import json
 import shutil
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,8 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
 
 from kafkalite.testing.embedded_broker import ThreadedBroker
+from tests.security.acl_env import AclBroker, secure_broker_config
+from tests.security.pki import make_pki
 
 PLAIN_USERS = {
     "alice": "alice-secret-7Hq",
@@ -146,5 +149,21 @@ def secure_broker(tmp_path_factory: pytest.TempPathFactory) -> Any:
             f.result(timeout=30)
         b.create_topic("secure")
         yield SecureBroker(b, ca, keystore)
+    finally:
+        b.stop()
+
+
+# ---- the ACL tests' broker (tests/security/acl_env.py) ----------------------------------
+@pytest.fixture(scope="session")
+def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AclBroker]:
+    d = tmp_path_factory.mktemp("acl")
+    pki = make_pki(d)
+    certs = {
+        who: pki.issue(who, f"/O=kafkalite/OU=test/CN={who}") for who in ("alice", "bob", "root")
+    }
+    b = ThreadedBroker(d / "data", **secure_broker_config(pki))
+    b.start()
+    try:
+        yield AclBroker(b, pki, certs)
     finally:
         b.stop()

@@ -64,6 +64,41 @@ REQUESTS: dict[int, dict[str, Any]] = {
         "timeout": 1000,
     },
     ApiKey.DELETE_RECORDS: {"topics": [_TOPIC], "timeout": 1000},
+    ApiKey.DESCRIBE_ACLS: {
+        "resource_type_filter": 2,
+        "resource_name_filter": "t",
+        "pattern_type_filter": 3,
+        "principal_filter": None,
+        "host_filter": None,
+        "operation": 3,
+        "permission_type": 3,
+    },
+    ApiKey.CREATE_ACLS: {
+        "creations": [
+            {
+                "resource_type": 2,
+                "resource_name": "t",
+                "resource_pattern_type": 3,
+                "principal": "User:a",
+                "host": "*",
+                "operation": 3,
+                "permission_type": 3,
+            }
+        ]
+    },
+    ApiKey.DELETE_ACLS: {
+        "filters": [
+            {
+                "resource_type_filter": 1,
+                "resource_name_filter": None,
+                "pattern_type_filter": 1,
+                "principal_filter": None,
+                "host_filter": None,
+                "operation": 1,
+                "permission_type": 1,
+            }
+        ]
+    },
     ApiKey.DESCRIBE_CONFIGS: {
         "resources": [
             {"resource_type": 2, "resource_name": "t", "configuration_keys": None},

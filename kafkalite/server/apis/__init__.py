@@ -23,6 +23,7 @@ from kafkalite.protocol.fetch_response import MAX_VERSION as FETCH_MAX
 from kafkalite.protocol.produce import MAX_VERSION as PRODUCE_MAX
 from kafkalite.protocol.produce import parse_produce_request
 from kafkalite.server.apis import (
+    acls,
     api_versions,
     client_quotas,
     cluster,
@@ -43,6 +44,12 @@ from kafkalite.server.apis import (
     telemetry,
     topics,
     transactions,
+)
+from kafkalite.server.apis.acls import (
+    AclDeps,
+    handle_create_acls,
+    handle_delete_acls,
+    handle_describe_acls,
 )
 from kafkalite.server.apis.api_versions import handle_api_versions
 from kafkalite.server.apis.client_quotas import (
@@ -141,6 +148,8 @@ from kafkalite.server.apis.transactions import (
     handle_txn_offset_commit,
     handle_write_txn_markers,
 )
+from kafkalite.server.authorization import AuthHelper, authorize_api, controller_api_allowed
+from kafkalite.server.controller_identity import CLUSTER_AUTHORIZATION_FAILED, Rejection
 from kafkalite.server.quota_enforcement import enforce
 
 if TYPE_CHECKING:
@@ -152,6 +161,7 @@ if TYPE_CHECKING:
     from kafkalite.quota.managers import QuotaManagers
     from kafkalite.quota.quota_store import ClientQuotaStore
     from kafkalite.replica.replica_manager import ReplicaManager
+    from kafkalite.security.authorizer.authorizer import AclAuthorizer
     from kafkalite.security.credentials import ScramCredentialStore
     from kafkalite.server.admin_manager import AdminManager
     from kafkalite.server.append_sequencer import AppendSequencer
@@ -199,6 +209,8 @@ class BrokerServices:
     client_metrics: ClientMetricsManager | None = None
     #: SCRAM credentials in /config/users (DescribeUserScramCredentials, AlterUser...)
     credential_store: ScramCredentialStore | None = None
+    #: ``authorizer.class.name`` set: the ACL authorizer (None: everything allowed)
+    authorizer: AclAuthorizer | None = None
 
 
 def _collaborators(s: BrokerServices | None) -> dict[str, Any] | None:
@@ -208,8 +220,13 @@ def _collaborators(s: BrokerServices | None) -> dict[str, Any] | None:
         return None
     cache, rm = s.metadata_cache, s.replica_manager
     client_metrics = _client_metrics(s)
+    auth = AuthHelper(s.authorizer, cache)
+    # the hot paths test for None: no authorizer costs one attribute read
+    authz = auth if s.authorizer is not None else None
     return {
-        produce.__name__: ProduceDeps(s.clock_ms, cache, rm, s.append_sequencer, s.txn_verifier),
+        produce.__name__: ProduceDeps(
+            s.clock_ms, cache, rm, s.append_sequencer, s.txn_verifier, authz
+        ),
         fetch.__name__: FetchDeps(
             s.clock_ms,
             cache,
@@ -218,11 +235,13 @@ def _collaborators(s: BrokerServices | None) -> dict[str, Any] | None:
             s.fetch_sessions,
             int(s.config["fetch.max.bytes"]),
             s.quotas,
+            authz,
         ),
         list_offsets.__name__: rm,
         offset_for_leader_epoch.__name__: rm,
         delete_records.__name__: rm,
-        metadata.__name__: MetadataDeps(cache, s.config, s.admin),
+        metadata.__name__: MetadataDeps(cache, s.config, s.admin, auth),
+        acls.__name__: AclDeps(s.authorizer, auth),
         api_versions.__name__: s.api_versions,
         features.__name__: None,
         telemetry.__name__: TelemetryDeps(client_metrics, cache),
@@ -341,6 +360,9 @@ _TABLE: list[tuple[Any, int, int, Any, bool, str]] = [
         False,
         "state, producer id, duration and transactional id pattern filters",
     ),
+    (ApiKey.DESCRIBE_ACLS, 1, 3, handle_describe_acls, False, "LITERAL and PREFIXED filters"),
+    (ApiKey.CREATE_ACLS, 1, 3, handle_create_acls, True, "stored in /kafka-acl (Kafka's layout)"),
+    (ApiKey.DELETE_ACLS, 1, 3, handle_delete_acls, True, ""),
     (
         ApiKey.DESCRIBE_CONFIGS,
         1,
@@ -596,6 +618,9 @@ _ERROR_RESPONSES: dict[int, ErrorResponseBuilder] = {
     ApiKey.DESCRIBE_PRODUCERS: transactions.describe_producers_error_response,
     ApiKey.DESCRIBE_TRANSACTIONS: transactions.describe_transactions_error_response,
     ApiKey.LIST_TRANSACTIONS: transactions.list_transactions_error_response,
+    ApiKey.DESCRIBE_ACLS: acls.describe_acls_error_response,
+    ApiKey.CREATE_ACLS: acls.create_acls_error_response,
+    ApiKey.DELETE_ACLS: acls.delete_acls_error_response,
     ApiKey.DESCRIBE_CONFIGS: configs.describe_configs_error_response,
     ApiKey.ALTER_CONFIGS: configs.alter_configs_error_response,
     ApiKey.ALTER_REPLICA_LOG_DIRS: cluster.alter_replica_log_dirs_error_response,
@@ -655,8 +680,14 @@ _UNTHROTTLED = frozenset({ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
 def build_api_table(services: BrokerServices | None) -> dict[int, ApiSpec]:
     bound = _collaborators(services)
     table = {}
+    auth = None
+    if services is not None and services.authorizer is not None:
+        auth = AuthHelper(services.authorizer, services.metadata_cache)
     for key, lo, hi, handler, serial, notes in _TABLE:
         bound_handler = _bind(handler, bound)
+        if auth is not None:
+            # KafkaApis' ACL checks (docs/security.md); none without an authorizer
+            bound_handler = authorize_api(auth, int(key), bound_handler, _ERROR_RESPONSES[key])
         if services is not None and key not in _UNTHROTTLED:
             # client quotas: throttle_time_ms in the response, the connection muted
             bound_handler = enforce(services.quotas, int(key), bound_handler)
@@ -704,19 +735,42 @@ def build_controller_api_table(services: BrokerServices | None) -> dict[int, Api
     """LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown (advertised in
     ApiVersions, as Kafka's ZooKeeper-mode brokers do)."""
     bound = _collaborators(services)
+    auth = None
+    if services is not None and services.authorizer is not None:
+        auth = AuthHelper(services.authorizer, services.metadata_cache)
     return {
         int(key): ApiSpec(
             int(key),
             key.name.title().replace("_", ""),
             lo,
             hi,
-            _bind(handler, bound),
+            _bind(handler, bound) if auth is None else _cluster_action(auth, _bind(handler, bound)),
             serial,
             notes,
             inter_broker=True,
         )
         for key, lo, hi, handler, serial, notes in _CONTROLLER_TABLE
     }
+
+
+#: ControllerRequestChannel's RequestContext.extra key for a refused request
+_REFUSED = "controller_request_unauthenticated"
+
+
+def _cluster_action(
+    auth: AuthHelper, handler: Callable[[Any, Any], Any]
+) -> Callable[[Any, Any], Any]:
+    """A controller request also needs ClusterAction for its principal (Kafka's ZooKeeper
+    mode), on top of the inter-broker authenticator: refused like an unsigned one."""
+
+    def checked(ctx: Any, req: Any) -> Any:
+        if _REFUSED not in ctx.extra and not controller_api_allowed(auth, ctx):
+            ctx.extra[_REFUSED] = Rejection(
+                CLUSTER_AUTHORIZATION_FAILED, f"{ctx.principal} is not authorized for ClusterAction"
+            )
+        return handler(ctx, req)
+
+    return checked
 
 
 def build_broker_api_table(services: BrokerServices | None) -> dict[int, ApiSpec]:

@@ -8,6 +8,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kafkalite.protocol.errors import ErrorCode
+from kafkalite.security.authorizer.acl import (
+    ResourceType,
+    operations_bitfield,
+    supported_operations,
+)
 
 if TYPE_CHECKING:
     from kafkalite.log.log_manager import LogManager
@@ -22,6 +27,7 @@ if TYPE_CHECKING:
     from kafkalite.server.metadata_cache import MetadataCache
 
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+CLUSTER_OPERATIONS = operations_bitfield(supported_operations(ResourceType.CLUSTER))
 BROKER_ENDPOINT_TYPE = 1
 CONTROLLER_ENDPOINT_TYPE = 2
 
@@ -85,7 +91,11 @@ def handle_describe_cluster(
         "cluster_id": deps.metadata_cache.cluster_id,
         "controller_id": deps.metadata_cache.controller_id,
         "brokers": brokers,
-        "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+        # without an authorizer every operation the cluster supports, as Kafka (an
+        # authorizer's real set is filled in by kafkalite.server.authorization)
+        "cluster_authorized_operations": CLUSTER_OPERATIONS
+        if getattr(req, "include_cluster_authorized_operations", False)
+        else AUTHORIZED_OPERATIONS_OMITTED,
     }
 
 

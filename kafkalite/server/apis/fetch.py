@@ -17,6 +17,7 @@ from kafkalite.protocol.fetch_response import (
 )
 from kafkalite.quota.entities import ANONYMOUS
 from kafkalite.replica.replica_manager import FetchParams, FetchPartitionResult, PartitionFetchInfo
+from kafkalite.security.authorizer.acl import AclOperation, ResourceType
 from kafkalite.server.fetch_session import (
     FINAL_EPOCH,
     CachedPartition,
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from kafkalite.network.api_spec import RequestContext
     from kafkalite.quota.managers import QuotaManagers
     from kafkalite.replica.replica_manager import ReplicaManager
+    from kafkalite.server.authorization import AuthHelper
     from kafkalite.server.fetch_session import FetchSessionCache
     from kafkalite.server.metadata_cache import MetadataCache
 
@@ -53,6 +55,8 @@ class FetchDeps:
     fetch_max_bytes: int
     #: consumer_byte_rate (followers are not client-quota'd)
     quotas: QuotaManagers | None = None
+    #: the ACL checks (None: no authorizer, nothing to check)
+    authz: AuthHelper | None = None
 
 
 def handle_fetch(deps: FetchDeps, ctx: RequestContext, req: FetchRequest) -> Any:
@@ -63,6 +67,13 @@ def handle_fetch(deps: FetchDeps, ctx: RequestContext, req: FetchRequest) -> Any
         # a follower's fetch moves the leader's view of its log (and so the HW): only a
         # broker (its request signed with the inter-broker secret) may send one, as
         # Kafka's CLUSTER_ACTION rule; others get TOPIC_AUTHORIZATION_FAILED per partition
+        return fetch_error_response(req, version, ErrorCode.topic_authorization_failed)
+    authz = deps.authz
+    if (
+        authz is not None
+        and replica_id >= 0
+        and not authz.cluster(ctx, AclOperation.CLUSTER_ACTION)
+    ):
         return fetch_error_response(req, version, ErrorCode.topic_authorization_failed)
     epoch = req.session_epoch
     uses_topic_ids = version >= FIRST_TOPIC_ID
@@ -166,6 +177,16 @@ def handle_fetch(deps: FetchDeps, ctx: RequestContext, req: FetchRequest) -> Any
                 ids[tp[0]] = known.topic_id if known is not None else _ZERO_UUID
     else:
         to_fetch = requested
+    denied: list[TopicPartition] = []
+    if authz is not None and replica_id < 0:
+        # Read on each topic (KafkaApis): the others answer TOPIC_AUTHORIZATION_FAILED
+        readable: dict[str, bool] = {}
+        for tp, _ in to_fetch:
+            if tp[0] not in readable:
+                readable[tp[0]] = authz.allowed(ctx, AclOperation.READ, ResourceType.TOPIC, tp[0])
+        if not all(readable.values()):
+            denied = [tp for tp, _ in to_fetch if not readable[tp[0]]]
+            to_fetch = [x for x in to_fetch if readable[x[0][0]]]
 
     # a consumer too old for zstd cannot read a topic that recompresses to it
     # (Kafka's maybeConvertFetchedData); a "producer" topic serves its batches as they are
@@ -228,6 +249,15 @@ def handle_fetch(deps: FetchDeps, ctx: RequestContext, req: FetchRequest) -> Any
                     records=_wire(r.records),
                     current_leader=_leader_hint(cache, tp, r.error, version, leaders),
                 )
+            )
+        denied_topics: dict[str, FetchTopicData] = {}
+        for tp in denied:
+            td = denied_topics.get(tp[0])
+            if td is None:
+                td = denied_topics[tp[0]] = FetchTopicData(tp[0], ids.get(tp[0], _ZERO_UUID))
+                order.append(td)
+            td.partitions.append(
+                FetchPartitionData(tp[1], ErrorCode.topic_authorization_failed, records=b"")
             )
         for tid, parts in unknown_ids.items():
             order.append(

@@ -10,12 +10,15 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from kafkalite.common import structs
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.metadata_response import (
     BrokerEntry,
     encode_metadata_response,
     encode_topic,
 )
+from kafkalite.security.authorizer.acl import AclOperation, ResourceType
+from kafkalite.server.authorization import AuthHelper, cluster_operations
 from kafkalite.server.topic_names import validate_topic_name
 
 if TYPE_CHECKING:
@@ -26,6 +29,8 @@ if TYPE_CHECKING:
     from kafkalite.server.metadata_cache import MetadataCache
 
 _ZERO_UUID = uuid.UUID(int=0)
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+TOPIC = ResourceType.TOPIC
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +38,8 @@ class MetadataDeps:
     metadata_cache: MetadataCache
     config: BrokerConfig
     admin: AdminManager
+    #: ACL checks and authorized operations (no authorizer: everything allowed)
+    auth: AuthHelper = AuthHelper(None)
 
 
 def handle_metadata(deps: MetadataDeps, ctx: RequestContext, req: MetadataRequest) -> Any:
@@ -45,6 +52,7 @@ def handle_metadata(deps: MetadataDeps, ctx: RequestContext, req: MetadataReques
 
     names: list[str | None]
     unknown_ids: list[uuid.UUID] = []
+    by_id: dict[str, uuid.UUID] = {}  # names the request gave as topic ids
     if requested is None:
         names = list(sorted(cache.topics))
     else:
@@ -57,17 +65,53 @@ def handle_metadata(deps: MetadataDeps, ctx: RequestContext, req: MetadataReques
                 if resolved is None:
                     unknown_ids.append(tid)
                     continue
-                name = resolved
+                name = by_id_name = resolved
+                by_id[by_id_name] = tid
             names.append(name)
+
+    auth = deps.auth
+    denied: list[str] = []
+    if auth.authorizer is not None:
+        # Describe on each topic: all-topics requests just do not see the others
+        described = [
+            n
+            for n in names
+            if n is None or auth.allowed(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, n)
+        ]
+        if requested is not None:
+            denied = [n for n in names if n is not None and n not in described]
+        names = described
 
     to_create = []
     if requested is not None and allow_auto and deps.config["auto.create.topics.enable"]:
+        may_create_all = auth.authorizer is None or auth.cluster(ctx, AclOperation.CREATE)
         for n in names:
             if n is not None and n not in cache.topics and validate_topic_name(n) is None:
-                to_create.append(n)
+                if may_create_all or auth.allowed(ctx, AclOperation.CREATE, ResourceType.TOPIC, n):
+                    to_create.append(n)
+                else:
+                    denied.append(n)  # Kafka: no Create, TOPIC_AUTHORIZATION_FAILED
+        if denied:
+            names = [n for n in names if n not in denied]
+    with_ops = version >= 8 and getattr(req, "include_topic_authorized_operations", False)
+    cluster_ops = AUTHORIZED_OPERATIONS_OMITTED
+    if 8 <= version <= 10 and getattr(req, "include_cluster_authorized_operations", False):
+        cluster_ops = cluster_operations(auth, ctx)
 
     def respond(create_errors: dict[str, int] | None = None) -> list[bytes]:
         topics = [_topic_entry(deps, version, n, create_errors) for n in names]
+        if with_ops:
+            topics = [
+                t if n is None else _with_operations(t, version, auth.operations(ctx, TOPIC, n))
+                for t, n in zip(topics, names, strict=True)
+            ]
+        # a topic asked for by id is answered by id: its name is not revealed (Kafka)
+        topics += [
+            encode_topic(version, ErrorCode.topic_authorization_failed, None, by_id[n], False, [])
+            if n in by_id
+            else _error_entry(version, ErrorCode.topic_authorization_failed, n)
+            for n in denied
+        ]
         topics += [
             encode_topic(version, ErrorCode.unknown_topic_id, None, tid, False, [])
             for tid in unknown_ids
@@ -79,6 +123,7 @@ def handle_metadata(deps: MetadataDeps, ctx: RequestContext, req: MetadataReques
             cache.controller_id,
             topics,
             throttle_time_ms=ctx.throttle_ms,
+            cluster_authorized_operations=cluster_ops,
         )
 
     if to_create:
@@ -120,6 +165,13 @@ def _topic_entry(
     if name in deps.admin.creating:
         return _error_entry(version, ErrorCode.leader_not_available, name)
     return _error_entry(version, ErrorCode.unknown_topic_or_partition, name)
+
+
+def _with_operations(entry: bytes, version: int, ops: int) -> bytes:
+    """``entry`` (v8+) with its topic_authorized_operations, the field before the
+    entry's tagged fields (v9+) or at its end (v8)."""
+    end = len(entry) - 1 if version >= 9 else len(entry)
+    return entry[: end - 4] + structs.I32.pack(ops) + entry[end:]
 
 
 def _error_entry(version: int, error: int, name: str | None) -> bytes:

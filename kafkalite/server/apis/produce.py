@@ -28,6 +28,7 @@ from kafkalite.protocol.record_validator import (
     check_request_records,
 )
 from kafkalite.replica.replica_manager import ProduceResult
+from kafkalite.security.authorizer.acl import AclOperation, ResourceType
 from kafkalite.server.topic_names import INTERNAL_TOPICS
 
 if TYPE_CHECKING:
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from kafkalite.network.api_spec import RequestContext
     from kafkalite.replica.replica_manager import ReplicaManager
     from kafkalite.server.append_sequencer import AppendSequencer
+    from kafkalite.server.authorization import AuthHelper
     from kafkalite.server.metadata_cache import MetadataCache
     from kafkalite.server.txn_verifier import TxnVerifier
 
@@ -57,6 +59,8 @@ class ProduceDeps:
     append_sequencer: AppendSequencer
     #: KIP-890 verification of transactional batches (None: not verified)
     txn_verifier: TxnVerifier | None = None
+    #: the ACL checks (None: no authorizer, nothing to check)
+    authz: AuthHelper | None = None
 
 
 def handle_produce(deps: ProduceDeps, ctx: RequestContext, req: ProduceRequest) -> Any:
@@ -69,6 +73,21 @@ def handle_produce(deps: ProduceDeps, ctx: RequestContext, req: ProduceRequest) 
     pending: dict[TP, BatchCheck] = {}  # batches checked in slices, after this dispatch
     order: list[tuple[str, list[int]]] = []
     now = deps.clock_ms()
+    denied: set[str] = set()
+    authz = deps.authz
+    if authz is not None:
+        # KafkaApis: Write on the transactional id, then on each topic, before anything
+        if req.transactional_id is not None and not authz.allowed(
+            ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id
+        ):
+            return produce_error_response(
+                req, ctx.api_version, ErrorCode.transactional_id_authorization_failed
+            )
+        denied = {
+            td.name
+            for td in req.topic_data
+            if not authz.allowed(ctx, AclOperation.WRITE, ResourceType.TOPIC, td.name)
+        }
 
     def outcome(tp: TP, result: CheckedBatch | Exception) -> None:
         """A batch check's verdict: the batch to append, or the partition's error."""
@@ -104,6 +123,8 @@ def handle_produce(deps: ProduceDeps, ctx: RequestContext, req: ProduceRequest) 
                 results[tp] = ProduceResult(ErrorCode.invalid_required_acks)
             elif name in unknown_ids:
                 results[tp] = ProduceResult(ErrorCode.unknown_topic_id)
+            elif denied and name in denied:
+                results[tp] = ProduceResult(ErrorCode.topic_authorization_failed)
             elif name not in deps.metadata_cache.topics:
                 results[tp] = ProduceResult(ErrorCode.unknown_topic_or_partition)
             elif name in INTERNAL_TOPICS and ctx.client_id != ADMIN_CLIENT_ID:

@@ -42,6 +42,9 @@ if TYPE_CHECKING:
     import kio.schema.consumer_group_describe.v1.request
     import kio.schema.consumer_group_heartbeat.v0.request
     import kio.schema.consumer_group_heartbeat.v1.request
+    import kio.schema.create_acls.v1.request
+    import kio.schema.create_acls.v2.request
+    import kio.schema.create_acls.v3.request
     import kio.schema.create_partitions.v0.request
     import kio.schema.create_partitions.v1.request
     import kio.schema.create_partitions.v2.request
@@ -52,6 +55,9 @@ if TYPE_CHECKING:
     import kio.schema.create_topics.v5.request
     import kio.schema.create_topics.v6.request
     import kio.schema.create_topics.v7.request
+    import kio.schema.delete_acls.v1.request
+    import kio.schema.delete_acls.v2.request
+    import kio.schema.delete_acls.v3.request
     import kio.schema.delete_groups.v0.request
     import kio.schema.delete_groups.v1.request
     import kio.schema.delete_groups.v2.request
@@ -65,6 +71,9 @@ if TYPE_CHECKING:
     import kio.schema.delete_topics.v4.request
     import kio.schema.delete_topics.v5.request
     import kio.schema.delete_topics.v6.request
+    import kio.schema.describe_acls.v1.request
+    import kio.schema.describe_acls.v2.request
+    import kio.schema.describe_acls.v3.request
     import kio.schema.describe_client_quotas.v0.request
     import kio.schema.describe_client_quotas.v1.request
     import kio.schema.describe_cluster.v0.request
@@ -436,6 +445,24 @@ if TYPE_CHECKING:
         | kio.schema.txn_offset_commit.v2.request.TxnOffsetCommitRequest
         | kio.schema.txn_offset_commit.v3.request.TxnOffsetCommitRequest
         | kio.schema.txn_offset_commit.v4.request.TxnOffsetCommitRequest
+    )
+
+    DescribeAclsRequest = (
+        kio.schema.describe_acls.v1.request.DescribeAclsRequest
+        | kio.schema.describe_acls.v2.request.DescribeAclsRequest
+        | kio.schema.describe_acls.v3.request.DescribeAclsRequest
+    )
+
+    CreateAclsRequest = (
+        kio.schema.create_acls.v1.request.CreateAclsRequest
+        | kio.schema.create_acls.v2.request.CreateAclsRequest
+        | kio.schema.create_acls.v3.request.CreateAclsRequest
+    )
+
+    DeleteAclsRequest = (
+        kio.schema.delete_acls.v1.request.DeleteAclsRequest
+        | kio.schema.delete_acls.v2.request.DeleteAclsRequest
+        | kio.schema.delete_acls.v3.request.DeleteAclsRequest
     )
 
     DescribeConfigsRequest = (

@@ -1,0 +1,1 @@
+"""Authorization: Kafka's ACLs (``AclAuthorizer``) and the mTLS principal."""
