@@ -281,8 +281,8 @@ def test_configs_brokers_defaults_and_groups(cli):
         ]
         rc, out, _ = configs("--broker", "0", "--describe", "--all")
         assert "  broker.id=0 sensitive=false synonyms={STATIC_BROKER_CONFIG:broker.id=0, DEFAULT_CONFIG:broker.id=-1}" in out.splitlines()  # fmt: skip
-        rc, _, err = configs("--entity-type", "brokers", "--entity-name", "0", "--alter", "--add-config", "log.cleaner.threads=2")  # fmt: skip
-        assert rc == 1 and "Cannot update these configs dynamically: log.cleaner.threads" in err
+        rc, _, err = configs("--entity-type", "brokers", "--entity-name", "0", "--alter", "--add-config", "log.dirs=/tmp/x")  # fmt: skip
+        assert rc == 1 and "Cannot update these configs dynamically: log.dirs" in err
     finally:
         assert configs("--entity-type", "brokers", "--entity-name", "0", "--alter", "--delete-config", "log.retention.ms")[0] == 0  # fmt: skip
         assert configs("--broker-defaults", "--alter", "--delete-config", "num.partitions")[0] == 0
