@@ -348,7 +348,7 @@ def test_offsets_delete_records_log_dirs_api_versions_election(cli, kafka_bootst
     rc, out, _ = cli("broker-api-versions")
     lines = out.splitlines()
     assert rc == 0 and re.fullmatch(r"127\.0\.0\.1:\d+ \(id: 0 rack: null\) -> \(", lines[0])
-    assert "\tProduce(0): 0 to 11 [usable: 11]," in lines
+    assert "\tProduce(0): 0 to 13 [usable: 13]," in lines
     assert "\tApiVersions(18): 0 to 4 [usable: 4]," in lines and lines[-1] == ")"
 
     rc, out, _ = cli("leader-election", "--election-type", "preferred", "--topic", t, "--partition", "0")  # fmt: skip
