@@ -177,6 +177,9 @@ class LogManager:
         #: callbacks told when a dir goes offline (the replica layer reacts)
         self.on_dir_offline: list[Callable[[Path], None]] = []
         self._pending_dir_deletes: list[tuple[int, Path, Log]] = []
+        #: Kafka's LogFlushRateAndTimeMs: logs flushed (fsynced) by the flusher and their time
+        self.flush_count = 0
+        self.flush_time_s = 0.0
         #: file deletions (expired segments, deleted partitions' dirs) run on one
         #: background thread, as Kafka's kafka-delete-logs: unlinking a 1 GiB
         #: segment takes 50-200 ms, too long to hold the broker's event loop
@@ -681,11 +684,17 @@ class LogManager:
     def _flush_if_due(self, lg: Log, now: int, check_flush_ms: bool) -> None:
         cfg = lg.config
         if check_flush_ms and cfg.flush_ms < LONG_MAX and now - lg.last_flush_ms >= cfg.flush_ms:
-            lg.flush()
+            self._timed_flush(lg)
         elif lg.recovery_point < lg.active_segment.base_offset:
-            lg.flush(lg.active_segment.base_offset)  # rolled segments (Kafka flushes on roll)
+            self._timed_flush(lg, lg.active_segment.base_offset)  # rolled (Kafka flushes on roll)
         else:
             lg.leader_epoch_cache.sync_to_disk()
+
+    def _timed_flush(self, lg: Log, up_to: int | None = None) -> None:
+        t0 = time.perf_counter()
+        lg.flush(up_to)
+        self.flush_count += 1
+        self.flush_time_s += time.perf_counter() - t0
 
     def _reap(self, now: int) -> None:
         for lg in self._live_logs():
@@ -785,7 +794,7 @@ class LogManager:
                 and cfg.flush_ms < LONG_MAX
                 and now - lg.last_flush_ms >= cfg.flush_ms
             ):
-                self._each(lg, lg.flush)
+                self._each(lg, partial(self._timed_flush, lg))
                 continue
             cache = lg.leader_epoch_cache
             epoch_gen = cache.write_generation if cache.needs_fsync else None
@@ -859,7 +868,10 @@ class LogManager:
                     good = False
             return [good] * len(jobs)
 
+        t0 = time.perf_counter()
         results = await loop.run_in_executor(None, fsync_all)
+        self.flush_count += sum(1 for _lg, target, *_ in jobs if target is not None)
+        self.flush_time_s += time.perf_counter() - t0
         for (lg, target, _fds, _paths, epoch_gen), good in zip(jobs, results, strict=True):
             if not good or lg.is_offline:
                 continue

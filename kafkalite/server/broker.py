@@ -125,6 +125,13 @@ class KafkaBroker:
             lambda: self.transaction_coordinator, lambda: self.replica_manager
         )
         self.metrics.register_quotas(self.quotas)
+        self.metrics.register_broker(
+            lambda: self.channel,
+            lambda: self.replica_manager,
+            lambda: self.metadata_cache.topics,
+            lambda: self.log_manager,
+            lambda: self.group_coordinator,
+        )
         self.metrics_server = MetricsHttpServer.from_config(self.metrics, config)
         self._tasks: list[asyncio.Task[Any]] = []
         self.started = False
@@ -245,6 +252,8 @@ class KafkaBroker:
             )
         )
         await self.socket_server.start()
+        if self.metrics.loop_monitor is not None:
+            self.metrics.loop_monitor.start()
         if self.metrics_server is not None:
             await self.metrics_server.start()
         self.advertised = [self._resolve_port(ep) for ep in cfg.advertised]
@@ -281,6 +290,8 @@ class KafkaBroker:
             await self.controller.shutdown()
         await self.quota_store.stop()
         await self.socket_server.stop()
+        if self.metrics.loop_monitor is not None:
+            await self.metrics.loop_monitor.stop()
         if self.metrics_server is not None:
             await self.metrics_server.stop()
         if self.transaction_coordinator is not None:
