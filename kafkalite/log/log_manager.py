@@ -254,8 +254,6 @@ class LogManager:
         recovery_points = self._read_checkpoint(d / RECOVERY_POINT_CHECKPOINT_FILE)
         start_offsets = self._read_checkpoint(d / LOG_START_OFFSET_CHECKPOINT_FILE)
         high_watermarks = self._read_checkpoint(d / REPLICATION_CHECKPOINT_FILE)
-        if not clean:
-            log.info("%s: no clean shutdown marker; recovering unflushed segments", d)
         todo: list[tuple[Path, TopicPartition]] = []
         with os.scandir(d) as it:
             entries = sorted((e.name, e.is_dir()) for e in it)
@@ -286,6 +284,10 @@ class LogManager:
             if tp in self._logs:
                 raise LogError(f"duplicate log directories for {name}: {self._dir_of[tp]} and {d}")
             todo.append((sub, tp))
+
+        if not clean and todo:
+            # a brand-new (or empty) data dir has nothing to recover: say nothing
+            log.info("%s: no clean shutdown marker; recovering unflushed segments", d)
 
         def load(job: tuple[Path, TopicPartition]) -> Log:
             sub, tp = job

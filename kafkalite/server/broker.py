@@ -50,6 +50,7 @@ from kafkalite.server.metadata_cache import MetadataCache
 from kafkalite.server.metrics import BrokerMetrics, MetricsHttpServer
 from kafkalite.server.quota_enforcement import quota_config
 from kafkalite.server.socket_server_config import build_socket_server
+from kafkalite.server.startup_checks import check_ports_free
 from kafkalite.server.txn_marker_sender import TxnMarkerSender
 from kafkalite.server.txn_verifier import TxnVerifier
 
@@ -143,6 +144,7 @@ class KafkaBroker:
     # ---- lifecycle ----------------------------------------------------------
     async def start(self) -> None:
         cfg, cache = self.config, self.metadata_cache
+        check_ports_free(cfg)  # before anything is written to disk
         self._log_dirs, self.offline_log_dirs_at_start = usable_log_dirs(cfg)
         self.store = await open_store(cfg, ensemble=self.ensemble)
         zk = KafkaZkClient(self.store)
