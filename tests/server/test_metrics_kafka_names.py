@@ -133,6 +133,7 @@ def test_request_counts_errors_and_times(metered):
     assert _get(s, RQ + "errorspersec", request="CreateTopics", error="TOPIC_ALREADY_EXISTS") == 1
     assert _get(s, RQ + "requestspersec", request="OffsetCommit") == 1
     assert _get(s, RQ + "errorspersec", request="OffsetCommit", error="NONE") == 2
+    assert _get(s, RQ + "errorspersec", request="Metadata", error="NONE") >= 1
     fetches = _get(s, RQ + "requestspersec", request="Fetch")
     assert fetches >= 1
     for hist in ("totaltimems", "requestqueuetimems", "localtimems", "remotetimems"):
