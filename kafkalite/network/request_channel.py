@@ -41,6 +41,7 @@ from kafkalite.protocol.headers import (
 log = logging.getLogger(__name__)
 _perf_counter = time.perf_counter
 _UNKNOWN_SERVER_ERROR = int(ErrorCode.unknown_server_error)
+_FETCH = int(ApiKey.FETCH)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +107,9 @@ class RequestChannel:
         self.requests_total: dict[int, int] = {}
         #: per API: errors in responses and the time histograms (RequestMetrics)
         self.api_stats: dict[int, ApiStats] = {}
+        #: Fetch's times again by who fetched (Kafka's FetchConsumer / FetchFollower)
+        self.fetch_consumer_stats = ApiStats()
+        self.fetch_follower_stats = ApiStats()
         #: connections accepted and closed per listener since start-up
         self.connections_created: dict[str, int] = {}
         self.connections_closed: dict[str, int] = {}
@@ -178,6 +182,14 @@ class RequestChannel:
         # RequestQueueTimeMs: since the socket read that completed this frame (frames held
         # back by the connection's bounds or a quota wait here)
         queue_s = received - conn.last_active
+        also = None
+        if hdr.api_key == _FETCH:  # recorded under FetchConsumer or FetchFollower too, as Kafka
+            also = (
+                self.fetch_follower_stats
+                if getattr(request, "replica_id", -1) >= 0
+                else self.fetch_consumer_stats
+            )
+            also.requests += 1
         interceptor = self.interceptor
         if interceptor is not None:
             intercepted = interceptor(ctx, request, spec)
@@ -191,6 +203,7 @@ class RequestChannel:
                     received,
                     queue_s,
                     _perf_counter(),
+                    also,
                 )
                 return intercepted.result, framer, spec.serial
         try:
@@ -211,6 +224,7 @@ class RequestChannel:
             received,
             queue_s,
             _perf_counter(),
+            also,
         )
         return result, framer, spec.serial
 
@@ -242,6 +256,7 @@ class RequestChannel:
         received: float = 0.0,
         queue_s: float = 0.0,
         local_end: float = 0.0,
+        also: ApiStats | None = None,
     ) -> Callable[[Any], list[Any] | None]:
         """The response's encoder; with ``stats`` it also records the request's times
         (the handler returned at ``local_end``; the rest until now is remote time) and,
@@ -251,7 +266,10 @@ class RequestChannel:
 
         def frame(result: Any) -> list[Any] | None:
             if stats is not None:
-                stats.record(queue_s, local_end - received, _perf_counter() - local_end)
+                remote_s = _perf_counter() - local_end
+                stats.record(queue_s, local_end - received, remote_s)
+                if also is not None:
+                    also.record(queue_s, local_end - received, remote_s)
                 if type(result) is dict:
                     count_errors(result, stats.errors)
             if result is None:

@@ -28,6 +28,7 @@ class ApiStats:
     """
 
     __slots__ = (
+        "requests",
         "errors",
         "total",
         "queue",
@@ -40,6 +41,8 @@ class ApiStats:
     )
 
     def __init__(self) -> None:
+        #: only for FetchConsumer / FetchFollower (the channel counts the APIs' requests)
+        self.requests = 0
         #: error code -> occurrences in responses (Kafka's errorCounts, NONE included)
         self.errors: dict[int, int] = {}
         self.total = [0] * (NUM_BUCKETS + 1)

@@ -415,7 +415,7 @@ class BrokerTopicCollector(Collector):
 
 # ---- RequestMetrics ---------------------------------------------------------------------
 RM_PREFIX = "kafka_network_requestmetrics_"
-_LE = [*(repr(b) if b < 1 else f"{b:g}" for b in BUCKET_BOUNDS_MS), "+Inf"]
+_LE = [*(repr(b) for b in BUCKET_BOUNDS_MS), "+Inf"]
 
 
 def _error_label(code: int) -> str:
@@ -445,6 +445,16 @@ class RequestCollector(Collector):
         requests = _meter(RM_PREFIX + "requestspersec", bean + "RequestsPerSec", "requests")
         for key, n in sorted(ch.requests_total.items()):
             requests.add_sample(requests.name, {"request": api_name(key)}, n)
+        fetch_by_role = [
+            (name, st)
+            for name, st in (
+                ("FetchConsumer", ch.fetch_consumer_stats),
+                ("FetchFollower", ch.fetch_follower_stats),
+            )
+            if st.requests
+        ]
+        for name, st in fetch_by_role:
+            requests.add_sample(requests.name, {"request": name}, st.requests)
         yield requests
         errors = _meter(
             RM_PREFIX + "errorspersec", bean + "ErrorsPerSec", "error codes in responses"
@@ -465,7 +475,8 @@ class RequestCollector(Collector):
             h = HistogramMetricFamily(
                 RM_PREFIX + name.lower(), f"{bean}{name}: {doc}", labels=["request"]
             )
-            for key, st in stats:
+            named = [(api_name(key), st) for key, st in stats] + fetch_by_role
+            for request, st in named:
                 counts: list[int] = getattr(st, attr)
                 acc = 0
                 buckets = []
@@ -473,7 +484,7 @@ class RequestCollector(Collector):
                     acc += c
                     buckets.append((le, acc))
                 if acc:
-                    h.add_metric([api_name(key)], buckets, getattr(st, attr + "_s") * 1000.0)
+                    h.add_metric([request], buckets, getattr(st, attr + "_s") * 1000.0)
             yield h
 
 

@@ -140,8 +140,15 @@ def test_request_counts_errors_and_times(metered):
         assert _get(s, RQ + hist + "_count", request="Produce") == N + 1
         assert _get(s, RQ + hist + "_bucket", request="Produce", le="+Inf") == N + 1
     assert _get(s, RQ + "totaltimems_sum", request="Produce") > 0
-    # consumer fetches wait in the purgatory for new data: remote time, not local
+    # a fetch still parked when its consumer left is counted, never answered
     assert _get(s, RQ + "totaltimems_count", request="Fetch") <= fetches
+    # Kafka's second name for a consumer's Fetch (no follower on one broker)
+    assert _get(s, RQ + "requestspersec", request="FetchConsumer") == fetches
+    assert (RQ + "requestspersec", frozenset({("request", "FetchFollower")})) not in s
+    assert _get(s, RQ + "totaltimems_count", request="FetchConsumer") == _get(
+        s, RQ + "totaltimems_count", request="Fetch"
+    )
+    assert _get(s, RQ + "totaltimems_bucket", request="Produce", le="33554.432") == N + 1
 
 
 def test_network_loop_and_group_gauges(metered):
