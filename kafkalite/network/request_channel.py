@@ -266,10 +266,7 @@ class RequestChannel:
 
         def frame(result: Any) -> list[Any] | None:
             if stats is not None:
-                remote_s = _perf_counter() - local_end
-                stats.record(queue_s, local_end - received, remote_s)
-                if also is not None:
-                    also.record(queue_s, local_end - received, remote_s)
+                stats.record(queue_s, local_end - received, _perf_counter() - local_end, also)
                 if type(result) is dict:
                     count_errors(result, stats.errors)
             if result is None:

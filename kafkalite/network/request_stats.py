@@ -15,9 +15,12 @@ from typing import Any
 
 __all__ = ["ApiStats", "BUCKET_BOUNDS_MS", "NUM_BUCKETS", "count_errors"]
 
-#: finite buckets: upper bounds 2**0 .. 2**25 µs (1 µs .. 33.5 s); one more for +Inf
+#: finite buckets: upper bounds 2**0 .. 2**25 µs (1 µs .. 33.5 s), then +Inf
 NUM_BUCKETS = 26
 BUCKET_BOUNDS_MS = tuple((1 << i) / 1000.0 for i in range(NUM_BUCKETS))
+#: slots per histogram: one per bit length of a time in µs, so no index is ever out of
+#: range and the request path needs no clamp (slots past NUM_BUCKETS are +Inf)
+_SLOTS = 64
 
 
 class ApiStats:
@@ -45,29 +48,46 @@ class ApiStats:
         self.requests = 0
         #: error code -> occurrences in responses (Kafka's errorCounts, NONE included)
         self.errors: dict[int, int] = {}
-        self.total = [0] * (NUM_BUCKETS + 1)
-        self.queue = [0] * (NUM_BUCKETS + 1)
-        self.local = [0] * (NUM_BUCKETS + 1)
-        self.remote = [0] * (NUM_BUCKETS + 1)
+        self.total = [0] * _SLOTS
+        self.queue = [0] * _SLOTS
+        self.local = [0] * _SLOTS
+        self.remote = [0] * _SLOTS
         self.total_s = self.queue_s = self.local_s = self.remote_s = 0.0
 
-    def record(self, queue_s: float, local_s: float, remote_s: float) -> None:
-        """One response: its time waiting to be handled, in the handler, and after it."""
+    def record(
+        self, queue_s: float, local_s: float, remote_s: float, also: ApiStats | None = None
+    ) -> None:
+        """One response: its time waiting to be handled, in the handler, and after it;
+        recorded in ``also`` too when given (Fetch's FetchConsumer/FetchFollower)."""
         if queue_s < 0.0:
             queue_s = 0.0
         total_s = queue_s + local_s + remote_s
-        i = int(total_s * 1e6).bit_length()
-        self.total[i if i < NUM_BUCKETS else NUM_BUCKETS] += 1
+        it = int(total_s * 1e6).bit_length()
+        iq = int(queue_s * 1e6).bit_length()
+        il = int(local_s * 1e6).bit_length()
+        ir = int(remote_s * 1e6).bit_length()
+        self.total[it] += 1
+        self.queue[iq] += 1
+        self.local[il] += 1
+        self.remote[ir] += 1
         self.total_s += total_s
-        i = int(queue_s * 1e6).bit_length()
-        self.queue[i if i < NUM_BUCKETS else NUM_BUCKETS] += 1
         self.queue_s += queue_s
-        i = int(local_s * 1e6).bit_length()
-        self.local[i if i < NUM_BUCKETS else NUM_BUCKETS] += 1
         self.local_s += local_s
-        i = int(remote_s * 1e6).bit_length()
-        self.remote[i if i < NUM_BUCKETS else NUM_BUCKETS] += 1
         self.remote_s += remote_s
+        if also is not None:
+            also.total[it] += 1
+            also.queue[iq] += 1
+            also.local[il] += 1
+            also.remote[ir] += 1
+            also.total_s += total_s
+            also.queue_s += queue_s
+            also.local_s += local_s
+            also.remote_s += remote_s
+
+    def buckets(self, attr: str) -> list[int]:
+        """A histogram's NUM_BUCKETS finite bucket counts and its +Inf count (not cumulative)."""
+        counts: list[int] = getattr(self, attr)
+        return [*counts[:NUM_BUCKETS], sum(counts[NUM_BUCKETS:])]
 
     def add_error(self, code: int, n: int = 1) -> None:
         errors = self.errors

@@ -477,7 +477,7 @@ class RequestCollector(Collector):
             )
             named = [(api_name(key), st) for key, st in stats] + fetch_by_role
             for request, st in named:
-                counts: list[int] = getattr(st, attr)
+                counts = st.buckets(attr)
                 acc = 0
                 buckets = []
                 for le, c in zip(_LE, counts, strict=True):

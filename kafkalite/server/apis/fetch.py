@@ -263,8 +263,9 @@ def _count(
             errors[r.error] = errors.get(r.error, 0) + 1
         stats.replication_bytes_out += n
         return
+    topics = stats.topics
     for tp, r in results:
-        s = stats.of(tp[0])
+        s = topics.get(tp[0]) or stats.of(tp[0])
         s[TOTAL_FETCH] += 1
         code = _UNSUPPORTED_COMPRESSION if tp[0] in zstd_refused else r.error
         errors[code] = errors.get(code, 0) + 1

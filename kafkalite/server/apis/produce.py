@@ -211,8 +211,9 @@ def _count(
     """BrokerTopicMetrics and the request's error counts: a few additions per partition."""
     stats = deps.replica_manager.topic_stats
     errors = ctx.stats.errors if ctx.stats is not None else {}
+    topics = stats.topics
     for tp, r in results.items():
-        s = stats.of(tp[0])
+        s = topics.get(tp[0]) or stats.of(tp[0])
         s[TOTAL_PRODUCE] += 1
         code = r.error
         errors[code] = errors.get(code, 0) + 1
