@@ -412,6 +412,7 @@ class LogManager:
 
     def _add_log(self, tp: TopicPartition, lg: Log, d: Path) -> None:
         lg.file_deleter = self._delete_in_background
+        lg.on_flush = self._flushed
         self._logs[tp] = lg
         self._dir_of[tp] = d
         self._dir_counts[d] += 1
@@ -686,17 +687,16 @@ class LogManager:
     def _flush_if_due(self, lg: Log, now: int, check_flush_ms: bool) -> None:
         cfg = lg.config
         if check_flush_ms and cfg.flush_ms < LONG_MAX and now - lg.last_flush_ms >= cfg.flush_ms:
-            self._timed_flush(lg)
+            lg.flush()
         elif lg.recovery_point < lg.active_segment.base_offset:
-            self._timed_flush(lg, lg.active_segment.base_offset)  # rolled (Kafka flushes on roll)
+            lg.flush(lg.active_segment.base_offset)  # rolled segments (Kafka flushes on roll)
         else:
             lg.leader_epoch_cache.sync_to_disk()
 
-    def _timed_flush(self, lg: Log, up_to: int | None = None) -> None:
-        t0 = time.perf_counter()
-        lg.flush(up_to)
+    def _flushed(self, seconds: float) -> None:
+        """A log flushed itself (Log.flush) in ``seconds``: LogFlushRateAndTimeMs."""
         self.flush_count += 1
-        self.flush_time_s += time.perf_counter() - t0
+        self.flush_time_s += seconds
 
     def _reap(self, now: int) -> None:
         for lg in self._live_logs():
@@ -796,7 +796,7 @@ class LogManager:
                 and cfg.flush_ms < LONG_MAX
                 and now - lg.last_flush_ms >= cfg.flush_ms
             ):
-                self._each(lg, partial(self._timed_flush, lg))
+                self._each(lg, lg.flush)
                 continue
             cache = lg.leader_epoch_cache
             epoch_gen = cache.write_generation if cache.needs_fsync else None

@@ -46,7 +46,13 @@ def _eventually(check: Callable[[], bool], timeout: float = 10.0) -> None:
 @pytest.fixture(scope="module")
 def metered():
     """One broker with ``/metrics`` on, and the workload already run on it."""
-    with broker(**{"kafkalite.metrics.port": 0}) as b:
+    # flush.ms makes the log flusher fsync the logs: LogFlushRateAndTimeMs counts them
+    cfg = {
+        "kafkalite.metrics.port": 0,
+        "log.flush.interval.ms": 100,
+        "log.flush.scheduler.interval.ms": 100,
+    }
+    with broker(**cfg) as b:
         boot = b.bootstrap_servers
         admin = KafkaAdminClient(bootstrap_servers=boot, client_id="metrics-admin")
         admin.create_topics(
@@ -184,6 +190,6 @@ def test_network_loop_and_group_gauges(metered):
     )
     s = _scrape(port)
     assert _get(s, BTM + "messagesinpersec", topic=TOPIC) == N + 3
-    flush = _get(s, "kafka_log_logflushstats_logflushrateandtimems_count")
-    assert flush >= 0
+    flushes = "kafka_log_logflushstats_logflushrateandtimems_count"
+    _eventually(lambda: (_scrape(port).get((flushes, frozenset())) or 0) > 0)
     assert _get(s, "kafka_log_logcleaner_deadthreadcount") == 0
