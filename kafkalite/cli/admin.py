@@ -8,6 +8,8 @@ kafkalite configs --bootstrap-server HOST:PORT --entity-type clients|users
                  (--entity-name X | --entity-default) [--entity-type ... --entity-name ...]
                  [--describe | --alter --add-config producer_byte_rate=N[,k=v] | --delete-config k]
                  (also --client X / --user X / --client-defaults / --user-defaults, as kafka-configs.sh)
+                 users also: --add-config 'SCRAM-SHA-256=[iterations=8192,password=P]'
+                 | --delete-config SCRAM-SHA-256 (--describe shows mechanism and iterations)
 kafkalite groups --bootstrap-server HOST:PORT --list | --describe --group G [--members]
                  | --reset-offsets --group G --topic T (--to-earliest|--to-latest|--to-offset N
                  |--to-datetime ISO) [--execute]
@@ -23,7 +25,7 @@ import argparse
 import sys
 from typing import Any
 
-from kafkalite.cli import transactions
+from kafkalite.cli import scram_configs, transactions
 from kafkalite.cli.wire_client import WireClient
 
 TOPIC_RESOURCE = 2
@@ -152,7 +154,30 @@ def _quota_configs(args: argparse.Namespace) -> int:
         print(f"Error: {bad}", file=sys.stderr)
         return 2
     c = WireClient(args.bootstrap_server)
+    # a user's SCRAM credentials (kafka-configs.sh's SCRAM-SHA-256=[...] entries)
+    user = entity[0][1] if len(entity) == 1 and entity[0][0] == "user" else None
+    adds = scram_configs.split_configs(args.add_config)
+    dels = scram_configs.split_configs(args.delete_config)
+    scram_adds = [a for a in adds if scram_configs.is_scram(a)]
+    scram_dels = [d for d in dels if scram_configs.is_scram(d)]
     try:
+        if args.alter and user is not None and (scram_adds or scram_dels):
+            try:
+                code, message = scram_configs.alter(c, user, scram_adds, scram_dels)
+            except ValueError as bad:
+                print(f"Error: {bad}", file=sys.stderr)
+                return 2
+            if code:
+                print(f"Error: {message}", file=sys.stderr)
+                return 1
+            args.add_config = [a for a in adds if not scram_configs.is_scram(a)]
+            args.delete_config = [d for d in dels if not scram_configs.is_scram(d)]
+            if not args.add_config and not args.delete_config:
+                print(f"Completed updating config for user {user}.")
+                return 0
+        elif scram_adds or scram_dels:
+            print("Error: SCRAM credentials belong to one named user", file=sys.stderr)
+            return 2
         if args.alter:
             if any(not named for _, _, named in entity):
                 print("Error: --alter needs --entity-name or --entity-default", file=sys.stderr)
@@ -203,6 +228,10 @@ def _quota_configs(args: argparse.Namespace) -> int:
         for e in r.entries or ():
             values = ", ".join(f"{v.key}={float(v.value)}" for v in e.values)
             print(f"Quota configs for {_describe_entity(e.entity)} are {values}")
+        if [t for t, _, _ in entity] == ["user"] and (entity[0][1] or not entity[0][2]):
+            name = entity[0][1]  # None: every user
+            for line in scram_configs.describe_lines(c, None if name is None else [name]):
+                print(line)
         return 0
     finally:
         c.close()

@@ -38,7 +38,9 @@ from kafkalite.common import structs
 from kafkalite.common.types import Endpoint, TopicPartition
 from kafkalite.metadata.kafka_zk_client import BrokerInfo
 from kafkalite.protocol import inter_broker as ib
+from kafkalite.protocol import sasl_client
 from kafkalite.protocol.errors import ErrorCode
+from kafkalite.protocol.sasl_client import SaslClientCredentials
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +64,7 @@ class BrokerNode:
     #: Kafka's broker epoch: the czxid of /brokers/ids/<id> (-1 when unknown)
     epoch: int = -1
     tls: bool = False
+    sasl: bool = False
 
 
 def inter_broker_endpoint(broker: BrokerInfo, listener_name: str | None) -> Endpoint | None:
@@ -88,6 +91,10 @@ def is_tls(endpoint: Endpoint) -> bool:
     return endpoint.security_protocol in ("SSL", "SASL_SSL")
 
 
+def is_sasl(endpoint: Endpoint) -> bool:
+    return endpoint.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+
+
 @dataclass(slots=True)
 class _QueuedRequest:
     api_key: int
@@ -108,8 +115,11 @@ class RequestSendTask:
         retry_backoff_s: float,
         ssl_context: ssl.SSLContext | None = None,
         secret: Callable[[], bytes | None] = lambda: None,
+        sasl: SaslClientCredentials | None = None,
     ) -> None:
         self.node = node
+        #: the broker's own SASL credentials, for a SASL listener
+        self.sasl = sasl
         self._secret = secret
         self.ssl_context = ssl_context
         self.client_id = client_id
@@ -187,8 +197,8 @@ class RequestSendTask:
 
     async def _round_trip(self, req: _QueuedRequest) -> Any:
         if self._writer is None:
-            self._reader, self._writer = await asyncio.open_connection(
-                self.node.host, self.node.port, ssl=self.ssl_context
+            self._reader, self._writer = await sasl_client.open_connection(
+                self.node.host, self.node.port, ssl=self.ssl_context, sasl=self.sasl
             )
         assert self._reader is not None
         correlation_id = next(self._correlation) & 0x7FFFFFFF
@@ -230,8 +240,11 @@ class ControllerChannelManager:
         retry_backoff_ms: int = 100,
         ssl_context: ssl.SSLContext | None = None,
         secret: bytes | None = None,
+        sasl: SaslClientCredentials | None = None,
     ) -> None:
         self.controller_id = controller_id
+        #: what the controller authenticates with on SASL listeners
+        self.sasl = sasl
         #: the cluster's inter-broker secret; requests go unsigned (and are refused)
         #: without it. Read at each send, so a sender retrying picks up a new value.
         self.secret = secret
@@ -259,7 +272,9 @@ class ControllerChannelManager:
             if ep is None:
                 log.warning("controller: broker %d registered no endpoint", broker_id)
                 continue
-            nodes[broker_id] = BrokerNode(broker_id, ep.host or "", ep.port, info.epoch, is_tls(ep))
+            nodes[broker_id] = BrokerNode(
+                broker_id, ep.host or "", ep.port, info.epoch, is_tls(ep), is_sasl(ep)
+            )
         for broker_id in list(self._senders):
             if nodes.get(broker_id) != self._senders[broker_id].node:
                 self._remove(broker_id)
@@ -272,6 +287,7 @@ class ControllerChannelManager:
                     retry_backoff_s=self.retry_backoff_s,
                     ssl_context=self._client_ssl_context() if node.tls else None,
                     secret=lambda: self.secret,
+                    sasl=self.sasl if node.sasl else None,
                 )
 
     def _client_ssl_context(self) -> ssl.SSLContext:

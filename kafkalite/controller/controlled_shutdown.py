@@ -17,11 +17,13 @@ import logging
 import ssl
 
 from kafkalite.common import structs
-from kafkalite.controller.channel_manager import inter_broker_endpoint, is_tls
+from kafkalite.controller.channel_manager import inter_broker_endpoint, is_sasl, is_tls
 from kafkalite.metadata.kafka_zk_client import KafkaZkClient
 from kafkalite.metadata.store import MetadataStore, MetadataStoreError, SessionState
 from kafkalite.protocol import inter_broker as ib
+from kafkalite.protocol import sasl_client
 from kafkalite.protocol.errors import ErrorCode
+from kafkalite.protocol.sasl_client import SaslClientCredentials
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +44,7 @@ async def send_controlled_shutdown(
     request_timeout_ms: int,
     ssl_context: ssl.SSLContext | None = None,
     secret: bytes | None = None,
+    sasl: SaslClientCredentials | None = None,
 ) -> ib.ControlledShutdownResponse:
     """One ControlledShutdown round trip to the current controller."""
     zk = KafkaZkClient(store)
@@ -62,7 +65,9 @@ async def send_controlled_shutdown(
     correlation_id = next(_correlation) & 0x7FFFFFFF
     request = ib.ControlledShutdownRequest(broker_id, broker_epoch)
     async with asyncio.timeout(request_timeout_ms / 1000):
-        reader, writer = await asyncio.open_connection(host, port, ssl=tls)
+        reader, writer = await sasl_client.open_connection(
+            host, port, ssl=tls, sasl=sasl if is_sasl(ep) else None
+        )
         try:
             writer.write(
                 ib.request_frame(
@@ -99,6 +104,7 @@ async def controlled_shutdown(
     request_timeout_ms: int,
     ssl_context: ssl.SSLContext | None = None,
     secret: bytes | None = None,
+    sasl: SaslClientCredentials | None = None,
 ) -> bool:
     """Ask the controller until it has moved every leadership off this broker; False if
     it never did within ``max_retries`` attempts (the broker then stops anyway).
@@ -119,6 +125,7 @@ async def controlled_shutdown(
                 request_timeout_ms=request_timeout_ms,
                 ssl_context=ssl_context,
                 secret=secret,
+                sasl=sasl,
             )
             if resp.error_code == ErrorCode.none and not resp.remaining_partitions:
                 log.info("broker %d: controlled shutdown succeeded", broker_id)

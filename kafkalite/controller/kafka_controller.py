@@ -75,6 +75,7 @@ from kafkalite.metadata.store import (
 )
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.kafka_uuid import ZERO_UUID
+from kafkalite.protocol.sasl_client import SaslClientCredentials
 
 log = logging.getLogger(__name__)
 
@@ -122,6 +123,7 @@ class KafkaController:
         ssl_context: ssl.SSLContext | None,
         secret: bytes | None,
         register_broker: Callable[[], Awaitable[Any]],
+        sasl: SaslClientCredentials | None = None,
     ) -> KafkaController:
         """A broker's controller, talking to the brokers over TCP (ControllerChannelManager),
         configured from the broker config (Kafka's names)."""
@@ -132,6 +134,7 @@ class KafkaController:
             request_timeout_ms=int(cfg["request.timeout.ms"]),
             ssl_context=ssl_context,
             secret=secret,
+            sasl=sasl,
         )
         config = ControllerConfig.from_broker_config(cfg)
         return cls(broker_id, store, channel, config=config, register_broker=register_broker)

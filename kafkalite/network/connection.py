@@ -40,6 +40,7 @@ from kafkalite.protocol.headers import MalformedRequest
 
 if TYPE_CHECKING:
     from kafkalite.network.request_channel import RequestChannel
+    from kafkalite.security.sasl.authenticator import SaslServerAuthenticator
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +87,8 @@ class Connection:
         "control_plane",
         "broker_peer",
         "principal",
+        "sasl",
+        "_close_after",
         "_pending",
         "_wake",
         "_closed",
@@ -156,6 +159,10 @@ class Connection:
         self.broker_peer = False
         #: who is on the other end: ANONYMOUS until SASL or a client certificate says
         self.principal: KafkaPrincipal = ANONYMOUS_PRINCIPAL
+        #: the SASL state machine of a SASL_PLAINTEXT / SASL_SSL connection, else None
+        self.sasl: SaslServerAuthenticator | None = None
+        #: close once the response being dispatched is written (a failed authentication)
+        self._close_after = False
         #: responses in request order: a future (not answered yet), an encoded
         #: response ``(parts, nbytes)`` (an int second: no encoder), or ``_CLOSE``
         self._pending: collections.deque[tuple[Any, Any]] = collections.deque()
@@ -241,6 +248,11 @@ class Connection:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    def close_after_response(self) -> None:
+        """Read nothing more; close once the response of the request being handled (and
+        those before it) are written: Kafka's answer to a failed SASL exchange."""
+        self._close_after = True
 
     @property
     def reading(self) -> bool:
@@ -522,10 +534,19 @@ class Connection:
         """
         self._blocked = False
         max_bytes = self.channel.max_request_size
+        sasl = self.sasl
+        if sasl is not None and not sasl.authenticated:
+            # Kafka's sasl.server.max.receive.size: an unauthenticated client cannot make
+            # the broker buffer socket.request.max.bytes
+            max_bytes = min(max_bytes, sasl.context.config.max_receive_size)
         pending, queue = self._pending, self._queue
         max_inflight, max_queued = self._max_inflight, self._max_queued
         while end - start >= 4:
-            if self.control_plane is None and end - start >= 6:
+            if (
+                self.control_plane is None
+                and end - start >= 6
+                and (self.sasl is None or self.sasl.authenticated)
+            ):
                 # the controller's connections send controller requests (keys 4-7) only
                 self.control_plane = view[start + 4] == 0 and 4 <= view[start + 5] <= 7
             if (  # _may_dispatch, inlined: this runs for every request
@@ -770,7 +791,7 @@ class Connection:
                 # callback when it reaches the head, without a writer-task step
                 value.add_done_callback(self._on_response_done)
             self._pending.append((value, encode))
-            return True
+            return not self._close_after
         try:
             parts = encode(value)
         except Exception as e:
@@ -785,7 +806,7 @@ class Connection:
                 n = _nbytes(parts)
             self._unsent += n
             self._pending.append((parts, n))
-        return True
+        return not self._close_after
 
     def _on_response_done(self, fut: asyncio.Future[Any]) -> None:
         if self._closed:

@@ -20,9 +20,10 @@ import logging
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafkalite.common import structs
+from kafkalite.common.principal import USER_TYPE, KafkaPrincipal
 from kafkalite.network.api_spec import ApiSpec, RequestContext
 from kafkalite.network.connection import Connection
 from kafkalite.network.request_stats import ApiStats, count_errors
@@ -38,10 +39,16 @@ from kafkalite.protocol.headers import (
     skip_tagged_fields,
 )
 
+if TYPE_CHECKING:
+    from kafkalite.security.sasl.authenticator import SaslServerAuthenticator
+
 log = logging.getLogger(__name__)
 _perf_counter = time.perf_counter
 _UNKNOWN_SERVER_ERROR = int(ErrorCode.unknown_server_error)
 _FETCH = int(ApiKey.FETCH)
+_ILLEGAL_SASL_STATE = int(ErrorCode.illegal_sasl_state)
+#: SaslServerAuthenticator.admits' answers (kafkalite.security.sasl.authenticator)
+_SASL_CLOSE, _SASL_ILLEGAL_STATE = 1, 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,11 +144,20 @@ class RequestChannel:
         """Decode one frame and start its handler. ``frame`` is ``bytes``, or for a
         large Produce a writable view of the connection's buffer (``Connection._hand_over``)."""
         received = _perf_counter()
+        sasl = conn.sasl
+        if sasl is not None and sasl.raw_tokens:
+            return self._raw_sasl_token(conn, sasl, bytes(frame))
         hdr = parse_request_header(frame)
         spec = self.api_table.get(hdr.api_key)
         if spec is None:
             raise CloseConnection(f"unknown api key {hdr.api_key}")
         self.requests_total[hdr.api_key] = self.requests_total.get(hdr.api_key, 0) + 1
+        illegal_sasl_state = False
+        if sasl is not None and not sasl.open:
+            verdict = sasl.admits(hdr.api_key)
+            if verdict == _SASL_CLOSE:
+                raise CloseConnection(sasl.refusal(hdr.api_key))
+            illegal_sasl_state = verdict == _SASL_ILLEGAL_STATE
         version = hdr.api_version
         if not spec.min_version <= version <= spec.max_version:
             if hdr.api_key == ApiKey.API_VERSIONS:
@@ -190,6 +206,27 @@ class RequestChannel:
                 else self.fetch_consumer_stats
             )
             also.requests += 1
+        if illegal_sasl_state:
+            # Kafka answers the request with ILLEGAL_SASL_STATE, then closes
+            assert sasl is not None
+            log.info("closing connection from %s: %s", conn.peer, sasl.refusal(hdr.api_key))
+            conn.close_after_response()
+            builder = spec.error_response
+            refused = None if builder is None else builder(request, version, _ILLEGAL_SASL_STATE)
+            if refused is None:
+                raise CloseConnection(sasl.refusal(hdr.api_key))
+            framer = self._framer(
+                hdr.correlation_id,
+                resp_flexible,
+                hdr.api_key,
+                version,
+                stats,
+                received,
+                queue_s,
+                _perf_counter(),
+                also,
+            )
+            return refused, framer, False
         interceptor = self.interceptor
         if interceptor is not None:
             intercepted = interceptor(ctx, request, spec)
@@ -227,6 +264,24 @@ class RequestChannel:
             also,
         )
         return result, framer, spec.serial
+
+    @staticmethod
+    def _raw_sasl_token(
+        conn: Connection, sasl: SaslServerAuthenticator, token: bytes
+    ) -> tuple[Any, Callable[[Any], Any], bool]:
+        """A SASL token after SaslHandshake v0: no Kafka header, the answer a bare
+        size-prefixed token; a failure can only be told by closing (Kafka's v0)."""
+        response, failed = sasl.authenticate(0, token)
+        if failed:
+            raise CloseConnection(f"SASL authentication failed: {response['error_message']}")
+        if sasl.authenticated:
+            conn.principal = KafkaPrincipal(USER_TYPE, str(sasl.user))
+        challenge: bytes = response["auth_bytes"]
+
+        def frame(result: Any) -> list[Any]:
+            return [structs.I32.pack(len(result)) + result]
+
+        return challenge, frame, True
 
     def _api_versions_fallback(self) -> dict[str, Any]:
         return {

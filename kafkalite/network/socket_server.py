@@ -22,15 +22,18 @@ import select
 import socket
 import ssl
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from kafkalite.network.connection import Connection, TlsConnection
 from kafkalite.network.connection_quotas import ConnectionQuotas
 from kafkalite.network.heap_trim import HeapTrimmer
 from kafkalite.network.request_channel import RequestChannel
 from kafkalite.network.request_queue import ConnectionLimits, RequestQueue
+
+if TYPE_CHECKING:
+    from kafkalite.security.sasl.authenticator import SaslServerAuthenticator
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +64,8 @@ class _Listener:
     name: str
     sock: socket.socket
     tls: ssl.SSLContext | None
+    #: SASL listeners: a new authenticator per connection
+    sasl: Callable[[], SaslServerAuthenticator] | None = None
     polling: bool = False
 
 
@@ -75,8 +80,11 @@ class SocketServer:
         limits: ConnectionLimits | None = None,
         queue: RequestQueue | None = None,
         quotas: ConnectionQuotas | None = None,
+        sasl: Mapping[str, Callable[[], SaslServerAuthenticator]] | None = None,
     ) -> None:
         self.endpoints = endpoints
+        #: listener name -> a new SASL authenticator (SASL_PLAINTEXT / SASL_SSL listeners)
+        self.sasl = dict(sasl or {})
         self.ssl_context = ssl_context
         self.channel = channel
         self.idle_ms = idle_ms
@@ -110,8 +118,14 @@ class SocketServer:
             s.listen(1024)
             s.setblocking(False)
             self.bound[ep.listener] = s.getsockname()[:2]
-            tls = self.ssl_context if ep.security_protocol == "SSL" else None
-            lst = _Listener(ep.listener, s, tls)
+            tls = self.ssl_context if ep.security_protocol in ("SSL", "SASL_SSL") else None
+            sasl = None
+            if ep.security_protocol.startswith("SASL_"):
+                sasl = self.sasl.get(ep.listener)
+                if sasl is None:
+                    s.close()
+                    raise ValueError(f"listener {ep.listener} has no SASL configuration")
+            lst = _Listener(ep.listener, s, tls, sasl)
             self._listeners.append(lst)
             self._poll(lst)
             log.info("listening on %s://%s:%d", ep.listener, *self.bound[ep.listener])
@@ -194,6 +208,8 @@ class SocketServer:
                 queue=self.queue,
                 on_close=self._closed,
             )
+            if lst.sasl is not None:
+                conn.sasl = lst.sasl()
         except OSError as e:  # the client left before we set it up (reset, ...)
             log.debug("connection from %s on %s gone before set-up: %s", ip, lst.name, e)
             self.quotas.release(ip, lst.name)

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from kafkalite.metadata import zk_data, zk_paths
+from kafkalite.metadata.entity_config import update_entity_config
 from kafkalite.metadata.store import MetadataStore, MetadataStoreError, NoNodeError, WatchedEvent
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.quota.entities import (
@@ -357,18 +358,16 @@ class ClientQuotaStore:
         self.configs.set_ip_rate(ip, rate)
 
     async def _write(self, path: str, stored: dict[str, str], change_path: str) -> None:
+        """Replace the quota keys of ``path`` with ``stored``; other keys (a user's SCRAM
+        credentials share ``/config/users/<user>``) are kept."""
         assert self._store is not None
-        data = zk_data.EntityConfig(stored).encode()
-        try:
-            await self._store.set(path, data)
-        except NoNodeError:
-            await self._store.create(path, data, makepath=True)
-        await self._store.create(
-            zk_paths.config_change_path(),
-            zk_data.ConfigChangeNotification(change_path).encode(),
-            sequential=True,
-            makepath=True,
-        )
+        keys = (CONNECTION_CREATION_RATE,) if path.startswith(zk_paths.CONFIG_IPS) else QUOTA_KEYS
+
+        def update(current: dict[str, str]) -> dict[str, str]:
+            kept = {k: v for k, v in current.items() if k not in keys}
+            return {**kept, **stored}
+
+        await update_entity_config(self._store, path, change_path, update)
 
     async def alter(
         self, entity: QuotaEntity, ops: Sequence[tuple[str, float | None]], validate_only: bool

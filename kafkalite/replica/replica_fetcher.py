@@ -36,9 +36,10 @@ from kafkalite.common import structs
 from kafkalite.common.types import TopicPartition
 from kafkalite.log.errors import LogError
 from kafkalite.protocol import inter_broker as ib
-from kafkalite.protocol import messages
+from kafkalite.protocol import messages, sasl_client
 from kafkalite.protocol.errors import ErrorCode, KafkaError
 from kafkalite.protocol.headers import skip_tagged_fields
+from kafkalite.protocol.sasl_client import SaslClientCredentials
 
 if TYPE_CHECKING:
     from kafkalite.replica.replica_manager import ReplicaManager
@@ -99,8 +100,11 @@ class ReplicaFetcher:
         config: FetcherConfig,
         ssl_context: ssl.SSLContext | None,
         secret: Callable[[], bytes | None] = lambda: None,
+        sasl: SaslClientCredentials | None = None,
     ) -> None:
         self.source = source
+        #: the broker's SASL credentials when the leader's inter-broker listener is SASL
+        self.sasl = sasl
         #: the cluster's inter-broker secret: follower requests are signed with it
         self._secret = secret
         self.rm = replica_manager
@@ -435,8 +439,8 @@ class ReplicaFetcher:
     ) -> Any:
         async with asyncio.timeout(timeout_s or self.config.request_timeout_ms / 1000):
             if self._writer is None:
-                self._reader, self._writer = await asyncio.open_connection(
-                    self.source.host, self.source.port, ssl=self.ssl_context
+                self._reader, self._writer = await sasl_client.open_connection(
+                    self.source.host, self.source.port, ssl=self.ssl_context, sasl=self.sasl
                 )
             assert self._reader is not None
             cid = next(self._correlation) & 0x7FFFFFFF
@@ -490,8 +494,10 @@ class ReplicaFetcherManager:
         config: FetcherConfig,
         ssl_context: Callable[[], ssl.SSLContext | None] = lambda: None,
         secret: Callable[[], bytes | None] = lambda: None,
+        sasl: Callable[[], SaslClientCredentials | None] = lambda: None,
     ) -> None:
         self.rm = replica_manager
+        self._sasl = sasl
         self.config = config
         self._ssl_context = ssl_context
         self._secret = secret
@@ -505,7 +511,7 @@ class ReplicaFetcherManager:
         fetcher = self.fetchers.get(source)
         if fetcher is None:
             fetcher = ReplicaFetcher(
-                source, self.rm, self.config, self._ssl_context(), self._secret
+                source, self.rm, self.config, self._ssl_context(), self._secret, self._sasl()
             )
             self.fetchers[source] = fetcher
         fetcher.add(tp, state)

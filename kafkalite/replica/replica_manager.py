@@ -38,6 +38,7 @@ from kafkalite.metadata.isr_change import (
 from kafkalite.protocol.errors import ErrorCode, KafkaError
 from kafkalite.protocol.record_batch import InvalidRecordBatch, ValidatedRecords
 from kafkalite.protocol.record_validator import WritableBuffer
+from kafkalite.protocol.sasl_client import SaslClientCredentials
 from kafkalite.replica.delayed_delete_records import DelayedDeleteRecords, DeleteRecordsStatus
 from kafkalite.replica.delayed_fetch import DelayedFetch, FetchPartitionStatus
 from kafkalite.replica.delayed_produce import DelayedProduce, ProducePartitionStatus
@@ -215,6 +216,7 @@ class ReplicaManager:
         fetcher_ssl_context: Callable[[], ssl.SSLContext | None] = lambda: None,
         broker_rack: Callable[[int], str | None] = lambda _b: None,
         inter_broker_secret: Callable[[], bytes | None] = lambda: None,
+        fetcher_sasl: Callable[[], SaslClientCredentials | None] = lambda: None,
     ) -> None:
         self.config = config
         #: where a leader writes its ISR changes (the partition state znodes)
@@ -228,6 +230,7 @@ class ReplicaManager:
             config.fetcher or FetcherConfig(config.broker_id),
             fetcher_ssl_context,
             inter_broker_secret,
+            fetcher_sasl,
         )
         self.isr_propagator = IsrChangePropagator(store) if store is not None else None
         #: KIP-73 replication throttling, each side bounded by its live config

@@ -36,6 +36,9 @@ from kafkalite.network.tls import build_client_ssl_context, build_ssl_context
 from kafkalite.quota.managers import QuotaManagers
 from kafkalite.quota.quota_store import ClientQuotaStore
 from kafkalite.replica.replica_manager import ReplicaManager, ReplicaManagerConfig
+from kafkalite.security.credentials import ScramCredentialStore
+from kafkalite.security.sasl.authenticator import SaslServerContext
+from kafkalite.security.sasl.oauthbearer import OAuthValidator
 from kafkalite.server import gc_tuning
 from kafkalite.server.admin_manager import AdminManager
 from kafkalite.server.apis import BrokerServices, build_broker_api_table
@@ -49,6 +52,7 @@ from kafkalite.server.fetch_session import FetchSessionCache
 from kafkalite.server.metadata_cache import MetadataCache
 from kafkalite.server.metrics import BrokerMetrics, MetricsHttpServer
 from kafkalite.server.quota_enforcement import quota_config
+from kafkalite.server.sasl_config import inter_broker_sasl_credentials, sasl_listener_configs
 from kafkalite.server.socket_server_config import build_socket_server
 from kafkalite.server.startup_checks import check_ports_free
 from kafkalite.server.txn_marker_sender import TxnMarkerSender
@@ -90,9 +94,27 @@ class KafkaBroker:
         self.channel = ControllerRequestChannel(
             build_broker_api_table(None), max_request_size=int(config["socket.request.max.bytes"])
         )
-        ssl = any(e.security_protocol == "SSL" for e in config.listeners)
+        ssl = any(e.security_protocol in ("SSL", "SASL_SSL") for e in config.listeners)
         tls = build_ssl_context(config) if ssl else None
-        self.socket_server = build_socket_server(config, self.channel, ssl_context=tls)
+        #: SCRAM credentials (/config/users), loaded and watched from start()
+        self.credential_store = ScramCredentialStore()
+        #: per SASL listener, what its connections' authenticators share
+        self.sasl_contexts = {
+            name: SaslServerContext(
+                c,
+                self.credential_store.cache,
+                OAuthValidator(c.oauth) if "OAUTHBEARER" in c.mechanisms else None,
+            )
+            for name, c in sasl_listener_configs(config).items()
+        }
+        #: what this broker authenticates with on a SASL inter-broker listener
+        self.inter_broker_sasl = inter_broker_sasl_credentials(config)
+        self.socket_server = build_socket_server(
+            config,
+            self.channel,
+            ssl_context=tls,
+            sasl={n: c.new_authenticator for n, c in self.sasl_contexts.items()},
+        )
         # KIP-612's per-address connection_creation_rate, set with AlterClientQuotas
         self.socket_server.quotas.ip_rate = self.quotas.configs.ip_rate
         #: this broker as a TLS client of other brokers (presents its keystore)
@@ -158,6 +180,10 @@ class KafkaBroker:
         self.producer_ids = ProducerIdManager(self.broker_id, self.store)
         await self.dynamic_config.load(self.store, self.broker_id)
         await self.quota_store.start(self.store)
+        await self.credential_store.start(self.store)
+        for sasl in self.sasl_contexts.values():
+            if sasl.oauth is not None:
+                await sasl.oauth.start()
         admin = self.admin = AdminManager(self.store, cfg, cache, self.dynamic_config)
         await admin.load_topic_configs()
         self.log_manager = LogManager.from_broker_config(
@@ -180,6 +206,7 @@ class KafkaBroker:
             fetcher_ssl_context=self._fetcher_tls,
             broker_rack=self._broker_rack,
             inter_broker_secret=lambda: self.inter_broker_secret,
+            fetcher_sasl=lambda: self.inter_broker_sasl,
         )
         self.log_manager.on_dir_offline.append(self._on_log_dir_failure)
         rm.on_replicas_deleted.append(admin.forget_topic_configs)
@@ -201,6 +228,7 @@ class KafkaBroker:
             cfg.inter_broker_listener,
             ssl_context=self.client_tls,
             request_timeout_ms=int(cfg["request.timeout.ms"]),
+            sasl=self.inter_broker_sasl,
         )
         self.transaction_coordinator = TransactionCoordinator(
             TxnConfig.from_broker_config(cfg),
@@ -220,6 +248,7 @@ class KafkaBroker:
             ssl_context=self.client_tls,
             request_timeout_ms=int(cfg["request.timeout.ms"]),
             enabled=bool(cfg["transaction.partition.verification.enable"]),
+            sasl=self.inter_broker_sasl,
         )
         self.controller = KafkaController.for_broker(
             self.broker_id,
@@ -228,6 +257,7 @@ class KafkaBroker:
             ssl_context=self.client_tls,
             secret=self.inter_broker_secret,
             register_broker=self._register_broker,
+            sasl=inter_broker_sasl_credentials(cfg, cfg.control_plane_listener),
         )
         self.channel.api_table = build_broker_api_table(
             BrokerServices(
@@ -251,6 +281,7 @@ class KafkaBroker:
                 self.quota_store,
                 self.transaction_coordinator,
                 self.txn_verifier,
+                self.credential_store,
             )
         )
         await self.socket_server.start()
@@ -291,6 +322,10 @@ class KafkaBroker:
         if self.controller is not None:
             await self.controller.shutdown()
         await self.quota_store.stop()
+        await self.credential_store.stop()
+        for sasl in self.sasl_contexts.values():
+            if sasl.oauth is not None:
+                await sasl.oauth.stop()
         await self.socket_server.stop()
         if self.metrics.loop_monitor is not None:
             await self.metrics.loop_monitor.stop()
@@ -379,6 +414,7 @@ class KafkaBroker:
             request_timeout_ms=int(cfg["request.timeout.ms"]),
             ssl_context=self.client_tls,
             secret=self.inter_broker_secret,
+            sasl=self.inter_broker_sasl,
         )
 
     def bound_port(self, listener: str | None = None) -> int:

@@ -463,6 +463,20 @@ _LISTENER_LIMIT = re.compile(
 )
 
 
+#: per-listener SASL keys: ``listener.name.<l>.sasl.enabled.mechanisms``,
+#: ``...connections.max.reauth.ms``, ``...<mechanism>.sasl.jaas.config``,
+#: ``...<mechanism>.sasl.server.callback.handler.class``, ``...oauthbearer.sasl.oauthbearer.*``
+_LISTENER_SASL = re.compile(
+    r"^listener\.name\.([^.]+)\.(sasl\.enabled\.mechanisms|connections\.max\.reauth\.ms"
+    r"|[a-z0-9-]+\.sasl\.(?:jaas\.config|server\.callback\.handler\.class|login\.callback\.handler\.class)"
+    r"|oauthbearer\.sasl\.oauthbearer\.[a-z.]+)$"
+)
+#: PLAIN users in a YAML-friendly form: ``kafkalite.sasl.plain.users: {alice: secret}``
+#: (flattened ``kafkalite.sasl.plain.users.alice``), per listener with the
+#: ``listener.name.<l>.`` prefix
+_PLAIN_USER = re.compile(r"^(?:listener\.name\.([^.]+)\.)?kafkalite\.sasl\.plain\.users\.(.+)$")
+
+
 def is_ignored_kafka_key(key: str) -> bool:
     return key in IGNORED_KAFKA_KEYS or key.startswith(IGNORED_KAFKA_PREFIXES)
 
@@ -487,6 +501,77 @@ BROKER_SYNONYMS["log.flush.interval.ms"] = (
 def broker_synonyms(name: str) -> tuple[str, ...]:
     return BROKER_SYNONYMS.get(name, (name,))
 
+
+#: SASL (docs/security.md, "Authentication"); the per-listener forms
+#: (``listener.name.<l>.sasl.enabled.mechanisms``, ``listener.name.<l>.<mech>.sasl.jaas.config``
+#: ...) are read by :data:`_LISTENER_SASL` into ``BrokerConfig.listener_sasl``
+_SASL_DEFS: list[ConfigDef] = [
+    ConfigDef(
+        "sasl.enabled.mechanisms",
+        "list",
+        ["GSSAPI"],
+        "SASL mechanisms of the SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, "
+        "OAUTHBEARER (Kafka's default, GSSAPI, is not supported).",
+    ),
+    ConfigDef(
+        "sasl.mechanism.inter.broker.protocol",
+        "string",
+        "GSSAPI",
+        "Mechanism this broker authenticates with on a SASL inter-broker listener.",
+    ),
+    ConfigDef(
+        "security.inter.broker.protocol",
+        "string",
+        "PLAINTEXT",
+        "Security protocol of the inter-broker listener when inter.broker.listener.name is "
+        "unset (the listener of that protocol is used).",
+        validator=one_of("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"),
+    ),
+    ConfigDef(
+        "connections.max.reauth.ms",
+        "long",
+        0,
+        "KIP-368: a SASL session expires after this long; the client re-authenticates on "
+        "its connection or the connection is closed (0: sessions never expire).",
+        validator=at_least(0),
+    ),
+    ConfigDef(
+        "connection.failed.authentication.delay.ms",
+        "int",
+        100,
+        "A failed authentication is answered after this delay, then the connection closes.",
+        validator=at_least(0),
+    ),
+    ConfigDef(
+        "sasl.server.max.receive.size",
+        "int",
+        524288,
+        "The largest request frame a SASL listener reads before the client authenticated.",
+        validator=at_least(1),
+    ),
+    ConfigDef(
+        "sasl.oauthbearer.jwks.endpoint.url",
+        "string",
+        None,
+        "KIP-768: validate OAUTHBEARER JWTs against this JWKS (file: or http(s) URL); "
+        "unset: Kafka's unsecured validator.",
+    ),
+    ConfigDef("sasl.oauthbearer.jwks.endpoint.refresh.ms", "long", 3600000, validator=at_least(1)),
+    ConfigDef("sasl.oauthbearer.expected.audience", "list", None),
+    ConfigDef("sasl.oauthbearer.expected.issuer", "string", None),
+    ConfigDef("sasl.oauthbearer.sub.claim.name", "string", "sub"),
+    ConfigDef("sasl.oauthbearer.scope.claim.name", "string", "scope"),
+    ConfigDef("sasl.oauthbearer.clock.skew.seconds", "int", 30, validator=at_least(0)),
+    ConfigDef(
+        "kafkalite.sasl.client.username",
+        "string",
+        None,
+        "The broker's own user on a SASL inter-broker listener (else the username of the "
+        "listener's JAAS config for sasl.mechanism.inter.broker.protocol).",
+    ),
+    ConfigDef("kafkalite.sasl.client.password", "password", None, "Its password."),
+]
+_DEFS += _SASL_DEFS
 
 CONFIG_DEFS: dict[str, ConfigDef] = {d.name: d for d in _DEFS}
 
@@ -622,7 +707,20 @@ class BrokerConfig:
         #: ``listener.name.<name>.max.connections`` and ``...max.connection.creation.rate``:
         #: {LISTENER: {"max.connections": n, ...}} (Kafka's per-listener overrides)
         self.listener_connection_limits: dict[str, dict[str, int]] = {}
+        #: per-listener SASL keys, {LISTENER: {"sasl.enabled.mechanisms": ..., "plain.sasl.jaas.config":
+        #: ...}} (JAAS strings hold passwords: never described, never logged)
+        self.listener_sasl: dict[str, dict[str, str]] = {}
+        #: PLAIN users from ``kafkalite.sasl.plain.users`` ("" key: every listener)
+        self.sasl_plain_users: dict[str, dict[str, str]] = {}
         for key, value in raw.items():
+            m = _PLAIN_USER.match(key)
+            if m is not None:
+                self.sasl_plain_users.setdefault((m[1] or "").upper(), {})[m[2]] = str(value)
+                continue
+            m = _LISTENER_SASL.match(key)
+            if m is not None:
+                self.listener_sasl.setdefault(m[1].upper(), {})[m[2]] = str(value)
+                continue
             if is_ignored_kafka_key(key):
                 self.ignored[key] = value
                 continue
@@ -686,11 +784,11 @@ class BrokerConfig:
         if not self.listeners:
             raise ConfigError("listeners", "at least one listener is required")
         for ep in self.listeners:
-            if ep.security_protocol not in ("PLAINTEXT", "SSL"):
+            if ep.security_protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
                 raise ConfigError(
-                    "listeners", f"security protocol {ep.security_protocol} is not supported yet"
+                    "listeners", f"security protocol {ep.security_protocol} is not supported"
                 )
-        if any(ep.security_protocol == "SSL" for ep in self.listeners):
+        if any(ep.security_protocol in ("SSL", "SASL_SSL") for ep in self.listeners):
             v = self._values
             if not v["ssl.keystore.location"] and not (
                 v["ssl.keystore.certificate.chain"] and v["ssl.keystore.key"]
@@ -769,8 +867,9 @@ class BrokerConfig:
         name = self._values["inter.broker.listener.name"]
         if name:
             return str(name)
+        protocol = self._values["security.inter.broker.protocol"]
         return next(
-            (e.listener for e in self.advertised if e.security_protocol == "PLAINTEXT"),
+            (e.listener for e in self.advertised if e.security_protocol == protocol),
             self.advertised[0].listener,
         )
 

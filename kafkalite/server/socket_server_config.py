@@ -8,6 +8,8 @@ values, and where a bad value becomes a ``ConfigError`` naming its key.
 from __future__ import annotations
 
 import ssl
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from kafkalite.network.connection_quotas import (
     ConnectionQuotas,
@@ -25,12 +27,10 @@ def build_socket_server(
     channel: RequestChannel,
     *,
     ssl_context: ssl.SSLContext | None = None,
+    sasl: Mapping[str, Callable[[], Any]] | None = None,
 ) -> SocketServer:
     listeners = config.listeners
-    inter_broker = config["inter.broker.listener.name"] or next(
-        (e.listener for e in listeners if e.security_protocol == "PLAINTEXT"),
-        listeners[0].listener,
-    )
+    inter_broker = config.inter_broker_listener
     try:
         overrides = resolve_overrides(
             parse_overrides(str(config["max.connections.per.ip.overrides"] or ""))
@@ -42,6 +42,7 @@ def build_socket_server(
         channel,
         idle_ms=int(config["connections.max.idle.ms"]),
         ssl_context=ssl_context,
+        sasl=sasl,
         limits=ConnectionLimits(
             max_inflight=int(config["kafkalite.connection.max.inflight.requests"]),
             max_queued_bytes=int(config["kafkalite.connection.max.queued.response.bytes"]),

@@ -20,10 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 from kafkalite.common import structs
 from kafkalite.common.types import TopicPartition
-from kafkalite.protocol import messages
+from kafkalite.protocol import messages, sasl_client
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.headers import skip_tagged_fields
+from kafkalite.protocol.sasl_client import SaslClientCredentials
 
 if TYPE_CHECKING:
     from kafkalite.server.metadata_cache import MetadataCache
@@ -34,8 +35,15 @@ WRITE_TXN_MARKERS_VERSION = 1
 
 
 class BrokerConnection:
-    def __init__(self, host: str, port: int, ssl_context: ssl.SSLContext | None) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        ssl_context: ssl.SSLContext | None,
+        sasl: SaslClientCredentials | None = None,
+    ) -> None:
         self.host, self.port, self.ssl_context = host, port, ssl_context
+        self.sasl = sasl
         self.lock = asyncio.Lock()
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
@@ -51,8 +59,8 @@ class BrokerConnection:
 
     async def _call(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
         if self._writer is None:
-            self._reader, self._writer = await asyncio.open_connection(
-                self.host, self.port, ssl=self.ssl_context
+            self._reader, self._writer = await sasl_client.open_connection(
+                self.host, self.port, ssl=self.ssl_context, sasl=self.sasl
             )
         assert self._reader is not None
         req_cls = messages.request_type(api_key, version)
@@ -89,8 +97,10 @@ class TxnMarkerSender:
         *,
         ssl_context: ssl.SSLContext | None = None,
         request_timeout_ms: int = 30000,
+        sasl: SaslClientCredentials | None = None,
     ) -> None:
         self.cache = metadata_cache
+        self.sasl = sasl
         self.listener_name = listener_name
         self.ssl_context = ssl_context
         self.request_timeout_s = request_timeout_ms / 1000
@@ -150,7 +160,7 @@ class TxnMarkerSender:
         conn = self._connections.get(key)
         if conn is None:
             conn = self._connections[key] = BrokerConnection(
-                endpoint[0], endpoint[1], self.ssl_context
+                endpoint[0], endpoint[1], self.ssl_context, self.sasl
             )
         by_topic: dict[str, list[int]] = defaultdict(list)
         for t, p in tps:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from kafkalite.common.types import TopicPartition
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.errors import ErrorCode
+from kafkalite.protocol.sasl_client import SaslClientCredentials
 from kafkalite.server.txn_marker_sender import BrokerConnection
 
 if TYPE_CHECKING:
@@ -70,8 +71,10 @@ class TxnVerifier:
         ssl_context: ssl.SSLContext | None = None,
         request_timeout_ms: int = 30000,
         enabled: bool = True,
+        sasl: SaslClientCredentials | None = None,
     ) -> None:
         self.broker_id = broker_id
+        self.sasl = sasl
         self.coordinator = coordinator
         self.cache = metadata_cache
         self.listener_name = listener_name
@@ -109,7 +112,7 @@ class TxnVerifier:
         conn = self._connections.get(key)
         if conn is None:
             conn = self._connections[key] = BrokerConnection(
-                endpoint[0], endpoint[1], self.ssl_context
+                endpoint[0], endpoint[1], self.ssl_context, self.sasl
             )
         by_topic: dict[str, list[int]] = {}
         for t, p in partitions:

@@ -72,7 +72,12 @@ class ServerProcess:
                 **(overrides or {}),
             }
             self.cfg = self.dir / "server.properties"
-            self.cfg.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+            # "{port}" in a value is this broker's port (e.g. a SASL_SSL-only listener)
+            self.cfg.write_text(
+                "".join(
+                    f"{k}={str(v).replace('{port}', str(self.port))}\n" for k, v in props.items()
+                )
+            )
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
 

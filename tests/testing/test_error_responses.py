@@ -163,6 +163,13 @@ REQUESTS: dict[int, dict[str, Any]] = {
         ],
         "validate_only": False,
     },
+    ApiKey.SASL_HANDSHAKE: {"mechanism": "PLAIN"},
+    ApiKey.SASL_AUTHENTICATE: {"auth_bytes": b"\x00u\x00p"},
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: {"users": [{"name": "alice"}]},
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: {
+        "deletions": [{"name": "alice", "mechanism": 1}],
+        "upsertions": [],
+    },
 }
 
 _TABLE = build_api_table(None)

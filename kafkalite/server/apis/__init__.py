@@ -35,6 +35,7 @@ from kafkalite.server.apis import (
     metadata,
     offset_for_leader_epoch,
     produce,
+    sasl,
     topics,
     transactions,
 )
@@ -89,6 +90,13 @@ from kafkalite.server.apis.list_offsets import handle_list_offsets
 from kafkalite.server.apis.metadata import MetadataDeps, handle_metadata
 from kafkalite.server.apis.offset_for_leader_epoch import handle_offset_for_leader_epoch
 from kafkalite.server.apis.produce import ProduceDeps, handle_produce
+from kafkalite.server.apis.sasl import (
+    SaslDeps,
+    handle_alter_user_scram_credentials,
+    handle_describe_user_scram_credentials,
+    handle_sasl_authenticate,
+    handle_sasl_handshake,
+)
 from kafkalite.server.apis.topics import (
     TopicDeps,
     handle_create_partitions,
@@ -117,6 +125,7 @@ if TYPE_CHECKING:
     from kafkalite.quota.managers import QuotaManagers
     from kafkalite.quota.quota_store import ClientQuotaStore
     from kafkalite.replica.replica_manager import ReplicaManager
+    from kafkalite.security.credentials import ScramCredentialStore
     from kafkalite.server.admin_manager import AdminManager
     from kafkalite.server.append_sequencer import AppendSequencer
     from kafkalite.server.config import BrokerConfig
@@ -158,6 +167,8 @@ class BrokerServices:
     quota_store: ClientQuotaStore
     transaction_coordinator: TransactionCoordinator
     txn_verifier: TxnVerifier | None = None
+    #: SCRAM credentials in /config/users (DescribeUserScramCredentials, AlterUser...)
+    credential_store: ScramCredentialStore | None = None
 
 
 def _collaborators(s: BrokerServices | None) -> dict[str, Any] | None:
@@ -184,6 +195,7 @@ def _collaborators(s: BrokerServices | None) -> dict[str, Any] | None:
         api_versions.__name__: s.api_versions,
         topics.__name__: TopicDeps(s.config, cache, s.admin, s.quotas),
         client_quotas.__name__: ClientQuotaDeps(s.quotas.configs, s.quota_store),
+        sasl.__name__: SaslDeps(s.credential_store),
         init_producer_id.__name__: InitProducerIdDeps(s.producer_ids, s.transaction_coordinator),
         configs.__name__: ConfigDeps(s.broker_id, s.config, cache, s.admin, s.dynamic_config),
         cluster.__name__: ClusterDeps(cache, s.log_manager),
@@ -363,6 +375,38 @@ _TABLE: list[tuple[Any, int, int, Any, bool, str]] = [
         True,
         "stored in /config/users, /config/clients; applied on every broker",
     ),
+    (
+        ApiKey.SASL_HANDSHAKE,
+        0,
+        1,
+        handle_sasl_handshake,
+        True,
+        "PLAIN, SCRAM-SHA-256/512, OAUTHBEARER on SASL listeners; v0: raw tokens follow",
+    ),
+    (
+        ApiKey.SASL_AUTHENTICATE,
+        0,
+        2,
+        handle_sasl_authenticate,
+        True,
+        "v1+: session lifetime (KIP-368 re-authentication)",
+    ),
+    (
+        ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
+        0,
+        0,
+        handle_describe_user_scram_credentials,
+        False,
+        "mechanism and iterations, never the keys",
+    ),
+    (
+        ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+        0,
+        0,
+        handle_alter_user_scram_credentials,
+        True,
+        "salted in /config/users/<user> as Kafka's ZooKeeper mode; applied on every broker",
+    ),
 ]
 
 
@@ -428,7 +472,16 @@ _ERROR_RESPONSES: dict[int, ErrorResponseBuilder] = {
     ),
     ApiKey.DESCRIBE_CLIENT_QUOTAS: client_quotas.describe_client_quotas_error_response,
     ApiKey.ALTER_CLIENT_QUOTAS: client_quotas.alter_client_quotas_error_response,
+    ApiKey.SASL_HANDSHAKE: sasl.sasl_handshake_error_response,
+    ApiKey.SASL_AUTHENTICATE: sasl.sasl_authenticate_error_response,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: sasl.describe_user_scram_credentials_error_response,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: sasl.alter_user_scram_credentials_error_response,
 }
+
+
+#: the SASL exchange happens before a client has a quota identity (Kafka's authenticator
+#: answers it, not KafkaApis)
+_UNTHROTTLED = frozenset({ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
 
 
 def build_api_table(services: BrokerServices | None) -> dict[int, ApiSpec]:
@@ -436,7 +489,7 @@ def build_api_table(services: BrokerServices | None) -> dict[int, ApiSpec]:
     table = {}
     for key, lo, hi, handler, serial, notes in _TABLE:
         bound_handler = _bind(handler, bound)
-        if services is not None:
+        if services is not None and key not in _UNTHROTTLED:
             # client quotas: throttle_time_ms in the response, the connection muted
             bound_handler = enforce(services.quotas, int(key), bound_handler)
         table[int(key)] = ApiSpec(

@@ -103,6 +103,10 @@ class ControllerRequestChannel(RequestChannel):
         if len(frame) >= 4:
             api_key, version = _KEY_VERSION.unpack_from(frame, 0)
             if api_key in ib.CONTROLLER_APIS and api_key in self.api_table:
+                sasl = conn.sasl
+                if sasl is not None and not sasl.open and sasl.admits(api_key) != 0:
+                    # not authenticated on a SASL listener: as any other request, close
+                    raise CloseConnection(sasl.refusal(api_key))
                 # bytes already (only a Produce is handed a view): bytes() returns it as is
                 return self._handle_controller_request(conn, bytes(frame), api_key, version)
             if api_key in _FOLLOWER_APIS and not conn.broker_peer:

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     import kio.schema.alter_configs.v1.request
     import kio.schema.alter_configs.v2.request
     import kio.schema.alter_partition_reassignments.v0.request
+    import kio.schema.alter_user_scram_credentials.v0.request
     import kio.schema.api_versions.v0.request
     import kio.schema.api_versions.v1.request
     import kio.schema.api_versions.v2.request
@@ -80,6 +81,7 @@ if TYPE_CHECKING:
     import kio.schema.describe_log_dirs.v4.request
     import kio.schema.describe_producers.v0.request
     import kio.schema.describe_transactions.v0.request
+    import kio.schema.describe_user_scram_credentials.v0.request
     import kio.schema.elect_leaders.v0.request
     import kio.schema.elect_leaders.v1.request
     import kio.schema.elect_leaders.v2.request
@@ -179,6 +181,11 @@ if TYPE_CHECKING:
     import kio.schema.offset_for_leader_epoch.v2.request
     import kio.schema.offset_for_leader_epoch.v3.request
     import kio.schema.offset_for_leader_epoch.v4.request
+    import kio.schema.sasl_authenticate.v0.request
+    import kio.schema.sasl_authenticate.v1.request
+    import kio.schema.sasl_authenticate.v2.request
+    import kio.schema.sasl_handshake.v0.request
+    import kio.schema.sasl_handshake.v1.request
     import kio.schema.sync_group.v0.request
     import kio.schema.sync_group.v1.request
     import kio.schema.sync_group.v2.request
@@ -314,6 +321,11 @@ if TYPE_CHECKING:
         | kio.schema.list_groups.v5.request.ListGroupsRequest
     )
 
+    SaslHandshakeRequest = (
+        kio.schema.sasl_handshake.v0.request.SaslHandshakeRequest
+        | kio.schema.sasl_handshake.v1.request.SaslHandshakeRequest
+    )
+
     ApiVersionsRequest = (
         kio.schema.api_versions.v0.request.ApiVersionsRequest
         | kio.schema.api_versions.v1.request.ApiVersionsRequest
@@ -419,6 +431,12 @@ if TYPE_CHECKING:
         | kio.schema.describe_log_dirs.v4.request.DescribeLogDirsRequest
     )
 
+    SaslAuthenticateRequest = (
+        kio.schema.sasl_authenticate.v0.request.SaslAuthenticateRequest
+        | kio.schema.sasl_authenticate.v1.request.SaslAuthenticateRequest
+        | kio.schema.sasl_authenticate.v2.request.SaslAuthenticateRequest
+    )
+
     CreatePartitionsRequest = (
         kio.schema.create_partitions.v0.request.CreatePartitionsRequest
         | kio.schema.create_partitions.v1.request.CreatePartitionsRequest
@@ -461,6 +479,14 @@ if TYPE_CHECKING:
     AlterClientQuotasRequest = (
         kio.schema.alter_client_quotas.v0.request.AlterClientQuotasRequest
         | kio.schema.alter_client_quotas.v1.request.AlterClientQuotasRequest
+    )
+
+    DescribeUserScramCredentialsRequest = (
+        kio.schema.describe_user_scram_credentials.v0.request.DescribeUserScramCredentialsRequest
+    )
+
+    AlterUserScramCredentialsRequest = (
+        kio.schema.alter_user_scram_credentials.v0.request.AlterUserScramCredentialsRequest
     )
 
     DescribeClusterRequest = (
