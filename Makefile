@@ -24,12 +24,13 @@ run: $(STAMP)
 ## Debian packages the tests use: kcat (librdkafka 2.0 client), Apache ZooKeeper, a Java
 ## runtime (ZooKeeper, and Spark for the tests marked `spark`), and Node.js with npm (the
 ## kafkajs and @platformatic/kafka clients pinned in tests/node), and Chromium with its
-## WebDriver (the console's browser tests)
+## WebDriver (the console's browser tests). .ci/apt-get-retry waits while another
+## apt-get or dpkg holds the lock instead of failing.
 system-deps:
 	@if ! command -v kcat >/dev/null || [ ! -f /usr/share/java/zookeeper.jar ] || ! command -v java >/dev/null || ! command -v npm >/dev/null || ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-		$$SUDO apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq kcat zookeeper default-jre-headless nodejs npm chromium chromium-driver >/dev/null; \
+		$$SUDO .ci/apt-get-retry update -qq && \
+		DEBIAN_FRONTEND=noninteractive $$SUDO .ci/apt-get-retry install -y -qq kcat zookeeper default-jre-headless nodejs npm chromium chromium-driver >/dev/null; \
 	fi
 
 $(TEST_STAMP): pyproject.toml tests/node/package-lock.json $(STAMP)

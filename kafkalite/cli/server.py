@@ -9,9 +9,14 @@ import signal
 import sys
 
 from kafkalite.log.errors import ConfigError as LogConfigError
+from kafkalite.log.errors import KafkaStorageError
 from kafkalite.server import gc_tuning
 from kafkalite.server.broker import KafkaBroker
+from kafkalite.server.broker_identity import LogDirsUnusable
 from kafkalite.server.config import BrokerConfig, ConfigError
+from kafkalite.server.startup_checks import StartupError
+
+log = logging.getLogger("kafkalite")
 
 
 def install_event_loop_policy() -> str:
@@ -23,7 +28,7 @@ def install_event_loop_policy() -> str:
     return "uvloop"
 
 
-async def serve(config: BrokerConfig) -> int:
+async def serve(config: BrokerConfig, loop_name: str = "asyncio") -> int:
     broker = KafkaBroker(config)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -34,6 +39,8 @@ async def serve(config: BrokerConfig) -> int:
     except Exception:
         await broker.stop()
         raise
+    # logged once started, so a failed start-up prints its one line and nothing else
+    log.info("event loop: %s", loop_name)
     # the process is ours: keep full GC passes off the long-lived start-up state
     gc_tuning.install()
     print(
@@ -42,7 +49,7 @@ async def serve(config: BrokerConfig) -> int:
         flush=True,
     )
     await stop.wait()
-    logging.getLogger("kafkalite").info("shutting down")
+    log.info("shutting down")
     gc_tuning.uninstall()
     await broker.stop()
     return 0
@@ -72,21 +79,29 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = BrokerConfig.load(args.config, overrides)
     except FileNotFoundError:
-        print(f"kafkalite-server: config file not found: {args.config}", file=sys.stderr)
-        return 2
+        return _fail(f"config file not found: {args.config}", 2)
     except (ConfigError, LogConfigError) as e:
-        print(f"kafkalite-server: {e}", file=sys.stderr)
-        return 2
+        return _fail(str(e), 2)
     loop_name = install_event_loop_policy()
-    logging.getLogger("kafkalite").info("event loop: %s", loop_name)
     try:
-        return asyncio.run(serve(config))
-    except (ConfigError, LogConfigError) as e:
-        print(f"kafkalite-server: {e}", file=sys.stderr)
-        return 2
+        return asyncio.run(serve(config, loop_name))
+    except (ConfigError, LogConfigError, StartupError) as e:
+        return _fail(str(e), 2)
+    except LogDirsUnusable as e:
+        return _fail("log.dirs: " + "; ".join(e.reasons.values()), 1)
+    except KafkaStorageError as e:
+        return _fail(f"log.dirs: {e}", 1)
     except OSError as e:
-        print(f"kafkalite-server: {e}", file=sys.stderr)
-        return 1
+        return _fail(str(e), 1)
+    except Exception as e:  # never a traceback for a start-up failure: one line, details at DEBUG
+        log.debug("start-up failed", exc_info=True)
+        return _fail(f"start-up failed: {type(e).__name__}: {e} (--log-level DEBUG for details)", 1)
+
+
+def _fail(message: str, code: int) -> int:
+    """A start-up failure: one line on stderr, no traceback."""
+    print(f"kafkalite-server: {message}", file=sys.stderr, flush=True)
+    return code
 
 
 if __name__ == "__main__":

@@ -187,6 +187,8 @@ class Log:
         self._on_io_error = on_io_error
         #: told the new log end offset after a truncation (the cleaner resets its checkpoint)
         self.on_truncate = on_truncate
+        #: told each flush's duration in seconds (the log manager's LogFlushRateAndTimeMs)
+        self.on_flush: Callable[[float], None] | None = None
         self._offline = False
         self._segments = LogSegments()
         self._deleter = SegmentDeleter(self.name, clock_ms)
@@ -906,6 +908,7 @@ class Log:
         offset = self._leo if up_to is None else min(up_to, self._leo)
         if offset <= self.recovery_point:
             return
+        t0 = time.perf_counter()
         for seg in self.unflushed_segments(offset):
             seg.flush()
         self._epoch_cache.sync_to_disk()
@@ -913,6 +916,8 @@ class Log:
         self.last_flush_ms = self._clock()
         if offset >= self._leo:
             self._unflushed_messages = 0
+        if self.on_flush is not None:
+            self.on_flush(time.perf_counter() - t0)
 
     def unflushed_segments(self, up_to: int) -> list[LogSegment]:
         """Segments holding offsets in [recovery_point, up_to): what flush(up_to) would fsync."""

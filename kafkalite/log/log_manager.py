@@ -179,6 +179,9 @@ class LogManager:
         self._pending_dir_deletes: list[tuple[int, Path, Log]] = []
         #: replicas moving to another log dir (AlterReplicaLogDirs), by partition
         self.future_logs: dict[TopicPartition, FutureLog] = {}
+        #: Kafka's LogFlushRateAndTimeMs: logs flushed (fsynced) by the flusher and their time
+        self.flush_count = 0
+        self.flush_time_s = 0.0
         #: file deletions (expired segments, deleted partitions' dirs) run on one
         #: background thread, as Kafka's kafka-delete-logs: unlinking a 1 GiB
         #: segment takes 50-200 ms, too long to hold the broker's event loop
@@ -253,8 +256,6 @@ class LogManager:
         recovery_points = self._read_checkpoint(d / RECOVERY_POINT_CHECKPOINT_FILE)
         start_offsets = self._read_checkpoint(d / LOG_START_OFFSET_CHECKPOINT_FILE)
         high_watermarks = self._read_checkpoint(d / REPLICATION_CHECKPOINT_FILE)
-        if not clean:
-            log.info("%s: no clean shutdown marker; recovering unflushed segments", d)
         todo: list[tuple[Path, TopicPartition]] = []
         with os.scandir(d) as it:
             entries = sorted((e.name, e.is_dir()) for e in it)
@@ -290,6 +291,10 @@ class LogManager:
             if tp in self._logs:
                 raise LogError(f"duplicate log directories for {name}: {self._dir_of[tp]} and {d}")
             todo.append((sub, tp))
+
+        if not clean and todo:
+            # a brand-new (or empty) data dir has nothing to recover: say nothing
+            log.info("%s: no clean shutdown marker; recovering unflushed segments", d)
 
         def load(job: tuple[Path, TopicPartition]) -> Log:
             sub, tp = job
@@ -508,6 +513,7 @@ class LogManager:
 
     def _add_log(self, tp: TopicPartition, lg: Log, d: Path) -> None:
         lg.file_deleter = self._delete_in_background
+        lg.on_flush = self._flushed
         self._logs[tp] = lg
         self._dir_of[tp] = d
         self._dir_counts[d] += 1
@@ -788,6 +794,11 @@ class LogManager:
         else:
             lg.leader_epoch_cache.sync_to_disk()
 
+    def _flushed(self, seconds: float) -> None:
+        """A log flushed itself (Log.flush) in ``seconds``: LogFlushRateAndTimeMs."""
+        self.flush_count += 1
+        self.flush_time_s += seconds
+
     def _reap(self, now: int) -> None:
         for lg in self._live_logs():
             self._each(lg, partial(lg.run_pending_deletes, now))
@@ -960,7 +971,10 @@ class LogManager:
                     good = False
             return [good] * len(jobs)
 
+        t0 = time.perf_counter()
         results = await loop.run_in_executor(None, fsync_all)
+        self.flush_count += sum(1 for _lg, target, *_ in jobs if target is not None)
+        self.flush_time_s += time.perf_counter() - t0
         for (lg, target, _fds, _paths, epoch_gen), good in zip(jobs, results, strict=True):
             if not good or lg.is_offline:
                 continue

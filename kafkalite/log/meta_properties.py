@@ -174,14 +174,30 @@ def check_log_dirs(log_dirs: Iterable[Path]) -> tuple[list[Path], dict[Path, str
     failed: dict[Path, str] = {}
     for d in log_dirs:
         d = Path(d)
+        if d.exists() and not d.is_dir():
+            failed[d] = f"{d} is a file, not a directory"
+            continue
         try:
             d.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            failed[d] = _why_not_created(d, e)
+            continue
+        try:
             read_meta_properties(d)
         except (OSError, ValueError, UnicodeDecodeError) as e:
-            failed[d] = str(e)
+            failed[d] = f"{d / META_PROPERTIES_FILE}: {e}"
             continue
         healthy.append(d)
     return healthy, failed
+
+
+def _why_not_created(d: Path, e: OSError) -> str:
+    """One line: why ``d`` could not be created (the file in its way, or the OS's reason)."""
+    if isinstance(e, NotADirectoryError | FileExistsError):
+        for parent in [d, *d.parents]:
+            if parent.exists() and not parent.is_dir():
+                return f"cannot create {d}: {parent} is a file"
+    return f"cannot create {d}: {e.strerror or e}"
 
 
 def write_meta_properties(

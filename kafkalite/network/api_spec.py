@@ -15,6 +15,7 @@ from kafkalite.common.principal import KafkaPrincipal
 
 if TYPE_CHECKING:
     from kafkalite.network.connection import Connection
+    from kafkalite.network.request_stats import ApiStats
 
 __all__ = ["ApiSpec", "ErrorResponseBuilder", "RequestContext"]
 
@@ -66,6 +67,9 @@ class RequestContext:
     #: ``time.perf_counter()`` when the channel took the frame: a request's loop time
     #: (``request_percentage``) counts its decoding too, not only its handler
     received: float = 0.0
+    #: the API's RequestMetrics; handlers that encode their own response (Produce,
+    #: Fetch) add its error codes here. None outside a broker's request channel
+    stats: ApiStats | None = None
 
     @property
     def listener(self) -> str:

@@ -26,6 +26,7 @@ from kafkalite.common import structs
 from kafkalite.common.principal import USER_TYPE, KafkaPrincipal
 from kafkalite.network.api_spec import ApiSpec, RequestContext
 from kafkalite.network.connection import Connection
+from kafkalite.network.request_stats import ApiStats, count_errors
 from kafkalite.network.responses import CloseConnection, FileRange
 from kafkalite.network.unexpected_errors import describe_unexpected
 from kafkalite.protocol import messages
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 _perf_counter = time.perf_counter
 _UNKNOWN_SERVER_ERROR = int(ErrorCode.unknown_server_error)
+_FETCH = int(ApiKey.FETCH)
 _ILLEGAL_SASL_STATE = int(ErrorCode.illegal_sasl_state)
 #: SaslServerAuthenticator.admits' answers (kafkalite.security.sasl.authenticator)
 _SASL_CLOSE, _SASL_ILLEGAL_STATE = 1, 2
@@ -112,14 +114,33 @@ class RequestChannel:
         self.requests_total: dict[int, int] = {}
         #: told of every closed connection (share sessions end with theirs, as in Kafka)
         self.close_listeners: list[Callable[[object], None]] = []
+        #: per API: errors in responses and the time histograms (RequestMetrics)
+        self.api_stats: dict[int, ApiStats] = {}
+        #: Fetch's times again by who fetched (Kafka's FetchConsumer / FetchFollower)
+        self.fetch_consumer_stats = ApiStats()
+        self.fetch_follower_stats = ApiStats()
+        #: connections accepted and closed per listener since start-up
+        self.connections_created: dict[str, int] = {}
+        self.connections_closed: dict[str, int] = {}
 
     def connection_opened(self, conn: Connection) -> None:
         self.connections.add(conn)
+        created = self.connections_created
+        created[conn.listener] = created.get(conn.listener, 0) + 1
 
     def connection_closed(self, conn: Connection) -> None:
-        self.connections.discard(conn)
+        if conn in self.connections:
+            self.connections.discard(conn)
+            closed = self.connections_closed
+            closed[conn.listener] = closed.get(conn.listener, 0) + 1
         for listener in self.close_listeners:
             listener(conn)
+
+    def stats_of(self, api_key: int) -> ApiStats:
+        stats = self.api_stats.get(api_key)
+        if stats is None:
+            stats = self.api_stats[api_key] = ApiStats()
+        return stats
 
     def handle(
         self, conn: Connection, frame: bytes | memoryview
@@ -162,6 +183,9 @@ class RequestChannel:
                 request = messages.decode_request(hdr.api_key, version, frame, body_offset)
             except Exception as e:  # kio raises many kinds on garbage input
                 raise MalformedRequest(f"cannot decode {spec.name} v{version}: {e!r}") from None
+        stats = self.api_stats.get(hdr.api_key)
+        if stats is None:
+            stats = self.stats_of(hdr.api_key)
         ctx = RequestContext(
             conn,
             hdr.api_key,
@@ -171,10 +195,21 @@ class RequestChannel:
             flexible,
             size=len(frame),
             received=received,
+            stats=stats,
         )
         # ApiVersions responses always use header v0 (KIP-511)
         resp_flexible = flexible and hdr.api_key != ApiKey.API_VERSIONS
-        framer = self._framer(hdr.correlation_id, resp_flexible, hdr.api_key, version)
+        # RequestQueueTimeMs: since the socket read that completed this frame (frames held
+        # back by the connection's bounds or a quota wait here)
+        queue_s = received - conn.last_active
+        also = None
+        if hdr.api_key == _FETCH:  # recorded under FetchConsumer or FetchFollower too, as Kafka
+            also = (
+                self.fetch_follower_stats
+                if getattr(request, "replica_id", -1) >= 0
+                else self.fetch_consumer_stats
+            )
+            also.requests += 1
         if illegal_sasl_state:
             # Kafka answers the request with ILLEGAL_SASL_STATE, then closes
             assert sasl is not None
@@ -184,20 +219,54 @@ class RequestChannel:
             refused = None if builder is None else builder(request, version, _ILLEGAL_SASL_STATE)
             if refused is None:
                 raise CloseConnection(sasl.refusal(hdr.api_key))
+            framer = self._framer(
+                hdr.correlation_id,
+                resp_flexible,
+                hdr.api_key,
+                version,
+                stats,
+                received,
+                queue_s,
+                _perf_counter(),
+                also,
+            )
             return refused, framer, False
         interceptor = self.interceptor
         if interceptor is not None:
             intercepted = interceptor(ctx, request, spec)
             if intercepted is not None:
+                framer = self._framer(
+                    hdr.correlation_id,
+                    resp_flexible,
+                    hdr.api_key,
+                    version,
+                    stats,
+                    received,
+                    queue_s,
+                    _perf_counter(),
+                    also,
+                )
                 return intercepted.result, framer, spec.serial
         try:
             result = spec.handler(ctx, request)
         except (CloseConnection, MalformedRequest):
             raise
         except Exception as e:  # a bug: UNKNOWN_SERVER_ERROR (or close), keep serving
-            return _unexpected(spec, request, version, e), framer, spec.serial
-        if inspect.iscoroutine(result):
-            result = _guarded(result, spec, request, version)
+            result = _unexpected(spec, request, version, e)
+        else:
+            if inspect.iscoroutine(result):
+                result = _guarded(result, spec, request, version)
+        framer = self._framer(
+            hdr.correlation_id,
+            resp_flexible,
+            hdr.api_key,
+            version,
+            stats,
+            received,
+            queue_s,
+            _perf_counter(),
+            also,
+        )
         return result, framer, spec.serial
 
     @staticmethod
@@ -238,11 +307,27 @@ class RequestChannel:
 
     @staticmethod
     def _framer(
-        correlation_id: int, flexible: bool, api_key: int, version: int
+        correlation_id: int,
+        flexible: bool,
+        api_key: int,
+        version: int,
+        stats: ApiStats | None = None,
+        received: float = 0.0,
+        queue_s: float = 0.0,
+        local_end: float = 0.0,
+        also: ApiStats | None = None,
     ) -> Callable[[Any], list[Any] | None]:
+        """The response's encoder; with ``stats`` it also records the request's times
+        (the handler returned at ``local_end``; the rest until now is remote time) and,
+        for a response dict, its error codes (handlers that encode their own response
+        count theirs)."""
         head = response_header(correlation_id, flexible)
 
         def frame(result: Any) -> list[Any] | None:
+            if stats is not None:
+                stats.record(queue_s, local_end - received, _perf_counter() - local_end, also)
+                if type(result) is dict:
+                    count_errors(result, stats.errors)
             if result is None:
                 return None
             if isinstance(result, dict):

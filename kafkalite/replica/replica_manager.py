@@ -55,6 +55,7 @@ from kafkalite.replica.replication_quota import (
     ReplicationQuota,
     is_throttled_replica,
 )
+from kafkalite.replica.topic_stats import BrokerTopicStats
 from kafkalite.timer import loop_slices
 from kafkalite.timer.purgatory import DelayedOperationPurgatory
 
@@ -251,6 +252,8 @@ class ReplicaManager:
         )
         self.isr_shrinks = 0
         self.isr_expands = 0
+        #: Kafka's BrokerTopicMetrics counts (updated by Produce and Fetch)
+        self.topic_stats = BrokerTopicStats()
         self._background: list[asyncio.Task[None]] = []
         self._isr_writes: set[asyncio.Task[None]] = set()
         self._epochs = epochs
@@ -535,6 +538,7 @@ class ReplicaManager:
         plog = p.log
         if records:
             plog.append_as_follower(records)  # the log keeps its producer state
+            self.topic_stats.replication_bytes_in += len(records)
         p.leader_hw_seen = leader_hw
         if plog.maybe_increment_high_watermark(min(leader_hw, plog.log_end_offset)):
             self._wake_fetches_later(tp)  # consumers reading from this follower (KIP-392)

@@ -58,6 +58,7 @@ from kafkalite.server.metrics import BrokerMetrics, MetricsHttpServer
 from kafkalite.server.quota_enforcement import quota_config
 from kafkalite.server.sasl_config import inter_broker_sasl_credentials, sasl_listener_configs
 from kafkalite.server.socket_server_config import build_socket_server
+from kafkalite.server.startup_checks import check_ports_free
 from kafkalite.server.txn_marker_sender import TxnMarkerSender
 from kafkalite.server.txn_verifier import TxnVerifier
 
@@ -163,6 +164,13 @@ class KafkaBroker:
             self.clock_ms, int(config["telemetry.max.bytes"])
         )
         self.metrics.register(ClientTelemetryCollector(lambda: self.client_metrics))
+        self.metrics.register_broker(
+            lambda: self.channel,
+            lambda: self.replica_manager,
+            lambda: self.metadata_cache.topics,
+            lambda: self.log_manager,
+            lambda: self.group_coordinator,
+        )
         self.metrics_server = MetricsHttpServer.from_config(self.metrics, config)
         self.console: ConsoleServer | None = None
         if config["kafkalite.console.port"] is not None:
@@ -181,6 +189,7 @@ class KafkaBroker:
     # ---- lifecycle ----------------------------------------------------------
     async def start(self) -> None:
         cfg, cache = self.config, self.metadata_cache
+        check_ports_free(cfg)  # before anything is written to disk
         self._log_dirs, self.offline_log_dirs_at_start = usable_log_dirs(cfg)
         self.store = await open_store(cfg, ensemble=self.ensemble)
         zk = KafkaZkClient(self.store)
@@ -310,6 +319,8 @@ class KafkaBroker:
             )
         )
         await self.socket_server.start()
+        if self.metrics.loop_monitor is not None:
+            self.metrics.loop_monitor.start()
         if self.metrics_server is not None:
             await self.metrics_server.start()
         self.advertised = [self._resolve_port(ep) for ep in cfg.advertised]
@@ -355,6 +366,8 @@ class KafkaBroker:
         if self.authorizer is not None:
             await self.authorizer.stop()
         await self.socket_server.stop()
+        if self.metrics.loop_monitor is not None:
+            await self.metrics.loop_monitor.stop()
         if self.metrics_server is not None:
             await self.metrics_server.stop()
         if self.console is not None:

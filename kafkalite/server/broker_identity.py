@@ -26,15 +26,20 @@ from kafkalite.protocol.kafka_uuid import uuid_to_kafka
 from kafkalite.server.config import BrokerConfig, Endpoint
 
 
+class LogDirsUnusable(KafkaStorageError):
+    """No log dir can be used; ``reasons`` holds one line per dir."""
+
+    def __init__(self, reasons: dict[Path, str]) -> None:
+        super().__init__("every log dir failed at start-up: " + "; ".join(reasons.values()))
+        self.reasons = reasons
+
+
 def usable_log_dirs(config: BrokerConfig) -> tuple[list[Path], dict[Path, str]]:
     """The log dirs to use and those offline from the start (with the reason);
-    raises if none is usable."""
+    raises :class:`LogDirsUnusable` if none is usable."""
     dirs, offline = check_log_dirs(config.log_dirs)
     if not dirs:
-        raise KafkaStorageError(
-            "every log dir failed at start-up: "
-            + "; ".join(f"{d}: {e}" for d, e in offline.items())
-        )
+        raise LogDirsUnusable(offline)
     return list(dirs), offline
 
 

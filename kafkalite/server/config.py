@@ -10,6 +10,7 @@ socket buffers ...) are accepted and ignored, and listed as such in docs.
 from __future__ import annotations
 
 import copy
+import difflib
 import logging
 import re
 import socket
@@ -738,6 +739,12 @@ class Endpoint:
         return f"{self.listener}://{self.host}:{self.port}"
 
 
+def did_you_mean(key: str) -> str:
+    """``"; did you mean `num.partitions`?"`` for the known key closest to ``key``, or ""."""
+    close = difflib.get_close_matches(key, CONFIG_DEFS, n=1, cutoff=0.75)
+    return f"; did you mean `{close[0]}`?" if close else ""
+
+
 def _listener_name(text: str) -> str:
     return text.strip().split("://", 1)[0].upper()
 
@@ -876,7 +883,7 @@ class BrokerConfig:
                 continue
             d = CONFIG_DEFS.get(key)
             if d is None:
-                raise ConfigError(key, "unknown configuration key")
+                raise ConfigError(key, "unknown configuration key" + did_you_mean(key))
             v = _coerce(d, value)
             if d.validator and (msg := d.validator(v)):
                 raise ConfigError(key, msg)
@@ -1090,7 +1097,10 @@ class BrokerConfig:
         """
         unknown = sorted(k for k in configs if k not in CONFIG_DEFS and dynamic_def(k) is None)
         if unknown:
-            raise ConfigError(unknown[0], f"unknown broker configs: {', '.join(unknown)}")
+            raise ConfigError(
+                unknown[0],
+                f"unknown broker configs: {', '.join(unknown)}" + did_you_mean(unknown[0]),
+            )
         static_only = sorted(k for k in configs if dynamic_def(k) is None)
         if static_only:
             raise ConfigError(

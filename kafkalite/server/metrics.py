@@ -18,24 +18,43 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric, SummaryMetricFamily
+from prometheus_client.core import (
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+    SummaryMetricFamily,
+    UnknownMetricFamily,
+)
 from prometheus_client.registry import Collector
 
+from kafkalite.network.request_stats import BUCKET_BOUNDS_MS
+from kafkalite.protocol.errors import ErrorCode
 from kafkalite.quota.managers import QuotaManagers
+from kafkalite.replica.topic_stats import METER_NAMES
 from kafkalite.timer.purgatory import DelayedOperationPurgatory
 
 if TYPE_CHECKING:
     from kafkalite.controller.kafka_controller import KafkaController
+    from kafkalite.coordinator.group import GroupCoordinator
     from kafkalite.coordinator.transaction.txn_coordinator import TransactionCoordinator
+    from kafkalite.log.log_manager import LogManager
+    from kafkalite.network.request_channel import RequestChannel
     from kafkalite.replica.replica_manager import ReplicaManager
     from kafkalite.server.config import BrokerConfig
 
 __all__ = [
     "BrokerMetrics",
+    "BrokerTopicCollector",
+    "GroupCollector",
+    "LogCollector",
+    "LoopMonitor",
+    "NetworkCollector",
+    "RequestCollector",
     "ControllerCollector",
     "MetricsHttpServer",
     "PurgatoryCollector",
@@ -347,11 +366,428 @@ class QuotaCollector(Collector):
             yield count
 
 
+# ---- BrokerTopicMetrics ---------------------------------------------------------------
+BTM = "kafka_server_brokertopicmetrics_"
+
+
+def _meter(name: str, bean: str, doc: str) -> UnknownMetricFamily:
+    """A Kafka meter: its cumulative count (JMX ``Count``), untyped; ``rate()`` it."""
+    return UnknownMetricFamily(name, f"{bean}: {doc} (cumulative count; take its rate)")
+
+
+class BrokerTopicCollector(Collector):
+    """Kafka's BrokerTopicMetrics, per topic (``topic`` label) and for all topics (no
+    label), from the replica manager's plain counters. Topics no longer in the
+    metadata are folded into the all-topics counts here, at scrape time."""
+
+    def __init__(
+        self,
+        replicas: Callable[[], ReplicaManager | None],
+        topics: Callable[[], Iterable[str]],
+    ) -> None:
+        self._replicas = replicas
+        self._topics = topics
+
+    def collect(self) -> Iterator[Metric]:
+        rm = self._replicas()
+        if rm is None:
+            return
+        stats = rm.topic_stats
+        live = set(self._topics())
+        for topic in [t for t in stats.topics if t not in live]:
+            stats.remove(topic)
+        totals = stats.totals()
+        per_topic = sorted(stats.topics.items())
+        for i, name in enumerate(METER_NAMES):
+            m = _meter(BTM + name.lower(), f"kafka.server:type=BrokerTopicMetrics,name={name}", "")
+            m.add_sample(m.name, {}, totals[i])
+            for topic, counts in per_topic:
+                m.add_sample(m.name, {"topic": topic}, counts[i])
+            yield m
+        for name, value in (
+            ("ReplicationBytesInPerSec", stats.replication_bytes_in),
+            ("ReplicationBytesOutPerSec", stats.replication_bytes_out),
+        ):
+            m = _meter(BTM + name.lower(), f"kafka.server:type=BrokerTopicMetrics,name={name}", "")
+            m.add_sample(m.name, {}, value)
+            yield m
+
+
+# ---- RequestMetrics ---------------------------------------------------------------------
+RM_PREFIX = "kafka_network_requestmetrics_"
+_LE = [*(repr(b) for b in BUCKET_BOUNDS_MS), "+Inf"]
+
+
+def _error_label(code: int) -> str:
+    try:
+        return ErrorCode(code).name.upper()
+    except ValueError:
+        return str(code)
+
+
+class RequestCollector(Collector):
+    """Kafka's RequestMetrics per API (``request`` label): RequestsPerSec,
+    ErrorsPerSec by ``error``, and the TotalTimeMs, RequestQueueTimeMs, LocalTimeMs
+    and RemoteTimeMs histograms (ms), from the channel's plain counters."""
+
+    def __init__(self, channel: Callable[[], RequestChannel]) -> None:
+        self._channel = channel
+
+    def collect(self) -> Iterator[Metric]:
+        ch = self._channel()
+        table = ch.api_table
+
+        def api_name(key: int) -> str:
+            spec = table.get(key)
+            return spec.name if spec is not None else str(key)
+
+        bean = "kafka.network:type=RequestMetrics,name="
+        requests = _meter(RM_PREFIX + "requestspersec", bean + "RequestsPerSec", "requests")
+        for key, n in sorted(ch.requests_total.items()):
+            requests.add_sample(requests.name, {"request": api_name(key)}, n)
+        fetch_by_role = [
+            (name, st)
+            for name, st in (
+                ("FetchConsumer", ch.fetch_consumer_stats),
+                ("FetchFollower", ch.fetch_follower_stats),
+            )
+            if st.requests
+        ]
+        for name, st in fetch_by_role:
+            requests.add_sample(requests.name, {"request": name}, st.requests)
+        yield requests
+        errors = _meter(
+            RM_PREFIX + "errorspersec", bean + "ErrorsPerSec", "error codes in responses"
+        )
+        stats = sorted(ch.api_stats.items())
+        for key, st in stats:
+            for code, n in sorted(st.errors.items()):
+                errors.add_sample(
+                    errors.name, {"request": api_name(key), "error": _error_label(code)}, n
+                )
+        yield errors
+        for attr, name, doc in (
+            ("total", "TotalTimeMs", "from the frame read to the response encoded"),
+            ("queue", "RequestQueueTimeMs", "from the socket read to the handler"),
+            ("local", "LocalTimeMs", "in the handler"),
+            ("remote", "RemoteTimeMs", "waiting after the handler (purgatory, coordinators)"),
+        ):
+            h = HistogramMetricFamily(
+                RM_PREFIX + name.lower(), f"{bean}{name}: {doc}", labels=["request"]
+            )
+            named = [(api_name(key), st) for key, st in stats] + fetch_by_role
+            for request, st in named:
+                counts = st.buckets(attr)
+                acc = 0
+                buckets = []
+                for le, c in zip(_LE, counts, strict=True):
+                    acc += c
+                    buckets.append((le, acc))
+                if acc:
+                    h.add_metric([request], buckets, getattr(st, attr + "_s") * 1000.0)
+            yield h
+
+
+# ---- logs ---------------------------------------------------------------------------------
+
+
+class LogCollector(Collector):
+    """Kafka's ``kafka.log`` metrics: Log Size / NumLogSegments / LogStartOffset /
+    LogEndOffset per partition, LogFlushRateAndTimeMs, and the cleaner's gauges."""
+
+    def __init__(self, log_manager: Callable[[], LogManager | None]) -> None:
+        self._lm = log_manager
+
+    def collect(self) -> Iterator[Metric]:
+        lm = self._lm()
+        if lm is None:
+            return
+        labels = ["topic", "partition"]
+        fams = [
+            GaugeMetricFamily(
+                f"kafka_log_log_{n.lower()}", f"kafka.log:type=Log,name={n}: {doc}", labels=labels
+            )
+            for n, doc in (
+                ("Size", "bytes of the partition's segments"),
+                ("NumLogSegments", "segments"),
+                ("LogStartOffset", "log start offset"),
+                ("LogEndOffset", "log end offset"),
+            )
+        ]
+        for lg in sorted(lm.all_logs(), key=lambda lg: (lg.topic, lg.partition)):
+            if lg.is_offline:
+                continue
+            lv = [lg.topic, str(lg.partition)]
+            fams[0].add_metric(lv, lg.size_in_bytes)
+            fams[1].add_metric(lv, lg.num_segments)
+            fams[2].add_metric(lv, lg.log_start_offset)
+            fams[3].add_metric(lv, lg.log_end_offset)
+        yield from fams
+        yield SummaryMetricFamily(
+            "kafka_log_logflushstats_logflushrateandtimems",
+            "kafka.log:type=LogFlushStats,name=LogFlushRateAndTimeMs: log flushes (fsync) and "
+            "their time",
+            count_value=lm.flush_count,
+            sum_value=lm.flush_time_s * 1000.0,
+        )
+        c = lm.cleaner
+        for bean, attr, value in (
+            ("LogCleaner", "max-clean-time-secs", c.max_clean_time_secs),
+            ("LogCleaner", "max-buffer-utilization-percent", c.max_buffer_utilization_percent),
+            ("LogCleaner", "cleaner-recopy-percent", c.cleaner_recopy_percent),
+            ("LogCleaner", "max-compaction-delay-secs", c.max_compaction_delay_secs),
+            ("LogCleaner", "DeadThreadCount", c.dead_thread_count),
+            ("LogCleanerManager", "max-dirty-percent", c.max_dirty_percent),
+            ("LogCleanerManager", "uncleanable-partitions-count", c.uncleanable_partitions_count),
+            ("LogCleanerManager", "time-since-last-run-ms", c.time_since_last_run_ms),
+        ):
+            yield GaugeMetricFamily(
+                f"kafka_log_{bean.lower()}_{attr.lower().replace('-', '_')}",
+                f"kafka.log:type={bean},name={attr}",
+                value=value,
+            )
+
+
+# ---- network and the event loop -------------------------------------------------------
+#: how often the loop monitor samples, and the window of its rates and max lag
+LOOP_SAMPLE_S = 1.0
+LOOP_WINDOW = 30
+
+
+class LoopMonitor:
+    """Samples the event loop once a second: how late its timer fired (loop lag), the
+    CPU time of the loop's thread over the second (its busy ratio: one loop does the
+    work of Kafka's network and request handler threads), and the connection counters
+    for 30-second creation and close rates. One timer a second; nothing per request."""
+
+    def __init__(self, channel: Callable[[], RequestChannel]) -> None:
+        self._channel = channel
+        self.lag_s = 0.0
+        self.busy_ratio = 0.0
+        self._lags: list[float] = []
+        #: (monotonic time, created per listener, closed per listener), oldest first
+        self._samples: list[tuple[float, dict[str, int], dict[str, int]]] = []
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def lag_max_s(self) -> float:
+        return max(self._lags, default=0.0)
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+            self._task = None
+
+    def rates(self) -> tuple[dict[str, float], dict[str, float]]:
+        """Connections created and closed per second per listener over the window."""
+        samples = self._samples
+        if len(samples) < 2:
+            return {}, {}
+        (t0, c0, d0), (t1, c1, d1) = samples[0], samples[-1]
+        span = max(t1 - t0, 1e-9)
+        return (
+            {k: (v - c0.get(k, 0)) / span for k, v in c1.items()},
+            {k: (v - d0.get(k, 0)) / span for k, v in d1.items()},
+        )
+
+    def _sample_connections(self, now: float) -> None:
+        ch = self._channel()
+        self._samples.append((now, dict(ch.connections_created), dict(ch.connections_closed)))
+        if len(self._samples) > LOOP_WINDOW + 1:
+            del self._samples[0]
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        cpu = time.thread_time()
+        wall = time.monotonic()
+        self._sample_connections(wall)
+        while True:
+            expected = loop.time() + LOOP_SAMPLE_S
+            await asyncio.sleep(LOOP_SAMPLE_S)
+            self.lag_s = max(loop.time() - expected, 0.0)
+            self._lags.append(self.lag_s)
+            if len(self._lags) > LOOP_WINDOW:
+                del self._lags[0]
+            now_cpu, now = time.thread_time(), time.monotonic()
+            self.busy_ratio = min(max((now_cpu - cpu) / max(now - wall, 1e-9), 0.0), 1.0)
+            cpu, wall = now_cpu, now
+            self._sample_connections(now)
+
+
+class NetworkCollector(Collector):
+    """Connections per listener (count, created and closed totals and 30 s rates, as
+    Kafka's ``socket-server-metrics``), and the event loop's idle ratio and lag."""
+
+    def __init__(self, channel: Callable[[], RequestChannel], monitor: LoopMonitor) -> None:
+        self._channel = channel
+        self._monitor = monitor
+
+    def collect(self) -> Iterator[Metric]:
+        ch = self._channel()
+        sm = "kafka_server_socket_server_metrics_"
+        bean = "kafka.server:type=socket-server-metrics,listener=..."
+        count = GaugeMetricFamily(
+            sm + "connection_count", f"{bean} connection-count", labels=["listener"]
+        )
+        open_by: dict[str, int] = {}
+        for c in list(ch.connections):
+            open_by[c.listener] = open_by.get(c.listener, 0) + 1
+        listeners = sorted(set(open_by) | set(ch.connections_created))
+        for name in listeners:
+            count.add_metric([name], open_by.get(name, 0))
+        yield count
+        created_rate, closed_rate = self._monitor.rates()
+        for attr, totals, rates in (
+            ("creation", ch.connections_created, created_rate),
+            ("close", ch.connections_closed, closed_rate),
+        ):
+            total = UnknownMetricFamily(
+                sm + f"connection_{attr}_total",
+                f"{bean} connection-{attr}-total",
+                labels=["listener"],
+            )
+            rate = GaugeMetricFamily(
+                sm + f"connection_{attr}_rate",
+                f"{bean} connection-{attr}-rate (per second, last {LOOP_WINDOW} s)",
+                labels=["listener"],
+            )
+            for name in listeners:
+                total.add_metric([name], totals.get(name, 0))
+                rate.add_metric([name], rates.get(name, 0.0))
+            yield total
+            yield rate
+        mon = self._monitor
+        idle = 1.0 - mon.busy_ratio
+        yield GaugeMetricFamily(
+            "kafka_network_socketserver_networkprocessoravgidlepercent",
+            "kafka.network:type=SocketServer,name=NetworkProcessorAvgIdlePercent: "
+            "1 - the event loop's busy ratio",
+            value=idle,
+        )
+        yield GaugeMetricFamily(
+            "kafka_server_kafkarequesthandlerpool_requesthandleravgidlepercent",
+            "kafka.server:type=KafkaRequestHandlerPool,name=RequestHandlerAvgIdlePercent: "
+            "1 - the event loop's busy ratio",
+            value=idle,
+        )
+        yield GaugeMetricFamily(
+            "kafkalite_event_loop_busy_ratio",
+            "CPU time of the event loop's thread / wall time over the last second",
+            value=mon.busy_ratio,
+        )
+        yield GaugeMetricFamily(
+            "kafkalite_event_loop_lag_ms",
+            "how late the loop's last 1 s timer fired",
+            value=mon.lag_s * 1000.0,
+        )
+        yield GaugeMetricFamily(
+            "kafkalite_event_loop_lag_max_ms",
+            f"the largest lateness of the loop's 1 s timer over the last {LOOP_WINDOW} s",
+            value=mon.lag_max_s * 1000.0,
+        )
+
+
+# ---- consumer groups --------------------------------------------------------------------
+_GMM = "kafka_coordinator_group_groupmetadatamanager_"
+_CLASSIC_STATES = (
+    ("Empty", "numgroupsempty"),
+    ("PreparingRebalance", "numgroupspreparingrebalance"),
+    ("CompletingRebalance", "numgroupscompletingrebalance"),
+    ("Stable", "numgroupsstable"),
+    ("Dead", "numgroupsdead"),
+)
+_CONSUMER_STATES = ("empty", "assigning", "reconciling", "stable", "dead")
+
+
+class GroupCollector(Collector):
+    """Groups coordinated here by type and state (Kafka's GroupMetadataManager gauges
+    and Kafka 4's ``group-coordinator-metrics``), and each group's committed offset
+    and lag per partition led here (kafka_exporter's ``kafka_consumergroup_*``)."""
+
+    def __init__(
+        self,
+        coordinator: Callable[[], GroupCoordinator | None],
+        replicas: Callable[[], ReplicaManager | None],
+    ) -> None:
+        self._coordinator = coordinator
+        self._replicas = replicas
+
+    def collect(self) -> Iterator[Metric]:
+        gc = self._coordinator()
+        if gc is None:
+            return
+        groups = gc.manager.current_groups()
+        classic: dict[str, int] = {}
+        consumer: dict[str, int] = {}
+        by_type = {"classic": 0, "consumer": 0}
+        for g in groups:
+            by_type[g.group_type] = by_type.get(g.group_type, 0) + 1
+            if g.consumer is None:
+                classic[g.state.value] = classic.get(g.state.value, 0) + 1
+            else:
+                state = g.state_name.lower()
+                consumer[state] = consumer.get(state, 0) + 1
+        gmm = "kafka.coordinator.group:type=GroupMetadataManager,name="
+        yield GaugeMetricFamily(
+            _GMM + "numgroups", gmm + "NumGroups: groups coordinated here", value=len(groups)
+        )
+        for state, name in _CLASSIC_STATES:
+            yield GaugeMetricFamily(
+                _GMM + name,
+                f"{gmm}NumGroups{state}: classic groups in this state",
+                value=classic.get(state, 0),
+            )
+        gcm = "kafka_server_group_coordinator_metrics_"
+        by_protocol = GaugeMetricFamily(
+            gcm + "group_count",
+            "kafka.server:type=group-coordinator-metrics,name=group-count: groups by protocol",
+            labels=["protocol"],
+        )
+        for proto, n in sorted(by_type.items()):
+            by_protocol.add_metric([proto], n)
+        yield by_protocol
+        by_state = GaugeMetricFamily(
+            gcm + "consumer_group_count",
+            "kafka.server:type=group-coordinator-metrics,name=consumer-group-count: "
+            "KIP-848 consumer groups by state",
+            labels=["state"],
+        )
+        for state in _CONSUMER_STATES:
+            by_state.add_metric([state], consumer.get(state, 0))
+        yield by_state
+        rm = self._replicas()
+        labels = ["consumergroup", "topic", "partition"]
+        current = GaugeMetricFamily(
+            "kafka_consumergroup_current_offset", "committed offset", labels=labels
+        )
+        lag = GaugeMetricFamily(
+            "kafka_consumergroup_lag",
+            "high watermark - committed offset, for partitions led here",
+            labels=labels,
+        )
+        for g in sorted(groups, key=lambda g: g.group_id):
+            for (topic, partition), o in sorted(g.offsets.items()):
+                lv = [g.group_id, topic, str(partition)]
+                current.add_metric(lv, o.offset)
+                p = rm.partitions.get((topic, partition)) if rm is not None else None
+                if p is not None and p.is_leader and p.log is not None:
+                    lag.add_metric(lv, max(p.log.high_watermark - o.offset, 0))
+        yield current
+        yield lag
+
+
 class BrokerMetrics:
     """One broker's Prometheus registry."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
+        #: the event-loop sampler (created by :meth:`register_broker`; the broker runs it)
+        self.loop_monitor: LoopMonitor | None = None
 
     def register(self, collector: Collector) -> None:
         self.registry.register(collector)
@@ -376,6 +812,22 @@ class BrokerMetrics:
 
     def register_quotas(self, quotas: QuotaManagers) -> None:
         self.register(QuotaCollector(quotas))
+
+    def register_broker(
+        self,
+        channel: Callable[[], RequestChannel],
+        replicas: Callable[[], ReplicaManager | None],
+        topics: Callable[[], Iterable[str]],
+        log_manager: Callable[[], LogManager | None],
+        groups: Callable[[], GroupCoordinator | None],
+    ) -> None:
+        """Topic, request, log, network and group metrics (issue 20's Kafka names)."""
+        self.loop_monitor = LoopMonitor(channel)
+        self.register(BrokerTopicCollector(replicas, topics))
+        self.register(RequestCollector(channel))
+        self.register(LogCollector(log_manager))
+        self.register(NetworkCollector(channel, self.loop_monitor))
+        self.register(GroupCollector(groups, replicas))
 
     def value(self, name: str, **labels: str) -> float | None:
         """One sample's current value (None if absent), e.g. for tests and the CLI."""

@@ -32,6 +32,7 @@ from kafkalite.coordinator.group.group_metadata import (
     OffsetAndMetadata,
 )
 from kafkalite.coordinator.group.txn_offsets import TxnReplay
+from kafkalite.coordinator.load_summary import LoadSummary
 from kafkalite.coordinator.share import share_loader
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.records import build_batch, iter_batches
@@ -291,6 +292,7 @@ class GroupMetadataManager:
         self._load_tokens: dict[int, object] = {}
         self._load_tasks: dict[int, asyncio.Task[None]] = {}
         self.shutting_down = False
+        self._load_summary = LoadSummary(log, "groups", OFFSETS_TOPIC)
 
     # ---- ownership ----------------------------------------------------------------
     @property
@@ -435,6 +437,7 @@ class GroupMetadataManager:
             return
         token = object()
         self._load_tokens[partition] = token
+        self._load_summary.started(len(self.loading_partitions))
         self.loading_partitions.add(partition)
         task = asyncio.get_running_loop().create_task(self._load(partition, token, on_loaded))
         self._load_tasks[partition] = task
@@ -512,7 +515,7 @@ class GroupMetadataManager:
                 on_loaded(group)
         self.loading_partitions.discard(partition)
         self.owned_partitions.add(partition)
-        log.info("loaded %d groups from %s-%d", loaded, OFFSETS_TOPIC, partition)
+        self._load_summary.finished(partition, loaded, len(self.loading_partitions))
 
     async def _read_partition(
         self,

@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 from kafkalite.common.types import TopicPartition
 from kafkalite.coordinator.group.collaborators import ClusterMetadata, CreateTopics, Replicas
+from kafkalite.coordinator.load_summary import LoadSummary
 from kafkalite.coordinator.transaction.producer_id_manager import ProducerIdManager
 from kafkalite.coordinator.transaction.txn_log import (
     MAX_EPOCH,
@@ -172,6 +173,7 @@ class TransactionCoordinator:
         self.owned: dict[int, _Partition] = {}
         self.loading: set[int] = set()
         self._load_tokens: dict[int, object] = {}
+        self._load_summary = LoadSummary(log, "transactional ids", TRANSACTION_STATE_TOPIC)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._creating_topic: asyncio.Task[None] | None = None
         self.is_active = False
@@ -292,6 +294,7 @@ class TransactionCoordinator:
             self.owned.pop(partition, None)
             token = object()
             self._load_tokens[partition] = token
+            self._load_summary.started(len(self.loading))
             self.loading.add(partition)
             self._spawn(self._load(partition, epoch, token))
         else:
@@ -311,13 +314,7 @@ class TransactionCoordinator:
             return
         self.loading.discard(partition)
         self.owned[partition] = _Partition(epoch, txns)
-        log.info(
-            "loaded %d transactional ids from %s-%d (coordinator epoch %d)",
-            len(txns),
-            TRANSACTION_STATE_TOPIC,
-            partition,
-            epoch,
-        )
+        self._load_summary.finished(partition, len(txns), len(self.loading))
         # finish what the previous coordinator (or this broker before a crash) left half done
         for m in txns.values():
             if m.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):

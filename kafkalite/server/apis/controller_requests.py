@@ -30,6 +30,7 @@ accepted parts are applied by ``ReplicaManager.become_leader_or_follower`` /
 from __future__ import annotations
 
 import struct
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -137,6 +138,7 @@ class ControllerRequestChannel(RequestChannel):
     def _handle_controller_request(
         self, conn: Connection, frame: bytes, api_key: int, version: int
     ) -> tuple[Any, Callable[[Any], Any], bool]:
+        received = time.perf_counter()
         spec = self.api_table[api_key]
         self.requests_total[api_key] = self.requests_total.get(api_key, 0) + 1
         if not spec.min_version <= version <= spec.max_version:
@@ -176,12 +178,22 @@ class ControllerRequestChannel(RequestChannel):
             # a connection is exempt from the broker-wide request queue for carrying the
             # controller's requests; one that sends an unsigned one is a client's
             conn.control_plane = False
-        framer = self._framer(correlation_id, flexible, api_key, version)
+        result = spec.handler(ctx, request)
+        framer = self._framer(
+            correlation_id,
+            flexible,
+            api_key,
+            version,
+            self.stats_of(api_key),
+            received,
+            received - conn.last_active,
+            time.perf_counter(),
+        )
 
         def encode(result: Any) -> Any:
             return None if result is None else framer(ib.encode_response(api_key, version, result))
 
-        return spec.handler(ctx, request), encode, spec.serial
+        return result, encode, spec.serial
 
 
 def _stale_broker_epoch(deps: ControllerRequestDeps, request_epoch: int) -> bool:

@@ -17,6 +17,7 @@ from kafkalite.protocol.fetch_response import (
 )
 from kafkalite.quota.entities import ANONYMOUS
 from kafkalite.replica.replica_manager import FetchParams, FetchPartitionResult, PartitionFetchInfo
+from kafkalite.replica.topic_stats import BYTES_OUT, FAILED_FETCH, TOTAL_FETCH
 from kafkalite.security.authorizer.acl import AclOperation, ResourceType
 from kafkalite.server.fetch_session import (
     FINAL_EPOCH,
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 
 TopicPartition = tuple[str, int]
 _ZERO_UUID = uuid.UUID(int=0)
+_UNSUPPORTED_COMPRESSION = int(ErrorCode.unsupported_compression_type)
 #: the first Fetch version whose clients can read zstd (KIP-110)
 FIRST_ZSTD_FETCH = 10
 #: the first Fetch version with the consumer's rack_id (KIP-392)
@@ -213,6 +215,7 @@ def handle_fetch(deps: FetchDeps, ctx: RequestContext, req: FetchRequest) -> Any
                 return encode_fetch_response(
                     version, [], throttle_time_ms=throttle_ms, session_id=new_session_id
                 )
+        _count(deps, ctx, replica_id, results, zstd_refused)
         by_topic: dict[str, FetchTopicData] = {}
         order: list[FetchTopicData] = []
         leaders: set[int] = set()
@@ -312,6 +315,36 @@ def _endpoints(
         if info is not None and ep is not None:
             out.append((b, ep[0], ep[1], info.rack))
     return out
+
+
+def _count(
+    deps: FetchDeps,
+    ctx: RequestContext,
+    replica_id: int,
+    results: list[tuple[TopicPartition, FetchPartitionResult]],
+    zstd_refused: set[str],
+) -> None:
+    """BrokerTopicMetrics (consumers per topic, followers as replication bytes) and the
+    request's error counts: a few additions per partition."""
+    stats = deps.replica_manager.topic_stats
+    errors = ctx.stats.errors if ctx.stats is not None else {}
+    if replica_id >= 0:
+        n = 0
+        for _tp, r in results:
+            n += r.size
+            errors[r.error] = errors.get(r.error, 0) + 1
+        stats.replication_bytes_out += n
+        return
+    topics = stats.topics
+    for tp, r in results:
+        s = topics.get(tp[0]) or stats.of(tp[0])
+        s[TOTAL_FETCH] += 1
+        code = _UNSUPPORTED_COMPRESSION if tp[0] in zstd_refused else r.error
+        errors[code] = errors.get(code, 0) + 1
+        if code:
+            s[FAILED_FETCH] += 1
+        else:
+            s[BYTES_OUT] += r.size
 
 
 def _has_news(session: FetchSession, tp: TopicPartition, r: FetchPartitionResult) -> bool:

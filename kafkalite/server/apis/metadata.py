@@ -99,7 +99,8 @@ def handle_metadata(deps: MetadataDeps, ctx: RequestContext, req: MetadataReques
         cluster_ops = cluster_operations(auth, ctx)
 
     def respond(create_errors: dict[str, int] | None = None) -> list[bytes]:
-        topics = [_topic_entry(deps, version, n, create_errors) for n in names]
+        errors: dict[int, int] = ctx.stats.errors if ctx.stats is not None else {}
+        topics = [_topic_entry(deps, version, n, create_errors, errors) for n in names]
         if with_ops:
             topics = [
                 t if n is None else _with_operations(t, version, auth.operations(ctx, TOPIC, n))
@@ -109,13 +110,16 @@ def handle_metadata(deps: MetadataDeps, ctx: RequestContext, req: MetadataReques
         topics += [
             encode_topic(version, ErrorCode.topic_authorization_failed, None, by_id[n], False, [])
             if n in by_id
-            else _error_entry(version, ErrorCode.topic_authorization_failed, n)
+            else _error_entry(version, ErrorCode.topic_authorization_failed, n, errors)
             for n in denied
         ]
         topics += [
             encode_topic(version, ErrorCode.unknown_topic_id, None, tid, False, [])
             for tid in unknown_ids
         ]
+        if unknown_ids:
+            code = int(ErrorCode.unknown_topic_id)
+            errors[code] = errors.get(code, 0) + len(unknown_ids)
         return encode_metadata_response(
             version,
             _brokers(deps, ctx),
@@ -150,21 +154,26 @@ def _topic_entry(
     version: int,
     name: str | None,
     create_errors: dict[str, int] | None = None,
+    errors: dict[int, int] | None = None,
 ) -> bytes:
-    """The topic's entry: cached bytes for a known topic, else its error."""
+    """The topic's entry: cached bytes for a known topic, else its error; its error code
+    is counted in ``errors`` (RequestMetrics' ErrorsPerSec)."""
+    if errors is None:
+        errors = {}
     if name is None:
-        return _error_entry(version, ErrorCode.invalid_topic_exception, name)
+        return _error_entry(version, ErrorCode.invalid_topic_exception, name, errors)
     cached = deps.metadata_cache.encoded_topic(name, version)
     if cached is not None:
+        errors[0] = errors.get(0, 0) + 1
         return cached
     if validate_topic_name(name) is not None:
-        return _error_entry(version, ErrorCode.invalid_topic_exception, name)
+        return _error_entry(version, ErrorCode.invalid_topic_exception, name, errors)
     if create_errors and name in create_errors:
         # e.g. a '.'/'_' collision found while auto-creating (Kafka: INVALID_TOPIC_EXCEPTION)
-        return _error_entry(version, create_errors[name], name)
+        return _error_entry(version, create_errors[name], name, errors)
     if name in deps.admin.creating:
-        return _error_entry(version, ErrorCode.leader_not_available, name)
-    return _error_entry(version, ErrorCode.unknown_topic_or_partition, name)
+        return _error_entry(version, ErrorCode.leader_not_available, name, errors)
+    return _error_entry(version, ErrorCode.unknown_topic_or_partition, name, errors)
 
 
 def _with_operations(entry: bytes, version: int, ops: int) -> bytes:
@@ -174,7 +183,11 @@ def _with_operations(entry: bytes, version: int, ops: int) -> bytes:
     return entry[: end - 4] + structs.I32.pack(ops) + entry[end:]
 
 
-def _error_entry(version: int, error: int, name: str | None) -> bytes:
+def _error_entry(
+    version: int, error: int, name: str | None, errors: dict[int, int] | None = None
+) -> bytes:
+    if errors is not None:
+        errors[int(error)] = errors.get(int(error), 0) + 1
     return encode_topic(version, error, name, _ZERO_UUID, False, [])
 
 

@@ -28,6 +28,13 @@ from kafkalite.protocol.record_validator import (
     check_request_records,
 )
 from kafkalite.replica.replica_manager import ProduceResult
+from kafkalite.replica.topic_stats import (
+    BYTES_IN,
+    BYTES_REJECTED,
+    FAILED_PRODUCE,
+    MESSAGES_IN,
+    TOTAL_PRODUCE,
+)
 from kafkalite.security.authorizer.acl import AclOperation, ResourceType
 from kafkalite.server.topic_names import INTERNAL_TOPICS
 
@@ -71,6 +78,8 @@ def handle_produce(deps: ProduceDeps, ctx: RequestContext, req: ProduceRequest) 
     results: dict[TP, ProduceResult] = {}
     record_errors: dict[TP, list[tuple[int, str]]] = {}
     pending: dict[TP, BatchCheck] = {}  # batches checked in slices, after this dispatch
+    #: bytes of each partition's records (BytesInPerSec / BytesRejectedPerSec)
+    sizes: dict[TP, int] = {}
     order: list[tuple[str, list[int]]] = []
     now = deps.clock_ms()
     denied: set[str] = set()
@@ -132,6 +141,7 @@ def handle_produce(deps: ProduceDeps, ctx: RequestContext, req: ProduceRequest) 
                 results[tp] = ProduceResult(ErrorCode.invalid_topic_exception)
             else:
                 records = pd.records or b""
+                sizes[tp] = len(records)
                 try:
                     size = check_request_records(records, ctx.api_version)
                     # a trailing partial batch is dropped, as Kafka's log trims it; the copy
@@ -156,6 +166,7 @@ def handle_produce(deps: ProduceDeps, ctx: RequestContext, req: ProduceRequest) 
     # act, then respond: now, or when acks=all completes (respond runs then)
     def respond(done: dict[TP, ProduceResult]) -> bytes | None:
         results.update(done)
+        _count(deps, ctx, results, validated, sizes)
         if acks == 0:
             if any(r.error for r in results.values()):
                 # the only way to tell an acks=0 producer something went wrong (as Kafka does)
@@ -223,6 +234,50 @@ def handle_produce(deps: ProduceDeps, ctx: RequestContext, req: ProduceRequest) 
         return await r if inspect.isawaitable(r) else r
 
     return verified()
+
+
+def _count(
+    deps: ProduceDeps,
+    ctx: RequestContext,
+    results: dict[TP, ProduceResult],
+    validated: dict[TP, ValidatedRecords],
+    sizes: dict[TP, int],
+) -> None:
+    """BrokerTopicMetrics and the request's error counts: a few additions per partition."""
+    stats = deps.replica_manager.topic_stats
+    errors = ctx.stats.errors if ctx.stats is not None else {}
+    topics = stats.topics
+    for tp, r in results.items():
+        s = topics.get(tp[0]) or stats.of(tp[0])
+        s[TOTAL_PRODUCE] += 1
+        code = r.error
+        errors[code] = errors.get(code, 0) + 1
+        if code:
+            s[FAILED_PRODUCE] += 1
+            if code in _REJECTED:
+                s[BYTES_REJECTED] += sizes.get(tp, 0)
+            continue
+        v = validated.get(tp)
+        if v is not None:
+            s[MESSAGES_IN] += v.record_count
+            s[BYTES_IN] += v.size
+        else:
+            s[BYTES_IN] += sizes.get(tp, 0)
+
+
+#: errors about the produced records themselves: their bytes count as rejected
+_REJECTED = frozenset(
+    int(c)
+    for c in (
+        ErrorCode.corrupt_message,
+        ErrorCode.message_too_large,
+        ErrorCode.record_list_too_large,
+        ErrorCode.invalid_record,
+        ErrorCode.invalid_timestamp,
+        ErrorCode.unsupported_compression_type,
+        ErrorCode.unsupported_version,
+    )
+)
 
 
 def _first_transactional_batches(

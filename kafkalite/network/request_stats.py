@@ -1,0 +1,111 @@
+"""Per-API request counts, error counts and time histograms, as plain numbers.
+
+Kafka's ``RequestMetrics`` (``RequestsPerSec``, ``ErrorsPerSec``, ``TotalTimeMs``,
+``RequestQueueTimeMs``, ``LocalTimeMs``, ``RemoteTimeMs``) are updated for every
+request, so here they cost a few integer additions on the request path and
+nothing else: a histogram is a list of counts indexed by the bit length of the
+time in microseconds (bucket ``i`` holds times below ``2**i`` µs), turned into
+Prometheus samples only when ``/metrics`` is scraped
+(:mod:`kafkalite.server.metrics`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["ApiStats", "BUCKET_BOUNDS_MS", "NUM_BUCKETS", "count_errors"]
+
+#: finite buckets: upper bounds 2**0 .. 2**25 µs (1 µs .. 33.5 s), then +Inf
+NUM_BUCKETS = 26
+BUCKET_BOUNDS_MS = tuple((1 << i) / 1000.0 for i in range(NUM_BUCKETS))
+#: slots per histogram: one per bit length of a time in µs, so no index is ever out of
+#: range and the request path needs no clamp (slots past NUM_BUCKETS are +Inf)
+_SLOTS = 64
+
+
+class ApiStats:
+    """One API's errors and times (its request count is ``RequestChannel.requests_total``).
+
+    The four histograms are TotalTimeMs, RequestQueueTimeMs, LocalTimeMs and
+    RemoteTimeMs: bucket counts (the last one is +Inf) and the sum in seconds.
+    """
+
+    __slots__ = (
+        "requests",
+        "errors",
+        "total",
+        "queue",
+        "local",
+        "remote",
+        "total_s",
+        "queue_s",
+        "local_s",
+        "remote_s",
+    )
+
+    def __init__(self) -> None:
+        #: only for FetchConsumer / FetchFollower (the channel counts the APIs' requests)
+        self.requests = 0
+        #: error code -> occurrences in responses (Kafka's errorCounts, NONE included)
+        self.errors: dict[int, int] = {}
+        self.total = [0] * _SLOTS
+        self.queue = [0] * _SLOTS
+        self.local = [0] * _SLOTS
+        self.remote = [0] * _SLOTS
+        self.total_s = self.queue_s = self.local_s = self.remote_s = 0.0
+
+    def record(
+        self, queue_s: float, local_s: float, remote_s: float, also: ApiStats | None = None
+    ) -> None:
+        """One response: its time waiting to be handled, in the handler, and after it;
+        recorded in ``also`` too when given (Fetch's FetchConsumer/FetchFollower)."""
+        if queue_s < 0.0:
+            queue_s = 0.0
+        total_s = queue_s + local_s + remote_s
+        it = int(total_s * 1e6).bit_length()
+        iq = int(queue_s * 1e6).bit_length()
+        il = int(local_s * 1e6).bit_length()
+        ir = int(remote_s * 1e6).bit_length()
+        self.total[it] += 1
+        self.queue[iq] += 1
+        self.local[il] += 1
+        self.remote[ir] += 1
+        self.total_s += total_s
+        self.queue_s += queue_s
+        self.local_s += local_s
+        self.remote_s += remote_s
+        if also is not None:
+            also.total[it] += 1
+            also.queue[iq] += 1
+            also.local[il] += 1
+            also.remote[ir] += 1
+            also.total_s += total_s
+            also.queue_s += queue_s
+            also.local_s += local_s
+            also.remote_s += remote_s
+
+    def buckets(self, attr: str) -> list[int]:
+        """A histogram's NUM_BUCKETS finite bucket counts and its +Inf count (not cumulative)."""
+        counts: list[int] = getattr(self, attr)
+        return [*counts[:NUM_BUCKETS], sum(counts[NUM_BUCKETS:])]
+
+    def add_error(self, code: int, n: int = 1) -> None:
+        errors = self.errors
+        errors[code] = errors.get(code, 0) + n
+
+
+def count_errors(body: dict[str, Any], errors: dict[int, int]) -> None:
+    """Add every ``error_code`` of a response dict, nested entries included (Kafka's
+    ``AbstractResponse.errorCounts``: one per partition, topic, group ... carrying it;
+    secondary codes such as CreateTopics' ``topic_config_error_code`` are not counted,
+    as Kafka does not count them)."""
+    for k, v in body.items():
+        if type(v) is list:
+            for e in v:
+                if type(e) is dict:
+                    count_errors(e, errors)
+        elif type(v) is dict:
+            count_errors(v, errors)
+        elif k == "error_code" and v is not None:
+            c = int(v)
+            errors[c] = errors.get(c, 0) + 1
