@@ -30,7 +30,8 @@ system-deps:
 	@if ! command -v kcat >/dev/null || [ ! -f /usr/share/java/zookeeper.jar ] || ! command -v java >/dev/null || ! command -v npm >/dev/null || ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 		$$SUDO .ci/apt-get-retry update -qq && \
-		DEBIAN_FRONTEND=noninteractive $$SUDO .ci/apt-get-retry install -y -qq kcat zookeeper default-jre-headless nodejs npm chromium chromium-driver >/dev/null; \
+		DEBIAN_FRONTEND=noninteractive $$SUDO .ci/apt-get-retry install -y -qq kcat zookeeper default-jre-headless nodejs chromium chromium-driver >/dev/null && \
+		{ command -v npm >/dev/null || $$SUDO .ci/apt-get-retry install -y -qq npm >/dev/null; }; \
 	fi
 
 $(TEST_STAMP): pyproject.toml tests/node/package-lock.json $(STAMP)

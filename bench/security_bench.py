@@ -15,9 +15,12 @@ One ``kafkalite-server`` process with two listeners, PLAINTEXT and SASL_PLAINTEX
    SCRAM client, so the figure is the broker's, not librdkafka's start-up), against
    the same on PLAINTEXT (connect + Metadata).
 
-``--acls N`` first creates N ACLs (``User:bench`` literal topic ALLOWs) through
-confluent-kafka's ``AdminClient.create_acls``; it needs the ACL authorizer (issue 22's
-authorization half), so on a broker without it the run says so and goes on with none.
+``--acls N`` runs the broker with the ACL authorizer (``authorizer.class.name``, and
+``super.users=User:ANONYMOUS`` so the PLAINTEXT side and the admin client are super
+users) and creates N ACLs through confluent-kafka's ``AdminClient.create_acls``: N
+literal topic ALLOWs for ``User:bench`` on other topics (the ACL cache the SCRAM side is
+checked against) plus the PREFIXED ``bench-`` topic Write/Read/Describe and group Read
+ALLOWs it needs. So the SASL side pays authentication *and* authorization per request.
 """
 
 from __future__ import annotations
@@ -63,7 +66,7 @@ def _free_port() -> int:
 
 
 class Server:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, authorizer: bool = False) -> None:
         self.plain, self.sasl = _free_port(), _free_port()
         cfg = root / "server.properties"
         cfg.write_text(
@@ -74,6 +77,12 @@ class Server:
             "broker.id=0\n"
             "offsets.topic.replication.factor=1\n"
             "kafkalite.log.fsync=false\n"
+            + (
+                "authorizer.class.name=kafka.security.authorizer.AclAuthorizer\n"
+                "super.users=User:ANONYMOUS\n"
+                if authorizer
+                else ""
+            )
         )
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "kafkalite.cli.server", str(cfg), "--log-level", "WARNING"],
@@ -152,24 +161,40 @@ async def connections(port: int, n: int, sasl: bool) -> float:
 def create_acls(admin: AdminClient, n: int) -> str:
     if n <= 0:
         return "0 ACLs"
+    principal = f"User:{USER}"
     acls = [
         AclBinding(
             ResourceType.TOPIC,
             f"acl-topic-{i}",
             ResourcePatternType.LITERAL,
-            f"User:{USER}",
+            principal,
             "*",
             AclOperation.READ,
             AclPermissionType.ALLOW,
         )
         for i in range(n)
     ]
-    try:
-        for f in admin.create_acls(acls).values():
-            f.result(timeout=60)
-    except Exception as e:  # no authorizer on this broker yet
-        return f"0 ACLs (CreateAcls failed: {e}; the authorizer is not on this branch)"
-    return f"{n} ACLs"
+    needed = [
+        (ResourceType.TOPIC, AclOperation.WRITE),
+        (ResourceType.TOPIC, AclOperation.READ),
+        (ResourceType.TOPIC, AclOperation.DESCRIBE),
+        (ResourceType.GROUP, AclOperation.READ),
+    ]
+    acls += [
+        AclBinding(
+            rtype,
+            "bench-",
+            ResourcePatternType.PREFIXED,
+            principal,
+            "*",
+            op,
+            AclPermissionType.ALLOW,
+        )
+        for rtype, op in needed
+    ]
+    for f in admin.create_acls(acls).values():
+        f.result(timeout=60)
+    return f"{n} ACLs on other topics + {len(needed)} PREFIXED bench- ALLOWs (authorizer on)"
 
 
 def main() -> None:
@@ -180,7 +205,7 @@ def main() -> None:
     ap.add_argument("--connections", type=int, default=300)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
-        server = Server(Path(d))
+        server = Server(Path(d), authorizer=args.acls > 0)
         try:
             admin = AdminClient(client_conf(server, False))
             up = UserScramCredentialUpsertion(
