@@ -11,23 +11,17 @@ from __future__ import annotations
 from kafkalite.network.api_spec import ApiSpec
 
 _KRAFT = "KRaft only: kafkalite has no controller quorum (a ZooKeeper-mode Kafka broker does not serve it either)"
-_SHARE_STATE = "share coordinator's inter-broker state API (KIP-932): with share groups"
-_SHARE = "share groups (KIP-932): being built in parallel"
-_SECURITY = "ACLs: the authorizer is being built in parallel"
+_SHARE_STATE = (
+    "share coordinator's inter-broker state API (KIP-932): not served, kafkalite keeps "
+    "share-partition state in __consumer_offsets (docs/share-groups.md)"
+)
 #: why a Kafka API key is not served, for the keys the table lacks (Kafka 4.2's keys as
 #: kio's schemas know them)
 NOT_SERVED: dict[int, str] = {
-    17: _SECURITY,
-    29: _SECURITY,
-    30: _SECURITY,
-    31: _SECURITY,
-    36: _SECURITY,
     38: "not implemented: delegation tokens",
     39: "not implemented: delegation tokens",
     40: "not implemented: delegation tokens",
     41: "not implemented: delegation tokens",
-    50: _SECURITY,
-    51: _SECURITY,
     52: _KRAFT,
     53: _KRAFT,
     54: _KRAFT,
@@ -41,10 +35,6 @@ NOT_SERVED: dict[int, str] = {
     67: "KRaft only: producer ids come from the metadata store's block (Kafka's ZooKeeper mode)",
     70: _KRAFT,
     73: _KRAFT,
-    76: _SHARE,
-    77: _SHARE,
-    78: _SHARE,
-    79: _SHARE,
     80: _KRAFT,
     81: _KRAFT,
     82: _KRAFT,
@@ -55,9 +45,6 @@ NOT_SERVED: dict[int, str] = {
     87: _SHARE_STATE,
     88: "not implemented: streams groups (KIP-1071)",
     89: "not implemented: streams groups (KIP-1071)",
-    90: _SHARE,
-    91: _SHARE,
-    92: _SHARE,
 }
 
 
