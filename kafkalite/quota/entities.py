@@ -14,10 +14,8 @@ client-id level is per (U, C), a user level is shared by all of U's clients, a
 client-id level by every user's connections with that client id; a default is
 applied to each user or client id separately, never shared between them.
 
-Users: kafkalite has no SASL yet, so every connection's principal is
-``ANONYMOUS`` (Kafka's principal for PLAINTEXT and SSL without client auth). User
-quotas can be stored and described, and ``/config/users/<default>`` or
-``/config/users/ANONYMOUS`` apply to every client.
+Users: a connection's principal name (SASL's user, an mTLS certificate's mapped
+name, or ``ANONYMOUS`` on PLAINTEXT and SSL without client auth, as Kafka).
 """
 
 from __future__ import annotations
@@ -25,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-#: the principal of every connection until SASL lands (Kafka's KafkaPrincipal.ANONYMOUS)
+#: PLAINTEXT's and unauthenticated SSL's principal name (Kafka's KafkaPrincipal.ANONYMOUS)
 ANONYMOUS = "ANONYMOUS"
 #: the default entity in memory (the protocol's null name, ZooKeeper's ``<default>``)
 DEFAULT = "\x00<default>"

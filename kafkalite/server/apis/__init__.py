@@ -499,7 +499,7 @@ _TABLE: list[tuple[Any, int, int, Any, bool, str]] = [
         1,
         handle_describe_client_quotas,
         False,
-        "user (ANONYMOUS until SASL) and client-id entities",
+        "user (the SASL or mTLS principal) and client-id entities",
     ),
     (
         ApiKey.ALTER_CLIENT_QUOTAS,
