@@ -22,6 +22,7 @@ from kafkalite.server.apis.groups import (
     GROUP_AUTHORIZED_OPERATIONS,
     _client_host,
     _ms,
+    consumer_group_describe_error_response,
 )
 
 if TYPE_CHECKING:
@@ -141,24 +142,9 @@ def handle_share_group_describe(
     return {"throttle_time": 0, "groups": out}
 
 
-def share_group_describe_error_response(req: Any, version: int, code: int) -> dict[str, Any]:
-    return {
-        "throttle_time": 0,
-        "groups": [
-            {
-                "error_code": code,
-                "error_message": None,
-                "group_id": g,
-                "group_state": "",
-                "group_epoch": -1,
-                "assignment_epoch": -1,
-                "assignor_name": "",
-                "members": [],
-                "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
-            }
-            for g in req.group_ids
-        ],
-    }
+#: a share group's describe entry has the fields of a consumer group's (KIP-932 reuses
+#: ConsumerGroupDescribe's shape): every requested group in error
+share_group_describe_error_response = consumer_group_describe_error_response
 
 
 # ---- ShareFetch (78) / ShareAcknowledge (79) --------------------------------------------
