@@ -365,18 +365,11 @@ class ConsumerGroupCoordinator:
             )
 
     def _get_or_create_group(self, group_id: str, create: bool) -> ConsumerGroup:
-        manager = self.gc.manager
-        container = manager.get_group(group_id)
-        if container is not None and container.is_state(GroupState.DEAD):
-            container = None
+        container = self.gc.manager.live_group(group_id, self.gc.clock_ms(), create)
         if container is None:
-            if not create:
-                # after a coordinator move the group is gone: rejoining (epoch 0) rebuilds it
-                raise HeartbeatError(
-                    ErrorCode.unknown_member_id, f"Consumer group {group_id} not found."
-                )
-            container = manager.add_group(
-                GroupMetadata(group_id, GroupState.EMPTY, self.gc.clock_ms())
+            # after a coordinator move the group is gone: rejoining (epoch 0) rebuilds it
+            raise HeartbeatError(
+                ErrorCode.unknown_member_id, f"Consumer group {group_id} not found."
             )
         if container.consumer is not None:
             return container.consumer

@@ -323,6 +323,16 @@ class GroupMetadataManager:
     def add_group(self, group: GroupMetadata) -> GroupMetadata:
         return self.groups.setdefault(group.group_id, group)
 
+    def live_group(self, group_id: str, now_ms: int, create: bool) -> GroupMetadata | None:
+        """The group's container unless it is Dead; a new Empty one when ``create``
+        (the KIP-848 and share heartbeats' first step), else None."""
+        container = self.groups.get(group_id)
+        if container is not None and container.is_state(GroupState.DEAD):
+            container = None
+        if container is None and create:
+            container = self.add_group(GroupMetadata(group_id, GroupState.EMPTY, now_ms))
+        return container
+
     def remove_group(self, group: GroupMetadata) -> None:
         if self.groups.get(group.group_id) is group:
             del self.groups[group.group_id]

@@ -166,19 +166,12 @@ class ShareGroupCoordinator:
             )
 
     def _get_or_create(self, group_id: str, create: bool) -> ShareGroup:
-        from kafkalite.coordinator.group.group_metadata import GroupMetadata, GroupState
+        from kafkalite.coordinator.group.group_metadata import GroupState
 
-        manager = self.gc.manager
-        container = manager.get_group(group_id)
-        if container is not None and container.is_state(GroupState.DEAD):
-            container = None
+        container = self.gc.manager.live_group(group_id, self.gc.clock_ms(), create)
         if container is None:
-            if not create:
-                raise ShareHeartbeatError(
-                    ErrorCode.unknown_member_id, f"Share group {group_id} not found."
-                )
-            container = manager.add_group(
-                GroupMetadata(group_id, GroupState.EMPTY, self.gc.clock_ms())
+            raise ShareHeartbeatError(
+                ErrorCode.unknown_member_id, f"Share group {group_id} not found."
             )
         if container.share is not None and not container.share.dead:
             return container.share
