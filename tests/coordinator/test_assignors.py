@@ -24,7 +24,7 @@ from kafkalite.coordinator.group.consumer_coordinator import (
 )
 from kafkalite.coordinator.group.consumer_group import ConsumerGroupState
 from kafkalite.coordinator.group.group_metadata import GroupMetadata
-from kafkalite.coordinator.group.group_metadata_manager import GroupConfig
+from kafkalite.coordinator.group.group_metadata_manager import GroupConfig, GroupMetadataManager
 
 TOPICS = [uuid.UUID(int=i + 1) for i in range(4)]
 
@@ -176,6 +176,10 @@ class _FakeManager:
 
     def add_group(self, group: GroupMetadata) -> GroupMetadata:
         return self.groups.setdefault(group.group_id, group)
+
+    # The real find-or-create, run over this in-memory map (it only uses
+    # ``groups`` and ``add_group``), so the fake cannot drift from it.
+    live_group = GroupMetadataManager.live_group
 
 
 def _coordinator(topics: dict[str, int]) -> ConsumerGroupCoordinator:
