@@ -8,9 +8,11 @@ of ``--size`` bytes, then times, on the same records:
 
 - ``consumer``: one confluent-kafka consumer in this process, assigned every partition,
   reading until it has every record (``consume`` in batches of 10,000; values touched);
-- ``source (availableNow)``: ``spark.readStream.format("kafkalite")`` with
-  ``Trigger.AvailableNow`` into Spark's ``noop`` sink, query start to termination, and the
-  part of it spent in micro-batches (the progress' ``triggerExecution``);
+- ``availableNow, wall``: ``spark.readStream.format("kafkalite")`` with
+  ``Trigger.AvailableNow`` into Spark's ``noop`` sink, from ``start()`` to termination (the
+  figure issue 18's goal is judged on);
+- ``availableNow, batches``: the part of it spent in micro-batches (the sum of the progress'
+  ``triggerExecution``), i.e. excluding the query's start-up;
 - ``source (batch)``: ``spark.read.format("kafkalite")...write.format("noop")``;
 - ``sink (batch)``: ``spark.range(n)`` of ``--size``-byte values written with
   ``df.write.format("kafkalite")`` (at-least-once, acks=all, idempotent producer);
@@ -18,7 +20,8 @@ of ``--size`` bytes, then times, on the same records:
 
 Spark's times include planning and task start-up, as a user sees them, after one small
 warm-up read (JVM and Python workers started).
-Issue 18's goal: the availableNow source within 2x of the plain consumer.
+Issue 18's goal: the availableNow source within 2x of the plain consumer; both ratios are
+printed at the end, the goal is judged on the wall-time one.
 """
 
 from __future__ import annotations
@@ -36,6 +39,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.harness.brokers import open_broker  # noqa: E402
+
+#: the two availableNow figures: the goal is judged on the first (docs/spark.md, Benchmark)
+WALL = "availableNow, wall"
+BATCHES = "availableNow, batches"
 
 
 def log(msg: str) -> None:
@@ -155,11 +162,20 @@ def main(argv: list[str] | None = None) -> int:
                 in_batches.append(
                     sum(p["durationMs"]["triggerExecution"] for p in q.recentProgress) / 1000
                 )
+                phases: dict[str, int] = {}
+                for p in q.recentProgress:
+                    for k, v in p["durationMs"].items():
+                        phases[k] = phases.get(k, 0) + v
+                log(
+                    f"availableNow: {len(q.recentProgress)} triggers,"
+                    f" {sum(1 for p in q.recentProgress if p['numInputRows'])} with data;"
+                    f" ms per phase {phases}"
+                )
 
         in_batches: list[float] = []
         log("source, availableNow")
-        results.append(("source (availableNow)", timed(source_stream)))
-        results.append(("  of which in batches", in_batches[0]))
+        results.append((WALL, timed(source_stream)))
+        results.append((BATCHES, in_batches[0]))
 
         def source_batch() -> None:
             spark.read.format("kafkalite").option("kafka.bootstrap.servers", bootstrap).option(
@@ -191,6 +207,14 @@ def main(argv: list[str] | None = None) -> int:
             f"| {name:<22} | {secs:8.2f} | {n / secs:10,.0f} | {n * args.size / secs / 1e6:7.1f} |"
             f" {secs / base:10.2f}x |"
         )
+    wall, batches = dict(results)[WALL] / base, dict(results)[BATCHES] / base
+    print(
+        "\nIssue 18's goal: the availableNow source within 2x of the plain consumer (time ratio)."
+        f"\n  wall-time ratio, query start to termination (the goal's figure): {wall:.2f}x"
+        f" -> {'met' if wall <= 2 else 'NOT met'}"
+        f"\n  ratio excluding query start-up (sum of the micro-batches' triggerExecution):"
+        f" {batches:.2f}x"
+    )
     return 0
 
 

@@ -9,12 +9,15 @@ configuration.
 
 from __future__ import annotations
 
+import bisect
+import itertools
+import operator
 import re
 import time
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from kafkalite.spark.options import EARLIEST, LATEST, OffsetSpec, SourceOptions
 
@@ -57,10 +60,11 @@ class OffsetRange:
         return max(0, self.end - self.start)
 
 
-def _consumer_conf(client: dict[str, str], role: str) -> dict[str, Any]:
+def _consumer_conf(client: dict[str, str], role: str, group_id_prefix: str) -> dict[str, Any]:
     conf: dict[str, Any] = {
-        # never used to join a group (assign only), but librdkafka requires one
-        "group.id": f"spark-kafkalite-{role}-{uuid.uuid4()}",
+        # never joined nor committed to (assign only), but librdkafka requires one; named as
+        # Spark's connector names its own (groupIdPrefix, unless kafka.group.id is given)
+        "group.id": f"{group_id_prefix}-{uuid.uuid4()}-{role}",
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
         "enable.partition.eof": False,
@@ -75,10 +79,10 @@ def _consumer_conf(client: dict[str, str], role: str) -> dict[str, Any]:
     return conf
 
 
-def driver_consumer(client: dict[str, str]) -> Any:
+def driver_consumer(client: dict[str, str], group_id_prefix: str = "spark-kafka-source") -> Any:
     from confluent_kafka import Consumer
 
-    return Consumer(_consumer_conf(client, "driver"))
+    return Consumer(_consumer_conf(client, "driver", group_id_prefix))
 
 
 def list_partitions(
@@ -218,18 +222,84 @@ def check_data_loss(message: str, fail: bool) -> None:
 
 # --- executors -------------------------------------------------------------------------------
 
-_CONSUMERS: dict[tuple[tuple[str, str], ...], Any] = {}
+_CONSUMERS: dict[tuple[str, tuple[tuple[str, str], ...]], Any] = {}
 
 
-def _executor_consumer(client: dict[str, str]) -> Any:
-    key = tuple(sorted(client.items()))
+def _executor_consumer(client: dict[str, str], group_id_prefix: str) -> Any:
+    key = (group_id_prefix, tuple(sorted(client.items())))
     consumer = _CONSUMERS.get(key)
     if consumer is None:
         from confluent_kafka import Consumer
 
-        consumer = Consumer(_consumer_conf(client, "executor"))
+        consumer = Consumer(_consumer_conf(client, "executor", group_id_prefix))
         _CONSUMERS[key] = consumer
     return consumer
+
+
+_FIRST, _SECOND = operator.itemgetter(0), operator.itemgetter(1)
+
+
+class _Columns:
+    """Arrow record batches built column-wise from confluent-kafka messages.
+
+    Each column is one C-level pass (``map`` of the unbound ``Message`` method) and one
+    ``pa.array`` call: no Python code runs per record. Topic, partition and (usually) the
+    timestamp type are the same for a whole range, so they are repeated scalars, and the
+    headers column is only built when ``includeHeaders`` asks for it.
+    """
+
+    def __init__(self, rng: OffsetRange, include_headers: bool, arrow_schema: Any) -> None:
+        import pyarrow as pa
+
+        self.pa = pa
+        self.schema = arrow_schema
+        self.include_headers = include_headers
+        self.topic = pa.scalar(rng.topic, pa.string())
+        self.partition = pa.scalar(rng.partition, pa.int32())
+        self.msgs: list[Any] = []
+        self.offsets: list[int] = []
+
+    def add(self, msgs: list[Any], offsets: list[int]) -> None:
+        self.msgs.extend(msgs)
+        self.offsets.extend(offsets)
+
+    def __len__(self) -> int:
+        return len(self.msgs)
+
+    def take(self) -> Any:
+        """The pending messages as one ``pyarrow.RecordBatch``; the pending list is emptied."""
+        from confluent_kafka import Message
+
+        pa = self.pa
+        ms, offs = self.msgs, self.offsets
+        self.msgs, self.offsets = [], []
+        n = len(ms)
+        stamps = list(map(Message.timestamp, ms))  # (type, milliseconds) pairs
+        types = list(map(_FIRST, stamps))
+        # confluent-kafka: 0 none, 1 create time, 2 log append time; Spark: 0 create, 1 append
+        if types.count(types[0]) == n:
+            ts_type = pa.repeat(pa.scalar(1 if types[0] == 2 else 0, pa.int32()), n)
+        else:
+            ts_type = pa.array([1 if t == 2 else 0 for t in types], pa.int32())
+        cols = [
+            pa.array(list(map(Message.key, ms)), pa.binary()),
+            pa.array(list(map(Message.value, ms)), pa.binary()),
+            pa.repeat(self.topic, n),
+            pa.repeat(self.partition, n),
+            pa.array(offs, pa.int64()),
+            pa.array(list(map(_SECOND, stamps)), pa.timestamp("ms", tz="UTC")).cast(
+                self.schema.field("timestamp").type
+            ),
+            ts_type,
+        ]
+        if self.include_headers:
+            cols.append(
+                pa.array(
+                    [[{"key": k, "value": v} for k, v in m.headers() or ()] for m in ms],
+                    self.schema.field("headers").type,
+                )
+            )
+        return pa.RecordBatch.from_arrays(cols, schema=self.schema)
 
 
 def read_range(
@@ -240,6 +310,7 @@ def read_range(
     fail_on_data_loss: bool,
     poll_timeout_ms: int,
     arrow_schema: Any,
+    group_id_prefix: str = "spark-kafka-source",
 ) -> Iterator[Any]:
     """Yield ``pyarrow.RecordBatch`` es of the records in ``[rng.start, rng.end)``.
 
@@ -247,60 +318,25 @@ def read_range(
     are skipped: the read ends when the consumer's position reaches ``end`` (librdkafka moves
     it over markers and aborted records it filters). A position that stops short of ``end``
     fails after ``kafkaConsumer.pollTimeoutMs`` rather than dropping what it did not see.
+    Offsets deleted before or during the read (the consumer runs with
+    ``auto.offset.reset=error``) come back as OffsetOutOfRange and go through
+    ``failOnDataLoss``; no watermark look-up precedes the read, since it would queue behind
+    the consumer's last long-polling fetch (up to ``fetch.wait.max.ms``) on every range.
     """
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    from confluent_kafka import KafkaError, TopicPartition
+    from confluent_kafka import KafkaError, Message, TopicPartition
 
     if rng.size == 0:
         return
-    consumer = _executor_consumer(client)
+    consumer = _executor_consumer(client, group_id_prefix)
     tp = TopicPartition(rng.topic, rng.partition)
-    low, high = _watermark(consumer, tp, poll_timeout_ms / 1000)
-    start = rng.start
-    if low > start:
-        check_data_loss(
-            f"Cannot fetch offsets {start} to {low} of {rng.topic}-{rng.partition}: the log"
-            f" starts at {low}",
-            fail_on_data_loss,
-        )
-        start = low
-    if start >= rng.end:
-        return
-    consumer.assign([TopicPartition(rng.topic, rng.partition, start)])
-    ts_type = pa.timestamp("us", tz="UTC")
-    pending: list[Any] = []  # messages of the next batch
-
-    def batch(ms: list[Any]) -> Any:
-        """Columns by comprehension over the messages: cheaper than appends per record."""
-        n = len(ms)
-        stamps = [m.timestamp() for m in ms]
-        cols = [
-            pa.array([m.key() for m in ms], pa.binary()),
-            pa.array([m.value() for m in ms], pa.binary()),
-            pa.array([rng.topic] * n, pa.string()),
-            pa.array([rng.partition] * n, pa.int32()),
-            pa.array([m.offset() for m in ms], pa.int64()),
-            pc.multiply(pa.array([t[1] for t in stamps], pa.int64()), 1000).cast(ts_type),
-            # confluent-kafka: 1 create time, 2 log append time; Spark: 0 and 1
-            pa.array([1 if t[0] == 2 else 0 for t in stamps], pa.int32()),
-        ]
-        if include_headers:
-            cols.append(
-                pa.array(
-                    [[{"key": k, "value": v} for k, v in m.headers() or ()] for m in ms],
-                    arrow_schema.field("headers").type,
-                )
-            )
-        return pa.RecordBatch.from_arrays(cols, schema=arrow_schema)
-
+    consumer.assign([TopicPartition(rng.topic, rng.partition, rng.start)])
+    pending = _Columns(rng, include_headers, arrow_schema)
     deadline = time.monotonic() + poll_timeout_ms / 1000
-    done = False
-    next_off = start
+    next_off = rng.start
     try:
-        while not done:
+        while next_off < rng.end:
             # asking for no more than the range holds returns as soon as it is all there
-            want = max(1, min(BATCH_ROWS, rng.end - next_off))
+            want = min(BATCH_ROWS, rng.end - next_off)
             msgs = consumer.consume(num_messages=want, timeout=POLL_SECONDS)
             if not msgs:
                 pos = consumer.position([tp])[0].offset
@@ -308,7 +344,7 @@ def read_range(
                     break
                 if time.monotonic() > deadline:
                     low, high = _watermark(consumer, tp, 10)
-                    if high <= max(pos, start):
+                    if high <= max(pos, next_off):
                         check_data_loss(
                             f"{rng.topic}-{rng.partition} ends at {high}, before the planned end"
                             f" {rng.end}",
@@ -321,43 +357,47 @@ def read_range(
                     )
                 continue
             deadline = time.monotonic() + poll_timeout_ms / 1000
-            for m in msgs:
-                err = m.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        continue
-                    if err.code() in (
-                        KafkaError.OFFSET_OUT_OF_RANGE,
-                        KafkaError._AUTO_OFFSET_RESET,
-                    ):
-                        # retention removed records while this range was being read
-                        low, _ = _watermark(consumer, tp, 10)
-                        resume = next_off
-                        check_data_loss(
-                            f"Cannot fetch offsets {resume} to {low} of {rng.topic}-{rng.partition}:"
-                            f" the log start moved to {low} during the read",
-                            fail_on_data_loss,
-                        )
-                        if low >= rng.end:
-                            done = True
-                            break
-                        consumer.assign(
-                            [TopicPartition(rng.topic, rng.partition, max(low, resume))]
-                        )
-                        break
-                    raise RuntimeError(f"reading {rng.topic}-{rng.partition}: {err}")
-                off = m.offset()
-                if off >= rng.end:
-                    done = True
-                    break
-                next_off = off + 1
-                pending.append(m)
-                if off == rng.end - 1:
-                    done = True
-            if len(pending) >= BATCH_ROWS:
-                yield batch(pending)
-                pending = []
-        if pending:
-            yield batch(pending)
+            errs = list(map(Message.error, msgs))
+            err = None
+            # (identity tests: a KafkaError compared with None by == raises)
+            if any(map(operator.is_not, errs, itertools.repeat(None))):
+                # rare: keep what precedes the first error
+                first = next(i for i, e in enumerate(errs) if e is not None)
+                err, msgs = errs[first], msgs[:first]
+            if msgs:
+                # a record without an error always has an offset
+                offs = cast(list[int], list(map(Message.offset, msgs)))
+                if offs[-1] >= rng.end:  # past a gap at the range's end
+                    cut = bisect.bisect_left(offs, rng.end)
+                    msgs, offs = msgs[:cut], offs[:cut]
+                    next_off = rng.end
+                if msgs:
+                    pending.add(msgs, offs)
+                    next_off = max(next_off, offs[-1] + 1)
+                if len(pending) >= BATCH_ROWS:
+                    yield pending.take()
+            if err is None or err.code() == KafkaError._PARTITION_EOF:
+                continue
+            if err.code() not in (KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET):
+                raise RuntimeError(f"reading {rng.topic}-{rng.partition}: {err}")
+            # the offset to read is not in the log: deleted (retention, DeleteRecords), or past
+            # its end (the partition was truncated or re-created)
+            low, high = _watermark(consumer, tp, 10)
+            if next_off >= low:
+                check_data_loss(
+                    f"{rng.topic}-{rng.partition} ends at {high}, before the planned end {rng.end}",
+                    fail_on_data_loss,
+                )
+                break
+            check_data_loss(
+                f"Cannot fetch offsets {next_off} to {low} of {rng.topic}-{rng.partition}: the"
+                f" log starts at {low}",
+                fail_on_data_loss,
+            )
+            next_off = low
+            if low < rng.end:
+                consumer.assign([TopicPartition(rng.topic, rng.partition, low)])
+        if len(pending):
+            yield pending.take()
     finally:
         consumer.unassign()

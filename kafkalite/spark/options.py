@@ -74,6 +74,11 @@ class SourceOptions:
     max_offsets_per_trigger: int | None
     min_offsets_per_trigger: int | None
     poll_timeout_ms: int
+    #: with ``minOffsetsPerTrigger``: the longest a trigger waits for the minimum (Spark: 15m)
+    max_trigger_delay_ms: int = 15 * 60 * 1000
+    max_records_per_partition: int | None = None
+    #: the clients' generated ``group.id`` starts with it (never joined: assign only)
+    group_id_prefix: str = "spark-kafka-source"
 
     @property
     def read_committed(self) -> bool:
@@ -130,6 +135,30 @@ def _bool(opts: CaseInsensitive, key: str, default: bool) -> bool:
     if raw.strip().lower() in ("true", "false"):
         return raw.strip().lower() == "true"
     raise ConfigError(key, f"{raw!r} is not true or false")
+
+
+_DURATION = re.compile(r"(-?[0-9]+)\s*([a-z]+)?")
+_DURATION_MS = {
+    "us": 0.001,
+    "ms": 1,
+    "s": 1000,
+    "m": 60_000,
+    "min": 60_000,
+    "h": 3_600_000,
+    "d": 86_400_000,
+}
+
+
+def _duration_ms(key: str, raw: str) -> int:
+    """A Spark time string (``Utils.timeStringAsMs``): ``500ms``, ``10s``, ``15m``, ``1h``,
+    ``2d``; a bare number is milliseconds."""
+    m = _DURATION.fullmatch(raw.strip().lower())
+    if m is None or (m.group(2) is not None and m.group(2) not in _DURATION_MS):
+        raise ConfigError(key, f"{raw!r} is not a duration like 500ms, 10s, 15m, 1h")
+    value = int(int(m.group(1)) * _DURATION_MS[m.group(2) or "ms"])
+    if value < 0:
+        raise ConfigError(key, f"must not be negative, got {raw!r}")
+    return value
 
 
 def _per_partition_json(key: str, raw: str) -> dict[str, dict[int, int]]:
@@ -245,6 +274,15 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         for key in ("maxOffsetsPerTrigger", "minOffsetsPerTrigger"):
             if opts.get(key) is not None:
                 raise ConfigError(key, "only valid in streaming queries")
+    min_per_trigger = _int(opts, "minOffsetsPerTrigger")
+    max_per_trigger = _int(opts, "maxOffsetsPerTrigger")
+    if min_per_trigger is not None and max_per_trigger is not None:
+        if min_per_trigger > max_per_trigger:
+            raise ConfigError(
+                "minOffsetsPerTrigger",
+                f"the value of minOffsetsPerTrigger ({min_per_trigger}) is higher than the"
+                f" maxOffsetsPerTrigger ({max_per_trigger})",
+            )
     strategy = (opts.get("startingOffsetsByTimestampStrategy") or "error").strip().lower()
     if strategy not in ("error", "latest"):
         raise ConfigError(
@@ -261,9 +299,12 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
         include_headers=_bool(opts, "includeHeaders", False),
         min_partitions=_int(opts, "minPartitions"),
-        max_offsets_per_trigger=_int(opts, "maxOffsetsPerTrigger"),
-        min_offsets_per_trigger=_int(opts, "minOffsetsPerTrigger"),
+        max_offsets_per_trigger=max_per_trigger,
+        min_offsets_per_trigger=min_per_trigger,
         poll_timeout_ms=_int(opts, "kafkaConsumer.pollTimeoutMs") or 120_000,
+        max_trigger_delay_ms=_duration_ms("maxTriggerDelay", opts.get("maxTriggerDelay") or "15m"),
+        max_records_per_partition=_int(opts, "maxRecordsPerPartition"),
+        group_id_prefix=opts.get("groupIdPrefix") or "spark-kafka-source",
     )
 
 

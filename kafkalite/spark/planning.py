@@ -44,21 +44,30 @@ def rate_limit(limit: int, start: dict[TP, int], end: dict[TP, int]) -> dict[TP,
     return out
 
 
-def split_ranges(ranges: list[OffsetRange], min_partitions: int | None) -> list[OffsetRange]:
-    """Drop empty ranges; with ``minPartitions`` above the range count, split large ranges in
-    proportion to their size (Spark's ``KafkaOffsetRangeCalculator``)."""
+def split_ranges(
+    ranges: list[OffsetRange], min_partitions: int | None, max_records: int | None = None
+) -> list[OffsetRange]:
+    """Drop empty ranges; split ranges over ``maxRecordsPerPartition`` into equal pieces
+    under it; then, with ``minPartitions`` above the range count, split large ranges in
+    proportion to their size (Spark's ``KafkaOffsetRangeCalculator``, in that order)."""
     ranges = [r for r in ranges if r.size > 0]
+    if max_records:
+        ranges = [piece for r in ranges for piece in _divide(r, math.ceil(r.size / max_records))]
     if not min_partitions or min_partitions <= len(ranges):
         return ranges
     total = sum(r.size for r in ranges)
     out: list[OffsetRange] = []
     for r in ranges:
-        parts = max(1, round(r.size / total * min_partitions))
-        step = r.size / parts
-        bounds = [r.start + int(i * step) for i in range(parts)] + [r.end]
-        out.extend(
-            OffsetRange(r.topic, r.partition, a, b)
-            for a, b in zip(bounds, bounds[1:], strict=False)
-            if b > a
-        )
+        out.extend(_divide(r, max(1, round(r.size / total * min_partitions))))
     return out
+
+
+def _divide(r: OffsetRange, parts: int) -> list[OffsetRange]:
+    """``r`` in ``parts`` contiguous pieces of (nearly) equal size."""
+    step = r.size / parts
+    bounds = [r.start + int(i * step) for i in range(parts)] + [r.end]
+    return [
+        OffsetRange(r.topic, r.partition, a, b)
+        for a, b in zip(bounds, bounds[1:], strict=False)
+        if b > a
+    ]

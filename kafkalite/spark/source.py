@@ -8,7 +8,8 @@ reader that never joins a group.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
@@ -28,6 +29,10 @@ from kafkalite.spark.planning import TP, from_json, rate_limit, split_ranges, to
 __all__ = ["KafkaBatchReader", "KafkaStreamReader"]
 
 
+def _wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
 class _ReaderBase:
     """What both readers share: lazy driver consumer and the executor-side read."""
 
@@ -44,7 +49,7 @@ class _ReaderBase:
     @property
     def consumer(self) -> Any:
         if self._consumer is None:
-            self._consumer = kc.driver_consumer(self.opts.client)
+            self._consumer = kc.driver_consumer(self.opts.client, self.opts.group_id_prefix)
         return self._consumer
 
     def _close(self) -> None:
@@ -74,7 +79,12 @@ class _ReaderBase:
                 )
                 continue
             ranges.append(kc.OffsetRange(tp[0], tp[1], begin, stop))
-        return [InputPartition(r) for r in split_ranges(ranges, self.opts.min_partitions)]
+        return [
+            InputPartition(r)
+            for r in split_ranges(
+                ranges, self.opts.min_partitions, self.opts.max_records_per_partition
+            )
+        ]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         from pyspark.sql.pandas.types import to_arrow_schema
@@ -87,6 +97,7 @@ class _ReaderBase:
             fail_on_data_loss=self.opts.fail_on_data_loss,
             poll_timeout_ms=self.opts.poll_timeout_ms,
             arrow_schema=to_arrow_schema(self.schema, timezone="UTC"),
+            group_id_prefix=self.opts.group_id_prefix,
         )
 
 
@@ -120,6 +131,8 @@ class KafkaStreamReader(_ReaderBase, DataSourceStreamReader, SupportsTriggerAvai
         super().__init__(opts, schema)
         self._target: dict[TP, int] | None = None
         self._latest: dict[TP, int] | None = None
+        self._last_trigger_ms = 0  # Spark's lastTriggerMillis
+        self._clock: Callable[[], int] = _wall_ms
 
     def initialOffset(self) -> dict:
         parts, marks = self._marks()
@@ -159,15 +172,45 @@ class KafkaStreamReader(_ReaderBase, DataSourceStreamReader, SupportsTriggerAvai
                 begin[tp] = marks[tp][0]
         # a partition whose end moved back (topic re-created) is planned as data loss later
         end = {tp: max(latest[tp], 0) for tp in parts}
-        if isinstance(limit, ReadMaxRows):
-            end = rate_limit(limit.max_rows, begin, end)
-        elif isinstance(limit, ReadMinRows) and self._target is None:
+        if not isinstance(limit, ReadAllAvailable):
+            # Spark's Kafka source pairs the two limits (a CompositeReadLimit, which Python
+            # readers cannot return): the minimum first, then the maximum
+            min_rows = (
+                limit.min_rows
+                if isinstance(limit, ReadMinRows)
+                else self.opts.min_offsets_per_trigger
+            )
+            max_rows = (
+                limit.max_rows
+                if isinstance(limit, ReadMaxRows)
+                else self.opts.max_offsets_per_trigger
+            )
             # (under AvailableNow no more data is coming: read what there is)
-            if sum(max(0, end[tp] - begin[tp]) for tp in end) < limit.min_rows:
+            if (
+                min_rows is not None
+                and self._target is None
+                and self._delay_batch(min_rows, begin, end)
+            ):
                 return start
+            if max_rows is not None:
+                end = rate_limit(max_rows, begin, end)
         for tp, off in begin.items():
             end.setdefault(tp, off)
         return to_json(end)
+
+    def _delay_batch(self, min_rows: int, begin: dict[TP, int], end: dict[TP, int]) -> bool:
+        """Skip this trigger while fewer than ``minOffsetsPerTrigger`` records are available,
+        unless ``maxTriggerDelay`` has passed since the last trigger that ran a batch (Spark's
+        ``KafkaMicroBatchStream.delayBatch``: the clock starts at 0, so a query's first
+        trigger always runs)."""
+        now = self._clock()
+        if now - self._last_trigger_ms >= self.opts.max_trigger_delay_ms:
+            self._last_trigger_ms = now
+            return False
+        if sum(max(0, end[tp] - begin.get(tp, 0)) for tp in end) < min_rows:
+            return True
+        self._last_trigger_ms = now
+        return False
 
     def reportLatestOffset(self) -> dict | None:
         return None if self._latest is None else to_json(self._latest)

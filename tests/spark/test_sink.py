@@ -247,3 +247,99 @@ def test_read_committed_hides_aborted(spark: Any, spark_broker: Any, topic_name:
     assert len(everything) == 12 and b"a0" in everything
     # offsets keep their gaps: the markers and aborted records are skipped, not renumbered
     assert kafka_rows(committed)[-1].offset > 8
+
+
+def test_exactly_once_batch_rerun_after_some_tasks_committed(
+    spark: Any, spark_broker: Any, topic_name: str, tmp_path: Path
+) -> None:
+    """The case per-task transactions must get right: batch 1 has two tasks; task 0 commits
+    its transaction (rows and marker), then task 1 fails, so the driver never commits the
+    batch (no commits/1). The restart re-runs batch 1 from its offsets log: task 0 finds its
+    ``(queryId, task 0) -> batch 1`` marker and writes nothing, task 1 writes its rows. Every
+    source record ends up in the output exactly once."""
+    from pyspark.sql.functions import col, udf
+
+    bootstrap = spark_broker.bootstrap_servers
+    src, dst = f"{topic_name}-in", f"{topic_name}-out"
+    spark_broker.create_topic(src, 2)
+    spark_broker.create_topic(dst, 1)
+    sent = produce(bootstrap, src, 40, partitions=2)  # 20 a partition: 5 + 5 a batch
+    cp = tmp_path / "cp"
+    eo = {"exactlyOnce": "true", "transactionalIdPrefix": f"eo-{topic_name}"}
+
+    def crash_after_task_0_committed(value: bytes, partition: int, offset: int) -> bytes:
+        """In batch 1's task 1 (source partition 1, offsets 5-9): wait until task 0's
+        transaction is visible (batch 0's 10 records + task 0's 5), then fail."""
+        import time as t
+        import uuid as u
+
+        from confluent_kafka import Consumer as C
+        from confluent_kafka import TopicPartition as TP
+
+        if (partition, offset) != (1, 7):
+            return value
+        c = C(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": f"w-{u.uuid4()}",
+                "isolation.level": "read_committed",
+            }
+        )
+        try:
+            deadline = t.monotonic() + 120
+            while t.monotonic() < deadline:
+                # under read_committed the high watermark is the LSO
+                _, lso = c.get_watermark_offsets(TP(dst, 0), timeout=10, cached=False)
+                committed = 0
+                if lso > 0:
+                    c.assign([TP(dst, 0, 0)])
+                    while (m := c.poll(1.0)) is not None and m.error() is None:
+                        committed += 1
+                if committed >= 15:
+                    break
+                t.sleep(0.2)
+        finally:
+            c.close()
+        raise RuntimeError("crash after task 0 committed")
+
+    def run(crash: bool) -> Any:
+        df = (
+            spark.readStream.format("kafkalite")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", src)
+            .option("startingOffsets", "earliest")
+            .option("maxOffsetsPerTrigger", "10")
+            .load()
+        )
+        if crash:
+            hook = udf(crash_after_task_0_committed, "binary", useArrow=False)
+            df = df.withColumn("value", hook(col("value"), col("partition"), col("offset")))
+        writer = (
+            df.select("key", "value")
+            .writeStream.format("kafkalite")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("topic", dst)
+            .option("checkpointLocation", str(cp))
+            .trigger(availableNow=True)
+        )
+        for k, v in eo.items():
+            writer = writer.option(k, v)
+        q = writer.start()
+        try:
+            q.awaitTermination(180)
+        finally:
+            q.stop()
+        return q
+
+    with pytest.raises(Exception, match="crash after task 0 committed"):
+        run(crash=True)
+    assert (cp / "offsets" / "1").exists() and not (cp / "commits" / "1").exists()
+    task_0 = [s.value for s in sent if s.partition == 0 and 5 <= s.offset < 10]
+    batch_0 = [s.value for s in sent if s.offset < 5]
+    assert sorted(_committed_values(bootstrap, dst)) == sorted(batch_0 + task_0)
+
+    q = run(crash=False)
+    assert q.exception() is None
+    assert [p["numInputRows"] for p in q.recentProgress if p["numInputRows"]] == [10, 10, 10]
+    values = _committed_values(bootstrap, dst)
+    assert sorted(values) == sorted(s.value for s in sent)  # each exactly once

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import json
+import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +44,11 @@ def _to_parquet(df: Any, out: Path, cp: Path) -> Any:
     finally:
         q.stop()
     return q
+
+
+def _ms(progress_timestamp: str) -> int:
+    """A query progress' ``timestamp`` (ISO 8601, UTC) in epoch milliseconds."""
+    return int(datetime.fromisoformat(progress_timestamp.replace("Z", "+00:00")).timestamp() * 1000)
 
 
 def _values(spark: Any, out: Path) -> list[str]:
@@ -162,3 +169,60 @@ def test_min_partitions_splits_a_micro_batch_into_more_tasks(
     rows = spark.read.parquet(str(tmp_path / "out")).collect()
     assert sorted(r["offset"] for r in rows) == list(range(40))
     assert _values(spark, tmp_path / "out") == sorted(s.value.decode() for s in sent)
+
+
+def test_min_offsets_per_trigger_with_max_trigger_delay(
+    spark: Any, spark_broker: Any, topic_name: str, tmp_path: Path
+) -> None:
+    """As Spark's Kafka source: a query's first trigger runs what there is; after it, triggers
+    that find fewer than ``minOffsetsPerTrigger`` new records are skipped, until enough arrive
+    or ``maxTriggerDelay`` has passed since the last batch."""
+    bootstrap = spark_broker.bootstrap_servers
+    spark_broker.create_topic(topic_name, 2)
+    produce(bootstrap, topic_name, 3, partitions=2)
+    cp = tmp_path / "cp"
+
+    def start(delay: str) -> Any:
+        df = _stream(spark, bootstrap, topic_name, minOffsetsPerTrigger="5", maxTriggerDelay=delay)
+        return (
+            df.writeStream.format("noop")
+            .option("checkpointLocation", str(cp))
+            .trigger(processingTime="100 milliseconds")
+            .start()
+        )
+
+    def batches(q: Any) -> list[int]:
+        return [p["numInputRows"] for p in q.recentProgress if p["numInputRows"]]
+
+    q = start("1h")
+    try:
+        q.processAllAvailable()  # the first trigger runs below the minimum
+        assert batches(q) == [3]
+        produce(bootstrap, topic_name, 2, partitions=2, start=3)
+        # processAllAvailable returns after a trigger that planned no batch; the second call's
+        # trigger began after the two records were acknowledged, so it saw them and skipped
+        q.processAllAvailable()
+        q.processAllAvailable()
+        assert batches(q) == [3]
+        produce(bootstrap, topic_name, 4, partitions=2, start=5)
+        q.processAllAvailable()
+        assert batches(q) == [3, 6]  # 2 + 4 reached the minimum: one batch of both
+    finally:
+        q.stop()
+
+    produce(bootstrap, topic_name, 1, partitions=2, start=9)
+    q = start("2s")
+    try:
+        q.processAllAvailable()
+        assert batches(q) == [1]  # a restarted query's first trigger runs too
+        produce(bootstrap, topic_name, 1, partitions=2, start=10)
+        deadline = time.monotonic() + 120
+        while len(batches(q)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        # one record, below the minimum: only the delay can have run this batch
+        assert batches(q) == [1, 1]
+        first, second = (p for p in q.recentProgress if p["numInputRows"])
+        waited = _ms(second["timestamp"]) - _ms(first["timestamp"])
+        assert waited >= 1500, waited  # not before ~maxTriggerDelay after the previous batch
+    finally:
+        q.stop()
