@@ -68,12 +68,59 @@ def test_source_defaults_and_precedence() -> None:
         ({**BOOT, "subscribe": "a", "failOnDataLoss": "maybe"}, True, "failOnDataLoss"),
         ({**BOOT, "assign": "[0]"}, True, "assign"),
         ({**BOOT, "subscribePattern": "("}, True, "subscribePattern"),
+        (
+            {**BOOT, "subscribe": "a", "minOffsetsPerTrigger": "9", "maxOffsetsPerTrigger": "5"},
+            True,
+            "minOffsetsPerTrigger",
+        ),
+        ({**BOOT, "subscribe": "a", "maxTriggerDelay": "5 parsecs"}, True, "maxTriggerDelay"),
+        ({**BOOT, "subscribe": "a", "maxRecordsPerPartition": "0"}, True, "maxRecordsPerPartition"),
     ],
 )
 def test_bad_source_options(options: dict[str, str], streaming: bool, key: str) -> None:
     with pytest.raises(ConfigError) as e:
         parse_source_options(options, streaming=streaming)
     assert e.value.key == key
+
+
+def test_trigger_delay_record_cap_and_group_prefix_options() -> None:
+    o = parse_source_options({**BOOT, "subscribe": "a"}, streaming=True)
+    assert o.max_trigger_delay_ms == 15 * 60_000  # Spark's default, 15m
+    assert o.group_id_prefix == "spark-kafka-source" and o.max_records_per_partition is None
+    for raw, ms in (("10s", 10_000), ("250ms", 250), ("2m", 120_000), ("1h", 3_600_000)):
+        parsed = parse_source_options(
+            {**BOOT, "subscribe": "a", "MAXTRIGGERDELAY": raw}, streaming=True
+        )
+        assert parsed.max_trigger_delay_ms == ms
+    o = parse_source_options(
+        {**BOOT, "subscribe": "a", "groupIdPrefix": "Etl", "maxRecordsPerPartition": "50"},
+        streaming=False,
+    )
+    assert o.group_id_prefix == "Etl" and o.max_records_per_partition == 50
+
+
+def test_min_offsets_wait_for_max_trigger_delay() -> None:
+    """Spark's ``delayBatch``: the clock starts at 0, so the first trigger runs; later ones
+    wait for ``minOffsetsPerTrigger`` records or ``maxTriggerDelay`` since the last batch."""
+    from kafkalite.spark.datasource import kafka_schema
+    from kafkalite.spark.source import KafkaStreamReader
+
+    opts = parse_source_options(
+        {**BOOT, "subscribe": "a", "minOffsetsPerTrigger": "10", "maxTriggerDelay": "5s"},
+        streaming=True,
+    )
+    reader = KafkaStreamReader(opts, kafka_schema(False))
+    now = [1_000_000]
+    reader._clock = lambda: now[0]
+    begin, few, enough = {("a", 0): 0}, {("a", 0): 3}, {("a", 0): 10}
+    assert not reader._delay_batch(10, begin, few)  # first trigger
+    now[0] += 4_000
+    assert reader._delay_batch(10, begin, few)  # 3 < 10 and 4 s < 5 s: skipped
+    assert not reader._delay_batch(10, begin, enough)  # the minimum is there: runs
+    now[0] += 4_999
+    assert reader._delay_batch(10, begin, few)  # the clock restarted at the last batch
+    now[0] += 1
+    assert not reader._delay_batch(10, begin, few)  # 5 s since it: runs below the minimum
 
 
 def test_sink_options() -> None:
@@ -112,6 +159,23 @@ def test_split_ranges_by_min_partitions() -> None:
         mine = [r for r in parts if r.partition == p]
         assert mine[0].start == ranges[p].start and mine[-1].end == ranges[p].end
         assert all(a.end == b.start for a, b in zip(mine, mine[1:], strict=False))
+
+
+def test_split_ranges_by_max_records_per_partition() -> None:
+    """Spark's order: ranges over ``maxRecordsPerPartition`` are cut first, then
+    ``minPartitions`` splits further if there are still fewer pieces."""
+    ranges = [OffsetRange("t", 0, 0, 250), OffsetRange("t", 1, 0, 40)]
+    parts = split_ranges(ranges, None, 100)
+    assert [(r.partition, r.start, r.end) for r in parts] == [
+        (0, 0, 83),
+        (0, 83, 166),
+        (0, 166, 250),
+        (1, 0, 40),
+    ]
+    # then each piece in proportion to its size, rounded: 3 x round(2.29) + round(1.1), as
+    # approximate as Spark's
+    assert len(split_ranges(ranges, 8, 100)) == 7
+    assert split_ranges(ranges, 2, 1000) == ranges
 
 
 def test_spark_finds_the_top_level_entry_module() -> None:
