@@ -361,9 +361,15 @@ def read_range(
             err = None
             # (identity tests: a KafkaError compared with None by == raises)
             if any(map(operator.is_not, errs, itertools.repeat(None))):
-                # rare: keep what precedes the first error
-                first = next(i for i, e in enumerate(errs) if e is not None)
-                err, msgs = errs[first], msgs[:first]
+                # rare: drop end-of-partition events, keep what precedes any other error
+                kept = []
+                for m, e in zip(msgs, errs, strict=True):
+                    if e is None:
+                        kept.append(m)
+                    elif e.code() != KafkaError._PARTITION_EOF:
+                        err = e
+                        break
+                msgs = kept
             if msgs:
                 # a record without an error always has an offset
                 offs = cast(list[int], list(map(Message.offset, msgs)))
@@ -376,7 +382,7 @@ def read_range(
                     next_off = max(next_off, offs[-1] + 1)
                 if len(pending) >= BATCH_ROWS:
                     yield pending.take()
-            if err is None or err.code() == KafkaError._PARTITION_EOF:
+            if err is None:
                 continue
             if err.code() not in (KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET):
                 raise RuntimeError(f"reading {rng.topic}-{rng.partition}: {err}")
