@@ -183,7 +183,7 @@ def test_min_offsets_per_trigger_with_max_trigger_delay(
     cp = tmp_path / "cp"
 
     def start(delay: str) -> Any:
-        df = _stream(spark, bootstrap, topic_name, minOffsetsPerTrigger="5", maxTriggerDelay=delay)
+        df = _stream(spark, bootstrap, topic_name, minOffsetsPerTrigger="6", maxTriggerDelay=delay)
         return (
             df.writeStream.format("noop")
             .option("checkpointLocation", str(cp))
@@ -204,6 +204,7 @@ def test_min_offsets_per_trigger_with_max_trigger_delay(
         q.processAllAvailable()
         q.processAllAvailable()
         assert batches(q) == [3]
+        # (a trigger seeing only some of the 4 sees at most 2 + 3, under the minimum of 6)
         produce(bootstrap, topic_name, 4, partitions=2, start=5)
         q.processAllAvailable()
         assert batches(q) == [3, 6]  # 2 + 4 reached the minimum: one batch of both
