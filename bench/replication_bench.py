@@ -162,7 +162,7 @@ def latency(bootstrap: str, topic: str, rate: int, seconds: float) -> tuple[floa
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--seconds", type=float, default=8.0)
     ap.add_argument("--rate", type=int, default=1000)
     ap.add_argument("--rounds", type=int, default=2, help="RF=1 / RF=3 pairs")
     args = ap.parse_args()
