@@ -15,8 +15,6 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
 _I32_I16_I32 = struct.Struct(">ihi")  # throttle_time_ms, error_code, session_id
 _PARTITION = struct.Struct(">ihqqq")  # index, error, high watermark, LSO, log start
 _ABORTED = struct.Struct(">qq")
