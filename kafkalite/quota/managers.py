@@ -12,8 +12,8 @@ Kafka's (``INACTIVE_SENSOR_EXPIRATION_TIME_SECONDS``, checked every 30 s like it
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 from dataclasses import dataclass, field
+from typing import Any
 
 from kafkalite.quota.entities import (
     CONSUMER_BYTE_RATE,

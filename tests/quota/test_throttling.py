@@ -227,3 +227,42 @@ async def test_no_quota_configured_keeps_throttle_time_zero(tmp_path):
             assert not b.broker.quotas.produce.sensors
         finally:
             await w.close()
+
+
+async def test_fetch_and_mutation_quotas_key_on_the_connections_principal(tmp_path):
+    """A user quota applies to Fetch and to topic mutations of that user's connections
+    (the principal SASL or mTLS set on the connection), not to ANONYMOUS ones."""
+    from kafkalite.common.principal import KafkaPrincipal
+
+    window = {**FAST_WINDOW, "controller.quota.window.num": 2}
+    async with AsyncBroker(tmp_path, **window) as b:
+        await b.create_topic("t")
+        producer = await Wire.connect(b.bootstrap_servers, "producer")
+        try:
+            for _ in range(10):
+                r = await producer.call(PRODUCE, 9, produce("t", batch(2, 1000)))
+                assert r.responses[0].partition_responses[0].error_code == 0
+        finally:
+            await producer.close()
+        await _admin(
+            b, {"user": "alice"}, {"consumer_byte_rate": 4000, "controller_mutation_rate": 1}
+        )
+        alice = await Wire.connect(b.bootstrap_servers, "app")
+        anon = await Wire.connect(b.bootstrap_servers, "app")
+        try:
+            connection_of(b, alice).principal = KafkaPrincipal("User", "alice")
+            r = await alice.call(FETCH, 12, fetch("t", 0, max_bytes=1 << 20))
+            assert 0 < len(r.responses[0].partitions[0].records) <= 4000  # her window
+            r = await anon.call(FETCH, 12, fetch("t", 0, max_bytes=1 << 20))
+            assert len(r.responses[0].partitions[0].records) > 4000 and not ms(r.throttle_time)
+            r = await alice.call(CREATE_TOPICS, 7, _create([("a", 3), ("b", 1)]))
+            assert {t.name: t.error_code for t in r.topics} == {
+                "a": 0,
+                "b": THROTTLING_QUOTA_EXCEEDED,
+            }
+            r = await anon.call(CREATE_TOPICS, 7, _create([("c", 3), ("d", 1)]))
+            assert {t.name: t.error_code for t in r.topics} == {"c": 0, "d": 0}
+            assert set(b.broker.quotas.fetch.sensors) == {("alice", "")}
+        finally:
+            await alice.close()
+            await anon.close()
