@@ -12,13 +12,15 @@ are this machine's, shared with whatever else runs):
    without quotas, then with ``producer_byte_rate=--quota`` on the greedy client
    id: every producer's throughput and the well-behaved ones' delivery p50/p99;
 2. **producer_byte_rate** accuracy, ``--runs`` times: a confluent-kafka producer
-   alone under the quota (librdkafka's default batch.size, then 65536) for
+   alone under the quota (librdkafka's default batch.size, then 16384) for
    10 + ``--rate-seconds`` s: its rate over the first ``--rate-seconds`` (which
    include Kafka's initial allowance) and over the ``--rate-seconds`` after the
    allowance, its rate per 5 s, throttle callbacks, failed deliveries;
 3. **consumer_byte_rate** accuracy, ``--runs`` times: a consumer reading a
    pre-filled topic under the quota, the same figures; then a summary of the
    after-the-allowance figures of every run against the quota;
+s. (``--phases s``) the same arithmetic without a broker: kafkalite's
+   ``WindowedRate`` against a simulated greedy client, the spread of 30 s rates;
 4. **request_percentage**: 4 processes flooding Metadata, with and without
    ``request_percentage=10`` on their client id, while one producer sends 200
    records/s and measures its delivery p99 (also after the quota window's
@@ -439,15 +441,56 @@ def request_percentage(bootstrap: str, seconds: float, with_quota: bool, skip_s:
     )
 
 
+def simulate(quota: int, seconds: float, skip_s: float) -> None:
+    """Kafka's arithmetic alone (kafkalite's WindowedRate, no broker): a greedy client
+    that sends its next request as soon as the mute is over, for a few request sizes.
+    Shows the sawtooth a 30 s measurement lands on: it is the windowed rate's, not
+    the machine's."""
+    import random
+
+    from kafkalite.quota.rate import WindowedRate
+
+    total = 120.0
+    for size in (1_000_000, 65536, 16384):
+        series: list[float] = []
+        for seed in range(20):
+            rnd = random.Random(seed)
+            r = WindowedRate(11, 1000, 0)
+            t, sent = 0.0, []
+            while t < total * 1000:
+                r.record(size, int(t))
+                sent.append((t, size))
+                # the broker's time for the request, then the mute (KIP-219)
+                t += rnd.uniform(1, 20) + r.throttle_ms(quota, int(t))
+            a = skip_s
+            while a + seconds <= total:
+                n = sum(x for ts, x in sent if a * 1000 <= ts < (a + seconds) * 1000)
+                series.append(n / seconds / quota * 100)
+                a += 1
+        print(
+            f"  requests of {size} B: every {seconds:.0f} s window from {skip_s:.0f} s on,"
+            f" 20 runs: {min(series):.1f}%..{max(series):.1f}% of the quota"
+            f" (mean {statistics.mean(series):.1f}%,"
+            f" {sum(90 <= v <= 110 for v in series) * 100 / len(series):.0f}% of them within 10%)"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=30)
     ap.add_argument("--rate-seconds", type=float, default=30)
     ap.add_argument("--quota", type=int, default=1048576)
-    ap.add_argument("--phases", default="1234", help="which of the four parts to run")
+    ap.add_argument(
+        "--phases", default="1234", help="which of the four parts to run (s: the simulation only)"
+    )
     ap.add_argument("--runs", type=int, default=1, help="rate runs (parts 2 and 3) each")
     args = ap.parse_args()
     skip = 10.0  # quota.window.num - 1 windows of 1 s (Kafka's defaults: 11 x 1 s)
+    if "s" in args.phases:
+        print("s. Kafka's windowed rate alone, a simulated greedy client (no broker)")
+        simulate(args.quota, args.rate_seconds, skip)
+        if not set(args.phases) & set("1234"):
+            return
     with tempfile.TemporaryDirectory(prefix="quota-bench-") as d:
         server = Server(Path(d))
         try:
@@ -461,7 +504,7 @@ def main() -> None:
             if "2" in args.phases:
                 print(f"2. producer rate under the quota, {args.runs} run(s)")
                 for run in runs:
-                    for batch_size in (None, 65536):
+                    for batch_size in (None, 16384):
                         pct = produce_rate(
                             server.bootstrap, args.rate_seconds, args.quota, skip, batch_size, run
                         )
