@@ -68,8 +68,9 @@ class SensorStats:
 
 
 class _Sweeper:
-    """Drops a manager's sensors idle for :data:`SENSOR_EXPIRATION_MS`, at most every
-    :data:`SENSOR_SWEEP_MS` (called from the record path: no timer to run)."""
+    """Drops a manager's sensors idle for :data:`SENSOR_EXPIRATION_MS`, looking at most
+    every :data:`SENSOR_SWEEP_MS` (from the record path: no timer to run; a broker
+    with no quota'd traffic at all keeps its last sensors, which do not grow)."""
 
     expiration_ms = SENSOR_EXPIRATION_MS
 
@@ -118,9 +119,9 @@ class ClientQuotaManager:
         # otherwise sensors keep their history: a changed bound applies to the same rate
 
     def _sensor(self, tags: Tags, now_ms: int) -> SensorStats:
+        self.sweeper.sweep(self.sensors, now_ms)
         s = self.sensors.get(tags)
         if s is None:
-            self.sweeper.sweep(self.sensors, now_ms)
             s = SensorStats(
                 WindowedRate(self.samples, self.window_ms, now_ms),
                 WindowedRate(self.samples, self.window_ms, now_ms),
@@ -245,9 +246,9 @@ class ControllerMutationQuotaManager:
         bound, tags = self.configs.resolve(user, client_id, CONTROLLER_MUTATION_RATE)
         if bound is None:
             return None
+        self.sweeper.sweep(self.sensors, now)
         s = self.sensors.get(tags)
         if s is None:
-            self.sweeper.sweep(self.sensors, now)
             s = self.sensors[tags] = MutationSensor(
                 TokenBucket(bound, self.burst_s, now),
                 WindowedRate(self.samples, self.window_ms, now),
