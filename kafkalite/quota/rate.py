@@ -54,11 +54,6 @@ class WindowedRate:
         self._values[i] += value
         self._lasts[i] = now_ms
 
-    @property
-    def last_record_ms(self) -> int:
-        """When a value was last recorded (what a sensor's inactivity is measured from)."""
-        return self._lasts[self._current]
-
     def window_size_ms(self, now_ms: int) -> int:
         """The span the rate divides by: since the oldest sample's start, at least
         ``samples - 1`` whole windows (Kafka's ``Rate.windowSize``)."""
