@@ -209,7 +209,9 @@ def handle_produce(deps: ProduceDeps, ctx: RequestContext, req: ProduceRequest) 
         return sequencer.defer([*entries, *pending], pending, append)
 
     verifier = deps.txn_verifier
-    if req.transactional_id is None or verifier is None or not verifier.enabled:
+    # transactions V2 (Produce v12+): the first batch adds the partition to the transaction
+    add = ctx.api_version >= 12
+    if req.transactional_id is None or verifier is None or not (verifier.enabled or add):
         return act()
     # KIP-890: a producer's first batch of a transaction on a partition is verified first
     first, pid, epoch = _first_transactional_batches(deps, entries, validated)
@@ -223,7 +225,7 @@ def handle_produce(deps: ProduceDeps, ctx: RequestContext, req: ProduceRequest) 
                 entries.pop(tp, None)
                 validated.pop(tp, None)
 
-    verdict = verifier.verify(req.transactional_id, pid, epoch, first)
+    verdict = verifier.verify(req.transactional_id, pid, epoch, first, add=add)
     if isinstance(verdict, dict):
         refuse(verdict)  # this broker is the coordinator: appended in this same step
         return act()
