@@ -351,3 +351,33 @@ def test_implicit_add_on_a_leader_that_is_not_the_coordinator(tmp_path):
         finally:
             leader.close()
             coord.close()
+
+
+def test_an_exhausted_epoch_moves_the_producer_to_a_new_id(wire, broker):
+    """EndTxn v5 at epoch 32766: the markers go out at 32767 under the old id, the
+    response (and the next transaction) use a fresh id at epoch 0; a retry of that EndTxn
+    (old id, 32766) is recognised (Kafka's ``retryOnOverflow``)."""
+    topic, tid = unique("v2x"), unique("tid")
+    create_topics(broker.bootstrap_servers, topic, partitions=1)
+    pid, _ = _init(wire, tid)
+    tc = broker.kafka.transaction_coordinator
+    last = 32766
+
+    def exhaust() -> None:
+        m = tc.get(tid)
+        m.producer_epoch, m.last_producer_epoch = last, last - 1
+
+    broker.call(exhaust)
+    assert _produce(wire, tid, topic, [b"old-id"], pid, last, 0) == "none"
+    r = _end(wire, tid, pid, last, True)
+    assert r.error_code.name == "none"
+    new_pid, new_epoch = int(r.producer_id), int(r.producer_epoch)
+    assert new_pid != pid and new_epoch == 0
+    _wait_state(wire, tid, "CompleteCommit")
+    again = _end(wire, tid, pid, last, True)
+    assert again.error_code.name == "none"
+    assert (int(again.producer_id), int(again.producer_epoch)) == (new_pid, 0)
+    assert _produce(wire, tid, topic, [b"new-id"], new_pid, 0, 0) == "none"
+    assert _end(wire, tid, new_pid, 0, True).error_code.name == "none"
+    _wait_state(wire, tid, "CompleteCommit")
+    assert _committed_values(wire, topic) == [b"old-id", b"new-id"]
