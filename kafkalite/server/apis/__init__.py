@@ -306,9 +306,17 @@ _TABLE: list[tuple[Any, int, int, Any, bool, str]] = [
         handle_produce,
         False,
         "advertised from v0 like Kafka 4 (KAFKA-18659); v0-2 requests close the connection; "
-        "v13 topic ids; v12+ adds a transaction's partitions implicitly (transactions V2)",
+        "v10+ leader hints (KIP-951); v13 topic ids; v12+ adds a transaction's partitions "
+        "implicitly (transactions V2)",
     ),
-    (ApiKey.FETCH, 4, FETCH_MAX, handle_fetch, False, "zero-copy sendfile; incremental sessions"),
+    (
+        ApiKey.FETCH,
+        4,
+        FETCH_MAX,
+        handle_fetch,
+        False,
+        "zero-copy sendfile; incremental sessions; v16+ leader hints (KIP-951)",
+    ),
     (
         ApiKey.LIST_OFFSETS,
         1,
