@@ -381,3 +381,38 @@ def test_an_exhausted_epoch_moves_the_producer_to_a_new_id(wire, broker):
     assert _end(wire, tid, new_pid, 0, True).error_code.name == "none"
     _wait_state(wire, tid, "CompleteCommit")
     assert _committed_values(wire, topic) == [b"old-id", b"new-id"]
+
+
+def test_v2_state_survives_a_restart(tmp_path):
+    """The coordinator reloads V2 transactions from their TransactionLogValue v1 records:
+    the bumped epoch is kept, so the old epoch stays fenced and the new one goes on."""
+    b = ThreadedBroker(tmp_path, **BROKER_CONFIG)
+    b.start()
+    try:
+        topic, tid = unique("v2r"), unique("tid")
+        create_topics(b.bootstrap_servers, topic, partitions=1)
+        c = WireClient(b.bootstrap_servers)
+        try:
+            pid, epoch = _init(c, tid)
+            assert _produce(c, tid, topic, [b"before"], pid, epoch, 0) == "none"
+            assert _end(c, tid, pid, epoch, True).error_code.name == "none"
+            _wait_state(c, tid, "CompleteCommit")
+        finally:
+            c.close()
+        b.restart()
+        c = WireClient(b.bootstrap_servers)
+        try:
+            c.call(FIND_COORD, 4, {"key_type": 1, "coordinator_keys": [tid]})
+            s = _retry(lambda: _describe(c, tid))
+            assert (s.transaction_state, int(s.producer_epoch)) == ("CompleteCommit", epoch + 1)
+            assert b.call(lambda: b.kafka.transaction_coordinator.get(tid).client_txn_version) == 2
+            assert _end(c, tid, pid, epoch - 1, False).error_code.name == "producer_fenced"
+            assert _produce(c, tid, topic, [b"late"], pid, epoch, 1) == "invalid_producer_epoch"
+            assert _produce(c, tid, topic, [b"after"], pid, epoch + 1, 0) == "none"
+            assert _end(c, tid, pid, epoch + 1, True).error_code.name == "none"
+            _wait_state(c, tid, "CompleteCommit")
+            assert _committed_values(c, topic) == [b"before", b"after"]
+        finally:
+            c.close()
+    finally:
+        b.stop()
