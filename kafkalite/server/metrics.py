@@ -364,6 +364,46 @@ class QuotaCollector(Collector):
             yield rate
             yield throttle
             yield count
+        yield from self._controller_mutation()
+
+    def _controller_mutation(self) -> Iterator[Metric]:
+        """``kafka.server:type=ControllerMutation,user=,client-id=`` (KIP-599): ``tokens``
+        left in the bucket, ``mutation-rate`` (partitions/s over the window) and
+        ``throttle-time``."""
+        m = self._quotas.controller_mutation
+        bean = "kafka.server:type=ControllerMutation,user=,client-id="
+        labels = ["user", "client_id"]
+        tokens = GaugeMetricFamily(
+            "kafka_server_controllermutation_tokens",
+            f"{bean} tokens: what is left in the token bucket",
+            labels=labels,
+        )
+        rate = GaugeMetricFamily(
+            "kafka_server_controllermutation_mutation_rate",
+            f"{bean} mutation-rate: partitions created or deleted per second over the window",
+            labels=labels,
+        )
+        throttle = GaugeMetricFamily(
+            "kafka_server_controllermutation_throttle_time",
+            f"{bean} throttle-time: average throttle (ms) over the window",
+            labels=labels,
+        )
+        count = GaugeMetricFamily(
+            "kafkalite_quota_controllermutation_throttled_responses",
+            "responses throttled by the controller mutation quota since start-up",
+            labels=labels,
+        )
+        now = m.clock_ms()
+        for (user, client), s in list(m.sensors.items()):
+            s.bucket.exceeded(now)  # refills it to now
+            tokens.add_metric([user, client], s.bucket.tokens)
+            rate.add_metric([user, client], s.rate.measure(now))
+            throttle.add_metric([user, client], s.throttle_time_avg(now))
+            count.add_metric([user, client], s.throttle_count)
+        yield tokens
+        yield rate
+        yield throttle
+        yield count
 
 
 # ---- BrokerTopicMetrics ---------------------------------------------------------------
