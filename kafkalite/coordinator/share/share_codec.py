@@ -100,10 +100,14 @@ class ShareSnapshot:
     start_offset: int
     state_epoch: int = 0
     batches: list[StateBatch] = field(default_factory=list)
+    #: the leader epoch of the share partition's last reader or writer (fences an old
+    #: leader's writes after a new leader read the state, as Kafka's share coordinator)
+    leader_epoch: int = -1
 
 
 def encode_snapshot(s: ShareSnapshot) -> bytes:
-    out = bytearray(structs.I16.pack(0))
+    # version 1 = version 0 followed by the leader epoch
+    out = bytearray(structs.I16.pack(1))
     out += structs.I32.pack(s.state_epoch)
     out += structs.I64.pack(s.start_offset)
     out += structs.I32.pack(len(s.batches))
@@ -112,13 +116,14 @@ def encode_snapshot(s: ShareSnapshot) -> bytes:
         out += structs.I64.pack(b.last_offset)
         out += bytes((b.delivery_state & 0xFF,))
         out += structs.I16.pack(b.delivery_count)
+    out += structs.I32.pack(s.leader_epoch)
     return bytes(out)
 
 
 def decode_snapshot(buf: bytes) -> ShareSnapshot:
     try:
         (version,) = structs.I16.unpack_from(buf, 0)
-        if version != 0:
+        if version not in (0, 1):
             raise ShareCodecError(f"unknown share snapshot version {version}")
         (epoch,) = structs.I32.unpack_from(buf, 2)
         (start,) = structs.I64.unpack_from(buf, 6)
@@ -132,7 +137,8 @@ def decode_snapshot(buf: bytes) -> ShareSnapshot:
             (count,) = structs.I16.unpack_from(buf, pos + 17)
             batches.append(StateBatch(int(first), int(last), int(state), int(count)))
             pos += 19
-        return ShareSnapshot(int(start), int(epoch), batches)
+        leader_epoch = int(structs.I32.unpack_from(buf, pos)[0]) if version == 1 else -1
+        return ShareSnapshot(int(start), int(epoch), batches, leader_epoch)
     except Exception as e:  # struct.error, IndexError
         if isinstance(e, ShareCodecError):
             raise

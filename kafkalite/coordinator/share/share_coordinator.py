@@ -31,6 +31,7 @@ from kafkalite.coordinator.share.share_group import (
     ShareMember,
 )
 from kafkalite.coordinator.share.share_partition_manager import SharePartitionManager
+from kafkalite.coordinator.share.share_state import ShareStateStore
 from kafkalite.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -91,6 +92,8 @@ class ShareGroupCoordinator:
         self.gc = coordinator
         self.config = coordinator.config
         self.partitions = SharePartitionManager(coordinator, self)
+        #: the share-state coordinator (APIs 83–87) for the groups coordinated here
+        self.state = ShareStateStore(coordinator)
 
     # ---- group configs ----------------------------------------------------------------
     def _int_config(self, group_id: str, key: str, default: int) -> int:

@@ -49,6 +49,8 @@ class ShareGroup:
     persisted_epoch: int = -1
     #: (topic id, partition) -> the share-partition state last written (or read back)
     snapshots: dict[tuple[uuid.UUID, int], ShareSnapshot] = field(default_factory=dict)
+    #: (topic id, partition) -> the highest leader epoch that read or wrote its state
+    state_leader_epochs: dict[tuple[uuid.UUID, int], int] = field(default_factory=dict)
 
     @property
     def is_empty(self) -> bool:
