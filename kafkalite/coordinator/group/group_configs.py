@@ -11,14 +11,15 @@ group's next heartbeat, fetch or lock.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kafkalite.coordinator.share.iso_duration import parse_duration_ms
-from kafkalite.metadata import zk_data
-from kafkalite.metadata.store import NoNodeError
+from kafkalite.metadata import zk_data, zk_paths
+from kafkalite.metadata.store import MetadataStoreError, NoNodeError
 from kafkalite.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
@@ -212,21 +213,61 @@ def validate(configs: Mapping[str, Any], bounds: GroupConfig) -> dict[str, str]:
 
 
 class GroupConfigs:
-    """Every group's overrides, mirrored from ``/config/groups``."""
+    """Every group's overrides, mirrored from ``/config/groups``.
+
+    A change made through one broker writes Kafka's config change notification
+    (``/config/changes``); every broker watches it and reloads, so the leaders serving
+    a share group on other brokers apply the group's configs too."""
 
     def __init__(self, store: MetadataStore) -> None:
         self.store = store
         self.configs: dict[str, dict[str, str]] = {}
+        self._reload: asyncio.Task[None] | None = None
+        self._again = False
+        self._stopped = False
 
     async def load(self) -> None:
+        with contextlib.suppress(MetadataStoreError):
+            await self.store.ensure_path(zk_paths.CONFIG_CHANGES)
+            await self.store.get_children(zk_paths.CONFIG_CHANGES, watch=self._on_change)
+        await self._read_all()
+
+    async def _read_all(self) -> None:
         try:
             names = await self.store.get_children(CONFIG_GROUPS)
         except NoNodeError:
             return
+        fresh: dict[str, dict[str, str]] = {}
         for name in names:
             with contextlib.suppress(NoNodeError, ValueError):
                 raw, _ = await self.store.get(f"{CONFIG_GROUPS}/{name}")
-                self.configs[name] = dict(zk_data.EntityConfig.decode(raw).config)
+                fresh[name] = dict(zk_data.EntityConfig.decode(raw).config)
+        self.configs = fresh
+
+    def _on_change(self, _event: Any) -> None:
+        if self._stopped:
+            return
+        if self._reload is not None and not self._reload.done():
+            self._again = True
+            return
+        self._reload = asyncio.get_running_loop().create_task(self._reload_loop())
+
+    async def _reload_loop(self) -> None:
+        while True:
+            self._again = False
+            try:
+                await self.store.get_children(zk_paths.CONFIG_CHANGES, watch=self._on_change)
+                await self._read_all()
+            except MetadataStoreError:
+                await asyncio.sleep(1.0)
+                self._again = True
+            if not self._again or self._stopped:
+                return
+
+    def stop(self) -> None:
+        self._stopped = True
+        if self._reload is not None:
+            self._reload.cancel()
 
     def get(self, group_id: str) -> Mapping[str, str]:
         return self.configs.get(group_id, {})
@@ -239,6 +280,12 @@ class GroupConfigs:
         except NoNodeError:
             await self.store.create(path, data, makepath=True)
         self.configs[group_id] = dict(configs)
+        await self.store.create(
+            zk_paths.config_change_path(),
+            zk_data.ConfigChangeNotification(f"groups/{group_id}").encode(),
+            sequential=True,
+            makepath=True,
+        )
 
     def describe(
         self,
