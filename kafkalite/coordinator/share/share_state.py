@@ -21,6 +21,7 @@ send the whole snapshot), which replaces the stored one.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -93,6 +94,21 @@ class ShareStateStore:
             return StateResult(int(ErrorCode.fenced_leader_epoch))
         if leader_epoch != -1:
             group.state_leader_epochs[key] = leader_epoch
+            if snap is not None and leader_epoch > snap.leader_epoch:
+                # Kafka's readStateAndMaybeUpdateLeaderEpoch: the new leader epoch is
+                # written too, so the fencing survives a coordinator move
+                snap = group.snapshots[key] = dataclasses.replace(snap, leader_epoch=leader_epoch)
+                self.gc._spawn(
+                    self.gc.manager.store_records(
+                        group_id,
+                        [
+                            (
+                                share_codec.snapshot_key(group_id, topic_id, partition),
+                                share_codec.encode_snapshot(snap),
+                            )
+                        ],
+                    )
+                )
         if snap is None:
             return StateResult(
                 snapshot=ShareSnapshot(UNINITIALIZED_START_OFFSET, DEFAULT_STATE_EPOCH)
