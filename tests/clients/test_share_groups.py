@@ -876,3 +876,58 @@ def test_share_state_apis_over_the_wire(broker: ThreadedBroker) -> None:
         },
     )
     assert f.error_code == 42
+
+
+def test_members_survive_a_coordinator_restart(tmp_path: Any) -> None:
+    """ShareGroupMemberMetadata and ShareGroupCurrentMemberAssignment records: after a
+    restart the coordinator has the same members at the same epochs (no rejoin, no epoch
+    bump); a member that left before stays gone."""
+    b = ThreadedBroker(tmp_path / "members", **BROKER_CONFIG)
+    b.start()
+    try:
+        topic, group = _topic(b, 2), "members-group"
+
+        def call(api: int, version: int, body: dict[str, Any]) -> Any:
+            for _ in range(200):
+                r = _wire(b.bootstrap_servers, api, version, body)
+                code = r.groups[0].error_code if api == 77 else r.error_code
+                if code not in (14, 15, 16):  # the coordinator is (re)loading
+                    return r
+                time.sleep(0.05)
+            raise AssertionError("coordinator never ready")
+
+        def heartbeat(member: str, epoch: int) -> Any:
+            body: dict[str, Any] = {"group_id": group, "member_id": member, "member_epoch": epoch}
+            if epoch == 0:
+                body["subscribed_topic_names"] = [topic]
+            return call(76, 1, body)
+
+        def describe() -> tuple[int, dict[str, tuple[int, str, tuple[int, ...]]]]:
+            [g] = call(77, 1, {"group_ids": [group], "include_authorized_operations": False}).groups
+            assert g.error_code == 0, g
+            return g.group_epoch, {
+                m.member_id: (
+                    m.member_epoch,
+                    m.client_id,
+                    tuple(p for t in m.assignment.topic_partitions for p in t.partitions),
+                )
+                for m in g.members
+            }
+
+        _wire(b.bootstrap_servers, 10, 4, {"key_type": 0, "coordinator_keys": [group]})
+        e1 = heartbeat("m1", 0).member_epoch
+        e2 = heartbeat("m2", 0).member_epoch
+        heartbeat("m3", 0)
+        assert heartbeat("m3", -1).error_code == 0  # leaves
+        e1 = heartbeat("m1", e1).member_epoch
+        before = describe()
+        assert set(before[1]) == {"m1", "m2"} and before[1]["m1"][2] == (0, 1)
+        b.restart()
+        assert describe() == before
+        r = heartbeat("m1", e1)  # carries on at its epoch: not fenced, not unknown
+        assert (r.error_code, r.member_epoch) == (0, e1)
+        assert heartbeat("m2", e2).error_code == 0
+        assert heartbeat("m3", 1).error_code == 25  # UNKNOWN_MEMBER_ID: it left
+        assert describe()[0] == before[0]
+    finally:
+        b.stop()

@@ -208,6 +208,7 @@ class GroupCoordinator:
 
     def _on_group_loaded(self, group: GroupMetadata) -> None:
         self.consumer.on_loaded(group)
+        self.share.on_loaded(group)
         for member in group.members.values():
             self._complete_and_schedule_next_heartbeat_expiration(group, member)
 
