@@ -23,7 +23,8 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from functools import partial
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kafkalite.common.types import TopicPartition
 from kafkalite.coordinator.share import share_codec
@@ -51,6 +52,8 @@ INITIAL_EPOCH, FINAL_EPOCH = 0, -1
 #: how long a state read (a fetch waits on it) and a write (an acknowledgement waits on
 #: it) retry while the share-state coordinator moves
 READ_RETRY_S, WRITE_RETRY_S = 5.0, 20.0
+#: how long a ShareFetch waits for its partitions' states before going on without them
+LOAD_WAIT_S = 0.1
 _RETRIABLE = frozenset(
     {
         int(ErrorCode.not_coordinator),
@@ -284,6 +287,7 @@ class SharePartitionManager:
         sp.leader_epoch = leader_epoch
         sp.initialize(res.snapshot, plog)
         self.partitions[(group_id, tp)] = sp
+        self._load_errors.pop((group_id, tp), None)
         self._by_tp.setdefault(tp, set()).add(group_id)
         log.info(
             "share partition %s %s-%d initialized at start offset %d (leader epoch %d)",
@@ -298,9 +302,11 @@ class SharePartitionManager:
     async def _load_all(
         self, group_id: str, wanted: dict[SharePartitionKey, TopicPartition]
     ) -> None:
-        """Load the session's partitions this broker leads that are not loaded yet; a
-        partition whose state cannot be read now is left out of this fetch (errors that
-        the client must see come back from the acquisition attempt)."""
+        """Load the session's partitions this broker leads that are not loaded yet. A
+        load that takes longer than a moment (the share-state coordinator is moving)
+        goes on in the background and wakes the waiting fetches when done, so one slow
+        partition never holds up the others; its errors that the client must see come
+        back from the next acquisition attempt."""
         todo = [
             (pkey, tp)
             for pkey, tp in wanted.items()
@@ -308,16 +314,24 @@ class SharePartitionManager:
         ]
         if not todo:
             return
-        results = await asyncio.gather(
-            *(self._share_partition(group_id, tp, pkey[0]) for pkey, tp in todo),
-            return_exceptions=True,
-        )
-        for (_pkey, tp), r in zip(todo, results, strict=True):
-            if isinstance(r, ShareError):
-                if r.code not in _RETRIABLE:  # a moving coordinator is just retried
-                    self._load_errors[(group_id, tp)] = r
-            elif isinstance(r, BaseException):
-                log.warning("loading share partition %s %s failed: %r", group_id, tp, r)
+        futs = []
+        for pkey, tp in todo:
+            fut = asyncio.ensure_future(self._share_partition(group_id, tp, pkey[0]))
+            fut.add_done_callback(partial(self._loaded_one, group_id, tp))
+            futs.append(fut)
+        await asyncio.wait(futs, timeout=LOAD_WAIT_S)
+
+    def _loaded_one(self, group_id: str, tp: TopicPartition, fut: asyncio.Future[Any]) -> None:
+        if fut.cancelled():
+            return
+        e = fut.exception()
+        if isinstance(e, ShareError):
+            if e.code not in _RETRIABLE:  # a moving coordinator is just retried
+                self._load_errors[(group_id, tp)] = e
+        elif e is not None:
+            log.warning("loading share partition %s %s failed: %r", group_id, tp, e)
+        if self.purgatory is not None:
+            self.purgatory.check_and_complete(tp)
 
     def _is_leader(self, tp: TopicPartition) -> bool:
         p = self.gc.replicas.get_partition(tp)
