@@ -759,6 +759,13 @@ class SharePartitionManager:
             (share_codec.snapshot_key(container.group_id, tid, p), None)
             for tid, p in group.snapshots
         ]
+        for mid in group.persisted_members:
+            for version in (
+                share_codec.SHARE_CURRENT_MEMBER_ASSIGNMENT,
+                share_codec.SHARE_MEMBER_METADATA,
+            ):
+                records.append((share_codec.member_key(version, container.group_id, mid), None))
+        group.persisted_members = {}
         records.append((share_codec.group_metadata_key(container.group_id), None))
         group.snapshots.clear()
         return await self.gc.manager.store_records(container.group_id, records)
