@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer
 from selenium import webdriver
+from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
-from selenium.webdriver.support import expected_conditions as EC
 from selenium.webdriver.support.ui import WebDriverWait
 
 from kafkalite.server.console import pages
@@ -107,10 +107,19 @@ def wait_text(driver: webdriver.Chrome, css: str, pred: Any) -> str:
 
 
 def go(driver: webdriver.Chrome, by: str, what: str) -> None:
-    """Clicks a link or button and waits for the next page to replace this one."""
-    old = driver.find_element(By.TAG_NAME, "html")
+    """Clicks a link or button and waits for the next page to replace this one.
+
+    A mark on the old page's window tells the pages apart. Not ``staleness_of``: on
+    chromedriver 134 and later it sometimes fails with a generic WebDriverException
+    ("Node with given id does not belong to the document") while the old page is
+    going (SeleniumHQ/selenium#15401; it failed this suite's CI once), so errors
+    while the page is switching are retried.
+    """
+    driver.execute_script("window.__oldPage = true")
     driver.find_element(by, what).click()
-    WebDriverWait(driver, WAIT_S).until(EC.staleness_of(old))
+    WebDriverWait(driver, WAIT_S, ignored_exceptions=(WebDriverException,)).until(
+        lambda d: d.execute_script("return !window.__oldPage && document.readyState === 'complete'")
+    )
 
 
 def produce(b: ThreadedBroker, topic: str, records: list[tuple[Any, ...]]) -> None:
