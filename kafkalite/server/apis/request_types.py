@@ -110,6 +110,7 @@ if TYPE_CHECKING:
     import kio.schema.end_txn.v2.request
     import kio.schema.end_txn.v3.request
     import kio.schema.end_txn.v4.request
+    import kio.schema.end_txn.v5.request
     import kio.schema.find_coordinator.v0.request
     import kio.schema.find_coordinator.v1.request
     import kio.schema.find_coordinator.v2.request
@@ -233,6 +234,7 @@ if TYPE_CHECKING:
     import kio.schema.txn_offset_commit.v2.request
     import kio.schema.txn_offset_commit.v3.request
     import kio.schema.txn_offset_commit.v4.request
+    import kio.schema.txn_offset_commit.v5.request
     import kio.schema.update_features.v0.request
     import kio.schema.update_features.v1.request
     import kio.schema.update_features.v2.request
@@ -439,6 +441,7 @@ if TYPE_CHECKING:
         | kio.schema.end_txn.v2.request.EndTxnRequest
         | kio.schema.end_txn.v3.request.EndTxnRequest
         | kio.schema.end_txn.v4.request.EndTxnRequest
+        | kio.schema.end_txn.v5.request.EndTxnRequest
     )
 
     WriteTxnMarkersRequest = (
@@ -452,6 +455,7 @@ if TYPE_CHECKING:
         | kio.schema.txn_offset_commit.v2.request.TxnOffsetCommitRequest
         | kio.schema.txn_offset_commit.v3.request.TxnOffsetCommitRequest
         | kio.schema.txn_offset_commit.v4.request.TxnOffsetCommitRequest
+        | kio.schema.txn_offset_commit.v5.request.TxnOffsetCommitRequest
     )
 
     DescribeAclsRequest = (
