@@ -393,7 +393,7 @@ class KafkaBroker:
             await self.txn_verifier.close()
         if self.group_coordinator is not None:
             if self.group_coordinator.group_config_store is not None:
-                self.group_coordinator.group_config_store.stop()
+                await self.group_coordinator.group_config_store.stop()
             await self.group_coordinator.shutdown()
         if self.replica_manager is not None:
             self.replica_manager.shutdown()

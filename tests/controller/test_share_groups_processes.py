@@ -78,6 +78,31 @@ def _describe(bootstrap: str, group: str) -> tuple[int, dict[str, int]]:
         w.close()
 
 
+def _lock_duration(bootstrap: str, group: str) -> str | None:
+    """The group's share.record.lock.duration.ms as the broker at ``bootstrap`` has it."""
+    w = WireClient(bootstrap, timeout=10)
+    try:
+        r = w.call(
+            32,
+            4,
+            {
+                "resources": [
+                    {
+                        "resource_type": 32,
+                        "resource_name": group,
+                        "configuration_keys": ["share.record.lock.duration.ms"],
+                    }
+                ],
+                "include_synonyms": False,
+                "include_documentation": False,
+            },
+        )
+    finally:
+        w.close()
+    [res] = r.results
+    return next((e.value for e in res.configs), None)
+
+
 def _start_offsets(bootstrap: str, group: str) -> list[int]:
     w = WireClient(bootstrap, timeout=10)
     try:
@@ -215,6 +240,12 @@ def test_share_group_across_brokers_a_leader_kill_and_a_coordinator_kill(zookeep
             ]
         ).values()
         configured.result(15)
+        # the group configs reach every broker (/config/changes), the leaders included
+        c.wait(
+            lambda: all(_lock_duration(s.bootstrap, group) == "3000" for s in c.servers.values()),
+            20,
+            "group configs not on every broker",
+        )
         coordinator = c.wait(lambda: max(_coordinator(bs, 0, group), 0), 30, "no coordinator")
         c.wait(
             lambda: all(

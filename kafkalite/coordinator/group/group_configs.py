@@ -11,7 +11,6 @@ group's next heartbeat, fetch or lock.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from kafkalite.coordinator.share.iso_duration import parse_duration_ms
 from kafkalite.metadata import zk_data, zk_paths
+from kafkalite.metadata.change_watcher import ChangeWatcher
 from kafkalite.metadata.store import MetadataStoreError, NoNodeError
 from kafkalite.protocol.errors import ErrorCode, KafkaError
 
@@ -222,14 +222,16 @@ class GroupConfigs:
     def __init__(self, store: MetadataStore) -> None:
         self.store = store
         self.configs: dict[str, dict[str, str]] = {}
-        self._reload: asyncio.Task[None] | None = None
-        self._again = False
-        self._stopped = False
+        self._watcher = ChangeWatcher(self._reload, "group configs")
 
     async def load(self) -> None:
         with contextlib.suppress(MetadataStoreError):
             await self.store.ensure_path(zk_paths.CONFIG_CHANGES)
-            await self.store.get_children(zk_paths.CONFIG_CHANGES, watch=self._on_change)
+            await self.store.get_children(zk_paths.CONFIG_CHANGES, watch=self._watcher.on_change)
+        await self._read_all()
+
+    async def _reload(self) -> None:
+        await self.store.get_children(zk_paths.CONFIG_CHANGES, watch=self._watcher.on_change)
         await self._read_all()
 
     async def _read_all(self) -> None:
@@ -244,30 +246,8 @@ class GroupConfigs:
                 fresh[name] = dict(zk_data.EntityConfig.decode(raw).config)
         self.configs = fresh
 
-    def _on_change(self, _event: Any) -> None:
-        if self._stopped:
-            return
-        if self._reload is not None and not self._reload.done():
-            self._again = True
-            return
-        self._reload = asyncio.get_running_loop().create_task(self._reload_loop())
-
-    async def _reload_loop(self) -> None:
-        while True:
-            self._again = False
-            try:
-                await self.store.get_children(zk_paths.CONFIG_CHANGES, watch=self._on_change)
-                await self._read_all()
-            except MetadataStoreError:
-                await asyncio.sleep(1.0)
-                self._again = True
-            if not self._again or self._stopped:
-                return
-
-    def stop(self) -> None:
-        self._stopped = True
-        if self._reload is not None:
-            self._reload.cancel()
+    async def stop(self) -> None:
+        await self._watcher.stop()
 
     def get(self, group_id: str) -> Mapping[str, str]:
         return self.configs.get(group_id, {})
