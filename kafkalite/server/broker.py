@@ -156,7 +156,9 @@ class KafkaBroker:
         self.metrics.register_controller(lambda: self.controller)
         self.metrics.register_replica_manager(lambda: self.replica_manager)
         self.metrics.register_transactions(
-            lambda: self.transaction_coordinator, lambda: self.replica_manager
+            lambda: self.transaction_coordinator,
+            lambda: self.replica_manager,
+            lambda: self.txn_verifier,
         )
         self.metrics.register_quotas(self.quotas)
         # KIP-714 client telemetry: its own collector, apart from the broker's metrics

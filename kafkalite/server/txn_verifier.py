@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
+import time
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
@@ -82,19 +83,50 @@ class TxnVerifier:
         self.request_timeout_s = request_timeout_ms / 1000
         self.enabled = enabled
         self._connections: dict[tuple[int, str, int], BrokerConnection] = {}
+        #: Kafka's AddPartitionsToTxnManager VerificationTimeMs (a histogram, as
+        #: ApiStats': slot = bit length of the µs) and VerificationFailureRate
+        self.time_slots = [0] * 64
+        self.time_s = 0.0
+        self.failures = 0
 
     def verify(
         self, transactional_id: str, pid: int, epoch: int, partitions: list[TopicPartition]
     ) -> dict[TopicPartition, int] | Awaitable[dict[TopicPartition, int]]:
         """Produce errors per partition: at once when this broker is the coordinator (so the
         caller appends in the same step, in request order), else an awaitable."""
+        started = time.perf_counter()
         leader = self.coordinator.coordinator_for(transactional_id)
         if leader == self.broker_id:
             errors = self.coordinator.verify_partitions(transactional_id, pid, epoch, partitions)
-            return {tp: produce_error(e) for tp, e in errors.items()}
+            return self._timed(started, {tp: produce_error(e) for tp, e in errors.items()})
         if leader < 0:
-            return dict.fromkeys(partitions, int(ErrorCode.not_enough_replicas))
-        return self._remote(leader, transactional_id, pid, epoch, partitions)
+            return self._timed(
+                started, dict.fromkeys(partitions, int(ErrorCode.not_enough_replicas))
+            )
+        return self._remote_timed(started, leader, transactional_id, pid, epoch, partitions)
+
+    def _timed(
+        self, started: float, errors: dict[TopicPartition, int]
+    ) -> dict[TopicPartition, int]:
+        d = time.perf_counter() - started
+        self.time_slots[int(d * 1e6).bit_length()] += 1
+        self.time_s += d
+        if any(errors.values()):
+            self.failures += 1
+        return errors
+
+    async def _remote_timed(
+        self,
+        started: float,
+        leader: int,
+        transactional_id: str,
+        pid: int,
+        epoch: int,
+        partitions: list[TopicPartition],
+    ) -> dict[TopicPartition, int]:
+        return self._timed(
+            started, await self._remote(leader, transactional_id, pid, epoch, partitions)
+        )
 
     async def _remote(
         self,
