@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer
 from selenium import webdriver
+from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as EC
@@ -107,10 +108,17 @@ def wait_text(driver: webdriver.Chrome, css: str, pred: Any) -> str:
 
 
 def go(driver: webdriver.Chrome, by: str, what: str) -> None:
-    """Clicks a link or button and waits for the next page to replace this one."""
+    """Clicks a link or button and waits for the next page to replace this one.
+
+    While a form's POST and its 303 redirect replace the page, chromedriver can answer
+    the staleness probe (a script run on the old element) with a generic error, such
+    as "Cannot find context with specified id", instead of "stale element": that is
+    the navigation under way, so the wait polls on instead of failing."""
     old = driver.find_element(By.TAG_NAME, "html")
     driver.find_element(by, what).click()
-    WebDriverWait(driver, WAIT_S).until(EC.staleness_of(old))
+    WebDriverWait(driver, WAIT_S, ignored_exceptions=(WebDriverException,)).until(
+        EC.staleness_of(old)
+    )
 
 
 def produce(b: ThreadedBroker, topic: str, records: list[tuple[Any, ...]]) -> None:
@@ -507,3 +515,85 @@ def test_read_only_by_default(tmp_path: Path) -> None:
         assert e.value.code == 403
     finally:
         b.stop()
+
+
+# ---- a console in a cluster ----------------------------------------------------------------
+@pytest.fixture(scope="module")
+def three() -> Iterator[Any]:
+    """Three in-process brokers, each with its console; "spread" led by each in turn."""
+    from kafkalite.testing import cluster
+
+    with cluster(3, **{"kafkalite.console.port": 0, "offsets.topic.num.partitions": 3}) as c:
+        c.create_topic("spread", 3, 2, assignments={0: [0, 1], 1: [1, 2], 2: [2, 0]})
+        produce(c, "spread", [(f"k{i}", "v" * (50 + 40 * (i % 3)), None, i % 3) for i in range(15)])
+        yield c
+
+
+def _offsets_partition(c: Any, group: str) -> int:
+    return int(c.kafka(0).group_coordinator.manager.partition_for(group))
+
+
+def _console(c: Any, broker_id: int) -> str:
+    console = c.kafka(broker_id).console
+    assert console is not None
+    return f"http://127.0.0.1:{console.port}"
+
+
+def test_a_console_shows_the_whole_cluster(three: Any, browser: webdriver.Chrome) -> None:
+    """Broker 0's console: every partition's leader, replicas and ISR, the size of the
+    partitions led by brokers 1 and 2 (asked of them), every broker, and the groups
+    coordinated elsewhere with their coordinator."""
+    # a group on each coordinator (the first one creates __consumer_offsets)
+    consume_and_commit(three, "spread", "audit-0", 15)
+    coordinator = {
+        three.leader_of("__consumer_offsets", _offsets_partition(three, "audit-0")): "audit-0"
+    }
+    for name in (f"audit-{i}" for i in range(1, 60)):
+        if len(coordinator) == 3:
+            break
+        leader = three.leader_of("__consumer_offsets", _offsets_partition(three, name))
+        if leader not in coordinator:
+            coordinator[leader] = name
+            consume_and_commit(three, "spread", name, 15)
+    assert len(coordinator) == 3
+
+    url = _console(three, 0)
+    browser.get(url + "/topics/spread")
+    rows = [
+        [td.text for td in r.find_elements(By.TAG_NAME, "td")]
+        for r in browser.find_elements(By.CSS_SELECTOR, "#partitions tbody tr")
+    ]
+    sizes = {
+        p: three.kafka(p).replica_manager.partitions[("spread", p)].log.size_in_bytes
+        for p in range(3)
+    }
+    got = {int(r[0]): r for r in rows}
+    assert sorted(got) == [0, 1, 2]
+    for p, (leader, replicas) in {0: (0, "0,1"), 1: (1, "1,2"), 2: (2, "2,0")}.items():
+        r = got[p]
+        assert [r[1], r[2].replace(" ", "")] == [str(leader), replicas]
+        # the ISR: every replica
+        assert set(r[3].replace(" ", "").split(",")) == set(replicas.split(","))
+        assert r[8] == pages.human_bytes(sizes[p]), (p, r, sizes[p])
+    # offsets of partitions led elsewhere are not this broker's to tell
+    assert got[1][5:8] == ["n/a", "n/a", "n/a"] and got[0][5:8] == ["0", "5", "5"]
+    facts = browser.find_element(By.CSS_SELECTOR, "dl.facts").text
+    assert pages.human_bytes(sum(sizes.values())) in facts
+    shot(browser, "cluster-topic")
+
+    browser.get(url + "/groups")
+    groups = {
+        r.text.split()[0]: r.text
+        for r in browser.find_elements(By.CSS_SELECTOR, "#groups tbody tr")
+    }
+    for broker_id, name in coordinator.items():
+        assert name in groups
+        where = "broker 0 (this one)" if broker_id == 0 else f"broker {broker_id}"
+        assert groups[name].endswith(where), groups[name]
+    shot(browser, "cluster-groups")
+
+    browser.get(url + "/brokers")
+    brokers = [
+        r.text.split()[0] for r in browser.find_elements(By.CSS_SELECTOR, "#brokers tbody tr")
+    ]
+    assert brokers == ["0", "1", "2"]
