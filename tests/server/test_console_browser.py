@@ -292,6 +292,10 @@ def test_each_view_loads_with_real_data(
         "0",
         "orders",
         "0",
+        "broker",
+        "0",
+        "(this",
+        "one)",
     ]  # no assignor when Empty
     shot(browser, "groups")
 
