@@ -256,6 +256,9 @@ TXN_UNKNOWN_DESTINATION = (
     "kafka_coordinator_transaction_transactionmarkerchannelmanager_unknowndestinationqueuesize"
 )
 PRODUCER_ID_COUNT = "kafka_server_replicamanager_produceridcount"
+LATE_TRANSACTIONS = "kafka_server_replicamanager_partitionswithlatetransactionscount"
+#: Kafka's ProducerStateManager.LATE_TRANSACTION_BUFFER_MS
+_LATE_TRANSACTION_BUFFER_MS = 5 * 60 * 1000
 TXN_VERIFICATION_TIME = "kafka_server_addpartitionstotxnmanager_verificationtimems"
 TXN_VERIFICATION_FAILURES = "kafka_server_addpartitionstotxnmanager_verificationfailurerate"
 #: Kafka's sensors' window for partition-load-time-max / -avg
@@ -358,16 +361,37 @@ class TransactionCollector(Collector):
             )
         rm = self._replicas()
         if rm is not None:
-            n = 0
+            n = late = 0
+            # KIP-664: the oldest open transaction's producer last wrote longer ago than
+            # transaction.max.timeout.ms plus Kafka's 5 min LATE_TRANSACTION_BUFFER_MS
+            late_before = (
+                None
+                if tc is None
+                else tc.clock_ms() - tc.config.max_timeout_ms - _LATE_TRANSACTION_BUFFER_MS
+            )
             for p in list(rm.partitions.values()):
                 plog = p.log
-                if plog is not None and plog.txn_state_loaded:
-                    n += len(plog.producer_state.producers)
+                if plog is None or not plog.txn_state_loaded:
+                    continue
+                st = plog.producer_state
+                n += len(st.producers)
+                if late_before is not None and p.is_leader and st.ongoing:
+                    oldest = min(st.ongoing, key=st.ongoing.__getitem__)
+                    entry = st.producers.get(oldest)
+                    if entry is not None and 0 < entry.last_timestamp < late_before:
+                        late += 1
             yield GaugeMetricFamily(
                 PRODUCER_ID_COUNT,
                 "kafka.server:type=ReplicaManager,name=ProducerIdCount: producer ids in the "
                 "producer state of this broker's partitions",
                 value=n,
+            )
+            yield GaugeMetricFamily(
+                LATE_TRANSACTIONS,
+                "kafka.server:type=ReplicaManager,name=PartitionsWithLateTransactionsCount: "
+                "partitions led here whose oldest open transaction last wrote more than "
+                "transaction.max.timeout.ms + 5 min ago",
+                value=late,
             )
         tv = self._verifier() if self._verifier is not None else None
         if tv is not None:

@@ -343,3 +343,16 @@ def test_transaction_metrics_under_kafkas_names(metered):
         )
 
     _eventually(completed)
+
+    # KIP-664: a transaction whose producer last wrote (the batch's timestamp) longer
+    # ago than transaction.max.timeout.ms + 5 min is late until it ends
+    late = "kafka_server_replicamanager_partitionswithlatetransactionscount"
+    assert _get(s, late) == 0
+    old = Producer({"bootstrap.servers": b.bootstrap_servers, "transactional.id": "late-txn"})
+    old.init_transactions(30)
+    old.begin_transaction()
+    old.produce(topic, b"old", partition=0, timestamp=int(time.time() * 1000) - 3_600_000)
+    old.flush(10)
+    assert _get(_scrape(port), late) == 1
+    old.abort_transaction(30)
+    _eventually(lambda: _get(_scrape(port), late) == 0)
