@@ -580,10 +580,20 @@ def test_a_console_shows_the_whole_cluster(three: Any, browser: webdriver.Chrome
         assert set(r[3].replace(" ", "").split(",")) == set(replicas.split(","))
         assert r[8] == pages.human_bytes(sizes[p]), (p, r, sizes[p])
     # offsets of partitions led elsewhere are not this broker's to tell
-    assert got[1][5:8] == ["n/a", "n/a", "n/a"] and got[0][5:8] == ["0", "5", "5"]
+    # the leaders' log start and high watermark (ListOffsets); their log end and
+    # segments are not told
+    assert got[0][5:10] == ["0", "5", "5", pages.human_bytes(sizes[0]), "1"]
+    for p in (1, 2):
+        assert got[p][5:8] == ["0", "5", "n/a"] and got[p][9] == "n/a"
     facts = browser.find_element(By.CSS_SELECTOR, "dl.facts").text
     assert pages.human_bytes(sum(sizes.values())) in facts
+    assert "Messages\n15" in facts
     shot(browser, "cluster-topic")
+
+    browser.get(url + "/topics")
+    row = browser.find_element(By.XPATH, "//table[@id='topics']//tr[td/a[text()='spread']]")
+    cells = [td.text for td in row.find_elements(By.TAG_NAME, "td")]
+    assert cells[1:6] == ["3", "2", "0", "15", pages.human_bytes(sum(sizes.values()))]
 
     browser.get(url + "/groups")
     groups = {

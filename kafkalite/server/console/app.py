@@ -9,6 +9,7 @@ from importlib import resources
 from typing import Any
 
 from kafkalite.server.console import actions, pages
+from kafkalite.server.console.cluster import RemoteFigures
 from kafkalite.server.console.deps import ConsoleDeps
 from kafkalite.server.console.http import HttpRequest, HttpResponse, HttpServer
 from kafkalite.server.console.markup import url
@@ -150,10 +151,12 @@ class ConsoleApp:
             page = _int(req.query.get("page", "1"), 1)
             shown = pages.page_of(pages.topic_names(deps, q, internal), page, pages.PAGE_SIZE)[0]
             cache = deps.metadata_cache.topics
-            sizes = await self._remote_sizes([cache[n] for n in shown if n in cache])
+            remote = await self._remote(
+                pages.remote_led(deps, [cache[n] for n in shown if n in cache])
+            )
             return self._html(
                 pages.topics_page(
-                    deps, read_only=ro, q=q, internal=internal, page=page, remote_sizes=sizes
+                    deps, read_only=ro, q=q, internal=internal, page=page, remote=remote
                 )
             )
         if rest == ["new"]:
@@ -168,14 +171,9 @@ class ConsoleApp:
             return self._not_found(f"No topic {rest[0]}.", "topics")
         if len(rest) == 1:
             pno = _int(req.query.get("page", "1"), 1)
-            ids = set(pages.partition_page_ids(t, pno))
-            led = pages.remote_led(deps, [t])
-            sizes = await self._sizes(
-                {b: [tp for tp in tps if tp[1] in ids] for b, tps in led.items()}
-            )
-            # the topic's total needs every partition's size
-            sizes.update(await self._remote_sizes([t], skip=sizes))
-            return self._html(pages.topic_page(deps, t, read_only=ro, page=pno, remote_sizes=sizes))
+            # every partition's figures: the topic's totals need them all
+            remote = await self._remote(pages.remote_led(deps, [t]))
+            return self._html(pages.topic_page(deps, t, read_only=ro, page=pno, remote=remote))
         if rest[1:] == ["delete"]:
             if ro:
                 return self._forbidden("topics")
@@ -282,21 +280,12 @@ class ConsoleApp:
             )
         )
 
-    async def _remote_sizes(
-        self, topics: list[Any], skip: dict[tuple[str, int], int] | None = None
-    ) -> dict[tuple[str, int], int]:
-        """The sizes of the partitions of ``topics`` led by other brokers (asked of them)."""
-        led = pages.remote_led(self.deps, topics)
-        if skip:
-            led = {b: [tp for tp in tps if tp not in skip] for b, tps in led.items()}
-        return await self._sizes(led)
-
-    async def _sizes(self, led: dict[int, list[tuple[str, int]]]) -> dict[tuple[str, int], int]:
+    async def _remote(self, led: dict[int, list[tuple[str, int]]]) -> RemoteFigures | None:
+        """What the leaders of ``led`` tell of their partitions (None: nothing to ask)."""
         reader = self.deps.cluster
-        led = {b: tps for b, tps in led.items() if tps}
         if reader is None or not led:
-            return {}
-        return await reader.sizes(led)
+            return None
+        return await reader.figures(led)
 
     async def _other_groups(self) -> tuple[list[Any], list[int]]:
         reader = self.deps.cluster

@@ -14,14 +14,14 @@ import asyncio
 import logging
 import ssl
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kafkalite.common.types import TopicPartition
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.sasl_client import SaslClientCredentials
 from kafkalite.server.txn_marker_sender import BrokerConnection
 
-__all__ = ["ClusterReader", "RemoteGroup"]
+__all__ = ["ClusterReader", "RemoteFigures", "RemoteGroup"]
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +36,15 @@ class RemoteGroup:
     state: str
     group_type: str
     protocol_type: str
+
+
+@dataclass(slots=True)
+class RemoteFigures:
+    """What the leaders of a page's partitions told: leader replica sizes, and
+    (log start offset, high watermark) pairs."""
+
+    sizes: dict[TopicPartition, int] = field(default_factory=dict)
+    offsets: dict[TopicPartition, tuple[int, int]] = field(default_factory=dict)
 
 
 class ClusterReader:
@@ -107,6 +116,53 @@ class ClusterReader:
             merged.update(part)
         return merged
 
+    async def offsets(
+        self, by_broker: Mapping[int, Iterable[TopicPartition]]
+    ) -> dict[TopicPartition, tuple[int, int]]:
+        """(log start offset, high watermark) of each partition, asked of the broker named
+        for it (its leader): ListOffsets v5 for the earliest and for the latest offset
+        (read_uncommitted: the high watermark); missing when it did not answer."""
+
+        async def ask(broker: int, tps: list[TopicPartition], ts: int) -> dict[TopicPartition, int]:
+            topics: dict[str, list[int]] = {}
+            for t, p in tps:
+                topics.setdefault(t, []).append(p)
+            body = {
+                "replica_id": -1,
+                "isolation_level": 0,
+                "topics": [
+                    {
+                        "name": t,
+                        "partitions": [
+                            {"partition_index": p, "current_leader_epoch": -1, "timestamp": ts}
+                            for p in ps
+                        ],
+                    }
+                    for t, ps in topics.items()
+                ],
+            }
+            resp = await self._call(broker, ApiKey.LIST_OFFSETS, 5, body)
+            out: dict[TopicPartition, int] = {}
+            if resp is None:
+                return out
+            for t in resp.topics:  # type: ignore[attr-defined]
+                for p in t.partitions:
+                    if not int(p.error_code):
+                        out[(t.name, int(p.partition_index))] = int(p.offset)
+            return out
+
+        async def one(
+            broker: int, tps: list[TopicPartition]
+        ) -> dict[TopicPartition, tuple[int, int]]:
+            start, end = await asyncio.gather(ask(broker, tps, -2), ask(broker, tps, -1))
+            return {tp: (start[tp], end[tp]) for tp in tps if tp in start and tp in end}
+
+        jobs = [one(b, list(tps)) for b, tps in by_broker.items() if b != self.broker_id]
+        merged: dict[TopicPartition, tuple[int, int]] = {}
+        for part in await asyncio.gather(*jobs):
+            merged.update(part)
+        return merged
+
     async def groups(self, brokers: Iterable[int]) -> tuple[list[RemoteGroup], list[int]]:
         """The groups the other brokers coordinate (ListGroups v5 to each), and the
         brokers that did not answer."""
@@ -131,6 +187,11 @@ class ClusterReader:
             else:
                 found += gs
         return found, silent
+
+    async def figures(self, by_broker: Mapping[int, list[TopicPartition]]) -> RemoteFigures:
+        """Sizes and offsets of the partitions led by other brokers, asked at once."""
+        sizes, offsets = await asyncio.gather(self.sizes(by_broker), self.offsets(by_broker))
+        return RemoteFigures(sizes, offsets)
 
     def close(self) -> None:
         for c in self._conns.values():

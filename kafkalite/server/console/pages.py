@@ -4,9 +4,9 @@ Every list is paginated (PAGE_SIZE rows), and per-row figures (sizes, offsets, l
 are read only for the rows of the page shown: a page costs the broker the same on a
 cluster of ten topics as on one of ten thousand, apart from sorting the names.
 Topics, partitions (leader, replicas, ISR) and brokers are the whole cluster's, from
-the metadata cache. A partition's size is its leader replica's: read here when this
-broker leads it, else asked of the leader (``cluster.ClusterReader``: DescribeLogDirs)
-by the app before rendering, "n/a" when unknown; its offsets are shown where it is led.
+the metadata cache. A partition's size and offsets are its leader replica's: read here
+when this broker leads it, else asked of the leader (``cluster.ClusterReader``:
+DescribeLogDirs, ListOffsets) by the app before rendering, "n/a" when unknown.
 Groups coordinated elsewhere are listed from ListGroups, with their coordinator.
 """
 
@@ -21,7 +21,7 @@ from typing import Any
 from kafkalite.coordinator.group.consumer_protocol import assigned_partitions
 from kafkalite.coordinator.group.group_metadata import GroupMetadata, GroupState
 from kafkalite.server.config import CONFIG_DEFS
-from kafkalite.server.console.cluster import RemoteGroup
+from kafkalite.server.console.cluster import RemoteFigures, RemoteGroup
 from kafkalite.server.console.deps import ConsoleDeps
 from kafkalite.server.console.markup import Html, el, esc, url
 from kafkalite.server.console.messages import FORMATS, BrowseResult, render_bytes
@@ -152,47 +152,51 @@ def partition_rows(
     deps: ConsoleDeps,
     t: TopicMetadata,
     ids: Iterable[int],
-    remote_sizes: dict[tuple[str, int], int] | None = None,
+    remote: RemoteFigures | None = None,
 ) -> list[PartitionRow]:
     """The partitions' metadata, and their leader replica's figures: read here when led
-    here, the size from ``remote_sizes`` (the leader's DescribeLogDirs) otherwise."""
+    here, else what the leader told (``remote``: size, log start, high watermark)."""
     rows = []
     for i in ids:
         p = t.partitions[i]
         log = deps.leader_log(t.name, i)
-        size = log.size_in_bytes if log is not None else (remote_sizes or {}).get((t.name, i))
+        figures: tuple[int | None, ...]
+        if log is not None:
+            figures = (
+                log.log_start_offset,
+                log.high_watermark,
+                log.log_end_offset,
+                log.size_in_bytes,
+                log.num_segments,
+            )
+        else:
+            offsets = remote.offsets.get((t.name, i)) if remote is not None else None
+            size = remote.sizes.get((t.name, i)) if remote is not None else None
+            start, hw = offsets if offsets is not None else (None, None)
+            figures = (start, hw, None, size, None)
         rows.append(
             PartitionRow(
-                i,
-                p.leader,
-                list(p.replicas),
-                list(p.isr),
-                list(p.offline_replicas),
-                None if log is None else log.log_start_offset,
-                None if log is None else log.high_watermark,
-                None if log is None else log.log_end_offset,
-                size,
-                None if log is None else log.num_segments,
+                i, p.leader, list(p.replicas), list(p.isr), list(p.offline_replicas), *figures
             )
         )
     return rows
 
 
 def remote_led(
-    deps: ConsoleDeps, topics: Iterable[TopicMetadata]
+    deps: ConsoleDeps, topics: Iterable[TopicMetadata], ids: set[int] | None = None
 ) -> dict[int, list[tuple[str, int]]]:
-    """Partitions of ``topics`` led by another live broker, by leader: what the app asks
-    the leaders' sizes of before rendering."""
+    """Partitions of ``topics`` (only ``ids`` when given) led by another broker, by
+    leader: what the app asks the leaders about before rendering."""
     out: dict[int, list[tuple[str, int]]] = {}
     for t in topics:
         for i, p in t.partitions.items():
-            if p.leader >= 0 and p.leader != deps.broker_id:
+            if p.leader >= 0 and p.leader != deps.broker_id and (ids is None or i in ids):
                 out.setdefault(p.leader, []).append((t.name, i))
     return out
 
 
 def topic_size(
-    deps: ConsoleDeps, t: TopicMetadata, remote_sizes: dict[tuple[str, int], int] | None = None
+    deps: ConsoleDeps, t: TopicMetadata, remote: RemoteFigures | None = None
 ) -> int | None:
     """Bytes of the topic's leader replicas (None: one of them is not known here)."""
     total = 0
@@ -201,22 +205,28 @@ def topic_size(
         if log is not None:
             total += log.size_in_bytes
             continue
-        size = (remote_sizes or {}).get((t.name, i))
+        size = remote.sizes.get((t.name, i)) if remote is not None else None
         if size is None:
             return None
         total += size
     return total
 
 
-def topic_messages(deps: ConsoleDeps, t: TopicMetadata) -> int | None:
-    """Records a consumer can read (HW minus log start); None unless every partition is
-    led here (other leaders' offsets are theirs to tell)."""
+def topic_messages(
+    deps: ConsoleDeps, t: TopicMetadata, remote: RemoteFigures | None = None
+) -> int | None:
+    """Records a consumer can read (HW minus log start), None when a partition's leader
+    did not tell."""
     total = 0
     for i in t.partitions:
         log = deps.leader_log(t.name, i)
-        if log is None:
+        if log is not None:
+            total += max(0, log.high_watermark - log.log_start_offset)
+            continue
+        offsets = remote.offsets.get((t.name, i)) if remote is not None else None
+        if offsets is None:
             return None
-        total += max(0, log.high_watermark - log.log_start_offset)
+        total += max(0, offsets[1] - offsets[0])
     return total
 
 
@@ -397,7 +407,7 @@ def topics_page(
     q: str,
     internal: bool,
     page: int,
-    remote_sizes: dict[tuple[str, int], int] | None = None,
+    remote: RemoteFigures | None = None,
 ) -> Html:
     names = topic_names(deps, q, internal)
     shown, page, pages = page_of(names, page, PAGE_SIZE)
@@ -413,8 +423,8 @@ def topics_page(
                 len(t.partitions),
                 rf,
                 under_replicated(t),
-                na(topic_messages(deps, t)),
-                na_bytes(topic_size(deps, t, remote_sizes)),
+                na(topic_messages(deps, t, remote)),
+                na_bytes(topic_size(deps, t, remote)),
                 el("a", "browse", href=url("topics", n, "messages")),
             ]
         )
@@ -436,8 +446,8 @@ def topics_page(
         el("div", search, actions, class_="toolbar"),
         el(
             "p",
-            f"{len(names)} topics. Size: the leader replicas' bytes; Messages: where every "
-            "partition is led by this broker (n/a: held by another broker, see its console).",
+            f"{len(names)} topics. Size: the leader replicas' bytes; Messages: high watermark "
+            "minus log start; both from each partition's leader (n/a: it did not answer).",
             class_="note",
         ),
         table(
@@ -454,17 +464,13 @@ def topics_page(
     return layout("Topics", body, active="topics", read_only=read_only)
 
 
-def partition_page_ids(t: TopicMetadata, page: int) -> list[int]:
-    return list(page_of(sorted(t.partitions), page, PARTITION_PAGE_SIZE)[0])
-
-
 def topic_page(
     deps: ConsoleDeps,
     t: TopicMetadata,
     *,
     read_only: bool,
     page: int,
-    remote_sizes: dict[tuple[str, int], int] | None = None,
+    remote: RemoteFigures | None = None,
 ) -> Html:
     all_ids = sorted(t.partitions)
     shown, page, pages = page_of(all_ids, page, PARTITION_PAGE_SIZE)
@@ -481,7 +487,7 @@ def topic_page(
             na_bytes(r.size),
             na(r.segments),
         ]
-        for r in partition_rows(deps, t, shown, remote_sizes)
+        for r in partition_rows(deps, t, shown, remote)
     ]
     rf = max((len(p.replicas) for p in t.partitions.values()), default=0)
     facts = dl(
@@ -491,8 +497,8 @@ def topic_page(
             ("Replication factor", rf),
             ("Internal", "yes" if t.is_internal or t.name in INTERNAL_TOPICS else "no"),
             ("Under-replicated", under_replicated(t)),
-            ("Messages", na(topic_messages(deps, t))),
-            ("Size (leader replicas)", na_bytes(topic_size(deps, t, remote_sizes))),
+            ("Messages", na(topic_messages(deps, t, remote))),
+            ("Size (leader replicas)", na_bytes(topic_size(deps, t, remote))),
         ]
     )
     overrides = deps.admin.topic_configs.get(t.name, {})
@@ -539,9 +545,9 @@ def topic_page(
         ),
         el(
             "p",
-            "Offsets and segments are shown for the partitions led by this broker (broker "
-            f"{deps.broker_id}); sizes are the leader replica's, asked of its broker "
-            "(n/a: it did not answer).",
+            "Each partition's figures are its leader's: read here for those led by this "
+            f"broker (broker {deps.broker_id}), asked of the leader for the others (log "
+            "start, high watermark, size; n/a: not told, such as their log end and segments).",
             class_="note",
         ),
         pager(page, pages, lambda n: url("topics", t.name, page=n)),
