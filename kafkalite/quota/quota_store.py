@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import ipaddress
 import logging
 import time
@@ -23,8 +22,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from kafkalite.metadata import zk_data, zk_paths
+from kafkalite.metadata.change_watcher import ChangeWatcher
 from kafkalite.metadata.entity_config import update_entity_config
-from kafkalite.metadata.store import MetadataStore, MetadataStoreError, NoNodeError, WatchedEvent
+from kafkalite.metadata.store import MetadataStore, MetadataStoreError, NoNodeError
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.quota.entities import (
     CLIENT_ID,
@@ -233,9 +233,7 @@ class ClientQuotaStore:
     def __init__(self, configs: ClientQuotaConfigs) -> None:
         self.configs = configs
         self._store: MetadataStore | None = None
-        self._reload: asyncio.Task[None] | None = None
-        self._again = False
-        self._stopped = False
+        self._watcher = ChangeWatcher(self._load_and_watch, "client quotas", 1.0)
 
     async def start(self, store: MetadataStore) -> None:
         self._store = store
@@ -243,14 +241,7 @@ class ClientQuotaStore:
         await self._load_and_watch()
 
     async def stop(self) -> None:
-        self._stopped = True
-        t = self._reload
-        if t is not None and not t.done():
-            t.cancel()
-            try:
-                await t
-            except (asyncio.CancelledError, Exception):
-                pass
+        await self._watcher.stop()
 
     # ---- reading ---------------------------------------------------------------
     async def _children(self, path: str) -> list[str]:
@@ -293,32 +284,14 @@ class ClientQuotaStore:
 
     async def _load_and_watch(self) -> None:
         assert self._store is not None
-        names = await self._store.get_children(zk_paths.CONFIG_CHANGES, watch=self._on_change)
+        names = await self._store.get_children(
+            zk_paths.CONFIG_CHANGES, watch=self._watcher.on_change
+        )
         entries = await self.load()
         ips = await self.load_ips()
         if entries != self.configs.entries or ips != self.configs.ip_rates:
             self.configs.replace_all(entries, ips)
         await self._purge(names)
-
-    def _on_change(self, _event: WatchedEvent) -> None:
-        if self._stopped:
-            return
-        if self._reload is not None and not self._reload.done():
-            self._again = True  # reload once more when this one is done
-            return
-        self._reload = asyncio.get_running_loop().create_task(self._reload_loop())
-
-    async def _reload_loop(self) -> None:
-        while True:
-            self._again = False
-            try:
-                await self._load_and_watch()
-            except MetadataStoreError as e:
-                log.warning("reloading client quotas failed (retrying): %s", e)
-                await asyncio.sleep(1.0)
-                self._again = True
-            if not self._again or self._stopped:
-                return
 
     async def _purge(self, names: list[str]) -> None:
         assert self._store is not None

@@ -12,15 +12,15 @@ notification latency. Only salted keys are stored: never the password.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kafkalite.metadata import zk_data, zk_paths
+from kafkalite.metadata.change_watcher import ChangeWatcher
 from kafkalite.metadata.entity_config import update_entity_config
-from kafkalite.metadata.store import MetadataStore, MetadataStoreError, NoNodeError, WatchedEvent
+from kafkalite.metadata.store import MetadataStore, MetadataStoreError, NoNodeError
 from kafkalite.protocol import scram
 from kafkalite.protocol.errors import ErrorCode
 
@@ -132,9 +132,7 @@ class ScramCredentialStore:
     def __init__(self, cache: CredentialCache | None = None) -> None:
         self.cache = cache or CredentialCache()
         self._store: MetadataStore | None = None
-        self._reload: asyncio.Task[None] | None = None
-        self._again = False
-        self._stopped = False
+        self._watcher = ChangeWatcher(self._load_and_watch, "SCRAM credentials", 1.0)
 
     async def start(self, store: MetadataStore) -> None:
         self._store = store
@@ -142,14 +140,7 @@ class ScramCredentialStore:
         await self._load_and_watch()
 
     async def stop(self) -> None:
-        self._stopped = True
-        t = self._reload
-        if t is not None and not t.done():
-            t.cancel()
-            try:
-                await t
-            except (asyncio.CancelledError, Exception):
-                pass
+        await self._watcher.stop()
 
     async def load(self) -> dict[tuple[str, str], ScramCredential]:
         assert self._store is not None
@@ -177,28 +168,8 @@ class ScramCredentialStore:
 
     async def _load_and_watch(self) -> None:
         assert self._store is not None
-        await self._store.get_children(zk_paths.CONFIG_CHANGES, watch=self._on_change)
+        await self._store.get_children(zk_paths.CONFIG_CHANGES, watch=self._watcher.on_change)
         self.cache.credentials = await self.load()
-
-    def _on_change(self, _event: WatchedEvent) -> None:
-        if self._stopped:
-            return
-        if self._reload is not None and not self._reload.done():
-            self._again = True
-            return
-        self._reload = asyncio.get_running_loop().create_task(self._reload_loop())
-
-    async def _reload_loop(self) -> None:
-        while True:
-            self._again = False
-            try:
-                await self._load_and_watch()
-            except MetadataStoreError as e:
-                log.warning("reloading SCRAM credentials failed (retrying): %s", e)
-                await asyncio.sleep(1.0)
-                self._again = True
-            if not self._again or self._stopped:
-                return
 
     # ---- DescribeUserScramCredentials / AlterUserScramCredentials --------------
     def describe(

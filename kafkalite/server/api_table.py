@@ -49,10 +49,7 @@ NOT_SERVED: dict[int, str] = {
 
 
 #: why a served API stops below Kafka's newest version
-BELOW_NEWEST: dict[int, str] = {
-    26: "v5 is transaction.version 2 (KIP-890 part 2): not implemented, transaction.version 1 is finalized",
-    28: "v5 is transaction.version 2 (KIP-890 part 2): not implemented, transaction.version 1 is finalized",
-}
+BELOW_NEWEST: dict[int, str] = {}
 
 
 def not_served_markdown(table: dict[int, ApiSpec]) -> list[str]:

@@ -24,8 +24,6 @@ broker that serves the AlterConfigs and, through Kafka's config change notificat
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import re
 import uuid
@@ -45,7 +43,8 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from kafkalite.metadata import zk_data, zk_paths
-from kafkalite.metadata.store import MetadataStore, MetadataStoreError, NoNodeError
+from kafkalite.metadata.change_watcher import ChangeWatcher
+from kafkalite.metadata.store import MetadataStore, NoNodeError
 from kafkalite.protocol.decompression import CorruptCompressedData, open_stream, read_all
 from kafkalite.protocol.errors import ErrorCode, KafkaError
 
@@ -150,9 +149,7 @@ class ClientMetricsManager:
         self.instances: OrderedDict[uuid.UUID, ClientInstance] = OrderedDict()
         self._version = 0
         self._store: MetadataStore | None = None
-        self._reload: asyncio.Task[None] | None = None
-        self._again = False
-        self._stopped = False
+        self._watcher = ChangeWatcher(self._load_and_watch, "client metrics subscriptions", 1.0)
 
     # ---- subscriptions (CLIENT_METRICS config resources) ----------------------------
     async def load(self, store: MetadataStore) -> None:
@@ -163,17 +160,12 @@ class ClientMetricsManager:
         await self._load_and_watch()
 
     async def stop(self) -> None:
-        self._stopped = True
-        t = self._reload
-        if t is not None and not t.done():
-            t.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
+        await self._watcher.stop()
 
     async def _load_and_watch(self) -> None:
         assert self._store is not None
         store = self._store
-        await store.get_children(zk_paths.CONFIG_CHANGES, watch=self._on_change)
+        await store.get_children(zk_paths.CONFIG_CHANGES, watch=self._watcher.on_change)
         root = f"{zk_paths.CONFIG}/{ENTITY_TYPE}"
         try:
             names = await store.get_children(root)
@@ -195,26 +187,6 @@ class ClientMetricsManager:
         for name, configs in stored.items():
             if self.configs.get(name) != configs:
                 self._apply(name, configs)
-
-    def _on_change(self, _event: Any) -> None:
-        if self._stopped:
-            return
-        if self._reload is not None and not self._reload.done():
-            self._again = True
-            return
-        self._reload = asyncio.get_running_loop().create_task(self._reload_loop())
-
-    async def _reload_loop(self) -> None:
-        while True:
-            self._again = False
-            try:
-                await self._load_and_watch()
-            except MetadataStoreError as e:
-                log.warning("reloading client metrics subscriptions failed (retrying): %s", e)
-                await asyncio.sleep(1.0)
-                self._again = True
-            if not self._again or self._stopped:
-                return
 
     async def set(self, name: str, configs: dict[str, str]) -> None:
         """Validate, store, notify the other brokers, apply (an empty set removes it)."""

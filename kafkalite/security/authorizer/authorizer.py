@@ -21,7 +21,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from kafkalite.common.principal import KafkaPrincipal
-from kafkalite.metadata.store import MetadataStore, MetadataStoreError, WatchedEvent
+from kafkalite.metadata.change_watcher import ChangeWatcher
+from kafkalite.metadata.store import MetadataStore, MetadataStoreError
 from kafkalite.security.authorizer.acl import (
     WILDCARD,
     WILDCARD_PRINCIPAL,
@@ -86,9 +87,7 @@ class AclAuthorizer:
         self._decisions: dict[tuple[str, str, str, AclOperation, ResourceType, str], bool] = {}
         self._zk: AclZkStore | None = None
         self._seen: dict[str, str] = {}
-        self._reload: asyncio.Task[None] | None = None
-        self._again = False
-        self._stopped = False
+        self._watcher = ChangeWatcher(self._process_changes, "ACL changes", 0.5)
         #: a store read and the cache update it leads to are one step: a reload that
         #: read a znode before a local write must not apply it after that write
         self._lock = asyncio.Lock()
@@ -239,48 +238,21 @@ class AclAuthorizer:
         zk = self._zk = AclZkStore(store)
         await zk.ensure_paths()
         for changes in (ACL_CHANGES, ACL_EXTENDED_CHANGES):
-            names = await store.get_children(changes, watch=self._on_change)
+            names = await store.get_children(changes, watch=self._watcher.on_change)
             self._seen[changes] = max(names, default="")
         self._acls = {p: frozenset(es) for p, es in (await zk.load_all()).items()}
         self._rebuild_index()
         log.info("authorizer loaded %d ACLs", self.acl_count())
 
     async def stop(self) -> None:
-        self._stopped = True
-        t = self._reload
-        if t is not None and not t.done():
-            t.cancel()
-            try:
-                await t
-            except (asyncio.CancelledError, Exception):
-                pass
-
-    def _on_change(self, _event: WatchedEvent) -> None:
-        if self._stopped:
-            return
-        if self._reload is not None and not self._reload.done():
-            self._again = True
-            return
-        self._reload = asyncio.get_running_loop().create_task(self._reload_loop())
-
-    async def _reload_loop(self) -> None:
-        while True:
-            self._again = False
-            try:
-                await self._process_changes()
-            except MetadataStoreError as e:
-                log.warning("reading ACL changes failed (retrying): %s", e)
-                await asyncio.sleep(0.5)
-                self._again = True
-            if not self._again or self._stopped:
-                return
+        await self._watcher.stop()
 
     async def _process_changes(self) -> None:
         zk = self._zk
         assert zk is not None
         store = zk.store
         for changes in (ACL_CHANGES, ACL_EXTENDED_CHANGES):
-            names = await store.get_children(changes, watch=self._on_change)
+            names = await store.get_children(changes, watch=self._watcher.on_change)
             seen = self._seen.get(changes, "")
             now = int(time.time() * 1000)
             for n in sorted(names):

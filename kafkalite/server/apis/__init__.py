@@ -273,6 +273,7 @@ def _collaborators(s: BrokerServices | None) -> dict[str, Any] | None:
             rm,
             cache,
             int(s.config["request.timeout.ms"]),
+            s.txn_verifier,
         ),
         controller_requests.__name__: ControllerRequestDeps(
             s.broker_id, s.broker_epoch, s.controller_gate, cache, rm, s.controller
@@ -305,9 +306,17 @@ _TABLE: list[tuple[Any, int, int, Any, bool, str]] = [
         handle_produce,
         False,
         "advertised from v0 like Kafka 4 (KAFKA-18659); v0-2 requests close the connection; "
-        "v13 topic ids; v12+ in a transaction needs transaction.version 2 (not finalized)",
+        "v10+ leader hints (KIP-951); v13 topic ids; v12+ adds a transaction's partitions "
+        "implicitly (transactions V2)",
     ),
-    (ApiKey.FETCH, 4, FETCH_MAX, handle_fetch, False, "zero-copy sendfile; incremental sessions"),
+    (
+        ApiKey.FETCH,
+        4,
+        FETCH_MAX,
+        handle_fetch,
+        False,
+        "zero-copy sendfile; incremental sessions; v16+ leader hints (KIP-951)",
+    ),
     (
         ApiKey.LIST_OFFSETS,
         1,
@@ -337,10 +346,17 @@ _TABLE: list[tuple[Any, int, int, Any, bool, str]] = [
         5,
         handle_add_partitions_to_txn,
         True,
-        "v4+ batched and verify-only (KIP-890)",
+        "v4+ batched, from brokers: verify-only (KIP-890 part 1) or the implicit add of transactions V2",
     ),
     (ApiKey.ADD_OFFSETS_TO_TXN, 0, 4, handle_add_offsets_to_txn, True, ""),
-    (ApiKey.END_TXN, 0, 4, handle_end_txn, True, "transactions V1 (no KIP-890 V2 epoch bump)"),
+    (
+        ApiKey.END_TXN,
+        0,
+        5,
+        handle_end_txn,
+        True,
+        "v5: transactions V2 (KIP-890 part 2), the epoch bumps on every end",
+    ),
     (
         ApiKey.WRITE_TXN_MARKERS,
         1,
@@ -349,7 +365,14 @@ _TABLE: list[tuple[Any, int, int, Any, bool, str]] = [
         False,
         "sent by the transaction coordinator to partition leaders",
     ),
-    (ApiKey.TXN_OFFSET_COMMIT, 0, 4, handle_txn_offset_commit, True, "offsets visible on commit"),
+    (
+        ApiKey.TXN_OFFSET_COMMIT,
+        0,
+        5,
+        handle_txn_offset_commit,
+        True,
+        "offsets visible on commit; v5 adds the offsets partition to the transaction",
+    ),
     (ApiKey.DESCRIBE_PRODUCERS, 0, 0, handle_describe_producers, False, ""),
     (ApiKey.DESCRIBE_TRANSACTIONS, 0, 0, handle_describe_transactions, False, ""),
     (
@@ -547,7 +570,7 @@ _TABLE: list[tuple[Any, int, int, Any, bool, str]] = [
         2,
         handle_update_features,
         True,
-        "levels fixed by the implementation (transaction.version 1, group.version 1); "
+        "levels fixed by the implementation (transaction.version 2, group.version 1); "
         "only the current level is accepted",
     ),
     (

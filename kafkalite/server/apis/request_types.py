@@ -109,6 +109,7 @@ if TYPE_CHECKING:
     import kio.schema.end_txn.v2.request
     import kio.schema.end_txn.v3.request
     import kio.schema.end_txn.v4.request
+    import kio.schema.end_txn.v5.request
     import kio.schema.find_coordinator.v0.request
     import kio.schema.find_coordinator.v1.request
     import kio.schema.find_coordinator.v2.request
@@ -228,6 +229,7 @@ if TYPE_CHECKING:
     import kio.schema.txn_offset_commit.v2.request
     import kio.schema.txn_offset_commit.v3.request
     import kio.schema.txn_offset_commit.v4.request
+    import kio.schema.txn_offset_commit.v5.request
     import kio.schema.update_features.v0.request
     import kio.schema.update_features.v1.request
     import kio.schema.update_features.v2.request
@@ -432,6 +434,7 @@ if TYPE_CHECKING:
         | kio.schema.end_txn.v2.request.EndTxnRequest
         | kio.schema.end_txn.v3.request.EndTxnRequest
         | kio.schema.end_txn.v4.request.EndTxnRequest
+        | kio.schema.end_txn.v5.request.EndTxnRequest
     )
 
     WriteTxnMarkersRequest = (
@@ -445,6 +448,7 @@ if TYPE_CHECKING:
         | kio.schema.txn_offset_commit.v2.request.TxnOffsetCommitRequest
         | kio.schema.txn_offset_commit.v3.request.TxnOffsetCommitRequest
         | kio.schema.txn_offset_commit.v4.request.TxnOffsetCommitRequest
+        | kio.schema.txn_offset_commit.v5.request.TxnOffsetCommitRequest
     )
 
     DescribeAclsRequest = (
