@@ -50,6 +50,7 @@ from kafkalite.server.broker_identity import broker_registration, resolve_identi
 from kafkalite.server.client_metrics import ClientMetricsManager, ClientTelemetryCollector
 from kafkalite.server.config import BrokerConfig, Endpoint
 from kafkalite.server.console import ConsoleDeps, ConsoleServer
+from kafkalite.server.console.cluster import ClusterReader
 from kafkalite.server.controller_identity import ControllerRequestGate
 from kafkalite.server.dynamic_broker_config import DynamicBrokerConfig
 from kafkalite.server.fetch_session import FetchSessionCache
@@ -158,7 +159,9 @@ class KafkaBroker:
         self.metrics.register_controller(lambda: self.controller)
         self.metrics.register_replica_manager(lambda: self.replica_manager)
         self.metrics.register_transactions(
-            lambda: self.transaction_coordinator, lambda: self.replica_manager
+            lambda: self.transaction_coordinator,
+            lambda: self.replica_manager,
+            lambda: self.txn_verifier,
         )
         self.metrics.register_quotas(self.quotas)
         # KIP-714 client telemetry: its own collector, apart from the broker's metrics
@@ -421,6 +424,12 @@ class KafkaBroker:
             self.channel,
             self.metrics.registry,
             time.time(),
+            ClusterReader(
+                self.broker_id,
+                self._inter_broker_endpoint,
+                self.client_tls,
+                self.inter_broker_sasl,
+            ),
         )
 
     def _inter_broker_endpoint(self, broker_id: int) -> tuple[str, int] | None:
