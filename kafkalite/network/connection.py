@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from kafkalite.common import structs
 from kafkalite.common.principal import ANONYMOUS_PRINCIPAL, KafkaPrincipal
 from kafkalite.network.request_queue import ConnectionLimits, RequestQueue
+from kafkalite.network.request_stats import ApiStats, record_sends
 from kafkalite.network.responses import CloseConnection, FileRange, Parts
 from kafkalite.network.unexpected_errors import report_unexpected
 from kafkalite.protocol.headers import MalformedRequest
@@ -63,6 +64,8 @@ _NO_BUFFER = bytearray()
 _NO_VIEW = memoryview(_NO_BUFFER)
 _local = threading.local()
 _perf_counter = time.perf_counter
+#: ResponseSendTimeMs marks a connection keeps at most while it never drains
+_MAX_SEND_MARKS = 4096
 
 
 def _thread_scratch() -> memoryview:
@@ -111,6 +114,7 @@ class Connection:
         "_trim_handle",
         "_reserved",
         "_unsent",
+        "send_marks",
         "_max_inflight",
         "_max_queued",
         "_queue",
@@ -192,6 +196,9 @@ class Connection:
         self._reserved = 0
         #: bytes of encoded responses not yet written to the socket
         self._unsent = 0
+        #: ``(stats, also, encoded_at)`` of responses encoded since the connection last
+        #: had no unwritten byte: their ResponseSendTimeMs ends when it next has none
+        self.send_marks: list[tuple[ApiStats, ApiStats | None, float]] = []
         limits = limits or ConnectionLimits()
         self._max_inflight = limits.max_inflight
         self._max_queued = limits.max_queued_bytes
@@ -228,6 +235,7 @@ class Connection:
             if isinstance(fut, asyncio.Future) and not fut.done():
                 fut.cancel()
         self._pending.clear()
+        self.send_marks.clear()
         if self._trim_handle is not None:
             self._trim_handle.cancel()
             self._trim_handle = None
@@ -885,6 +893,8 @@ class Connection:
                     pending.appendleft((rest, left))
                 else:
                     self._unsent -= n
+                    if not self._unsent and self.send_marks:
+                        record_sends(self.send_marks, _perf_counter())
             self.last_active = time.monotonic()
         if not self._reading:
             self._maybe_resume()
@@ -961,6 +971,11 @@ class Connection:
                     continue
                 await self.send_parts(parts)
                 self._unsent -= n
+                marks = self.send_marks
+                if marks and (not self._unsent or len(marks) > _MAX_SEND_MARKS):
+                    # drained, or never drained under a long pipelined burst: a bound on
+                    # the marks (those still unwritten are then timed up to this write)
+                    record_sends(marks, _perf_counter())
                 self.last_active = time.monotonic()
                 if not self._reading:
                     self._maybe_resume()

@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
+import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -87,6 +88,11 @@ class TxnVerifier:
         self.request_timeout_s = request_timeout_ms / 1000
         self.enabled = enabled
         self._connections: dict[tuple[int, str, int], BrokerConnection] = {}
+        #: Kafka's AddPartitionsToTxnManager VerificationTimeMs (a histogram, as
+        #: ApiStats': slot = bit length of the µs) and VerificationFailureRate
+        self.time_slots = [0] * 64
+        self.time_s = 0.0
+        self.failures = 0
 
     def verify(
         self,
@@ -101,17 +107,42 @@ class TxnVerifier:
         """Errors per partition (``errors_for`` maps the coordinator's codes; Produce's by
         default): at once when this broker is the coordinator and no write is needed (so
         the caller appends in the same step, in request order), else an awaitable.
-        ``add``: transactions V2, add the partitions rather than only verify them."""
+        ``add``: transactions V2, add the partitions rather than only verify them.
+        Timed and counted as Kafka's AddPartitionsToTxnManager metrics."""
+        started = time.perf_counter()
         leader = self.coordinator.coordinator_for(transactional_id)
         if leader == self.broker_id:
             tc = self.coordinator
             if add and not tc.partitions_added(transactional_id, pid, epoch, partitions):
-                return self._local_add(transactional_id, pid, epoch, partitions, errors_for)
+                return self._timed_async(
+                    started, self._local_add(transactional_id, pid, epoch, partitions, errors_for)
+                )
             errors = tc.verify_partitions(transactional_id, pid, epoch, partitions)
-            return {tp: errors_for(e) for tp, e in errors.items()}
+            return self._timed(started, {tp: errors_for(e) for tp, e in errors.items()})
         if leader < 0:
-            return dict.fromkeys(partitions, errors_for(ErrorCode.coordinator_not_available))
-        return self._remote(leader, transactional_id, pid, epoch, partitions, add, errors_for)
+            return self._timed(
+                started,
+                dict.fromkeys(partitions, errors_for(ErrorCode.coordinator_not_available)),
+            )
+        return self._timed_async(
+            started,
+            self._remote(leader, transactional_id, pid, epoch, partitions, add, errors_for),
+        )
+
+    def _timed(
+        self, started: float, errors: dict[TopicPartition, int]
+    ) -> dict[TopicPartition, int]:
+        d = time.perf_counter() - started
+        self.time_slots[int(d * 1e6).bit_length()] += 1
+        self.time_s += d
+        if any(errors.values()):
+            self.failures += 1
+        return errors
+
+    async def _timed_async(
+        self, started: float, pending: Awaitable[dict[TopicPartition, int]]
+    ) -> dict[TopicPartition, int]:
+        return self._timed(started, await pending)
 
     async def _local_add(
         self,

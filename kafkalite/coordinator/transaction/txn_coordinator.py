@@ -25,8 +25,10 @@ Both protocols are served at once: each request's version says which one.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -151,6 +153,14 @@ class CoordinatorMetrics:
     markers_sent: int = 0
     marker_retries: int = 0
     expired_ids: int = 0
+    #: (finished at, ms taken) of the last ``__transaction_state`` partition loads
+    #: (Kafka's partition-load-time-max / -avg over their window)
+    load_times: collections.deque[tuple[float, float]] = field(
+        default_factory=lambda: collections.deque(maxlen=1024)
+    )
+    #: markers waiting for a retry because their partition has no known leader
+    #: (Kafka's TransactionMarkerChannelManager UnknownDestinationQueueSize)
+    unknown_destination_markers: int = 0
 
 
 @dataclass(slots=True)
@@ -285,6 +295,11 @@ class TransactionCoordinator:
             return -1
         return p.leader
 
+    def _leader_unknown(self, tp: TopicPartition) -> bool:
+        t = self.metadata.get_topic(tp[0])
+        p = t.partitions.get(tp[1]) if t is not None else None
+        return p is None or p.leader < 0 or p.leader not in self.metadata.brokers
+
     # ---- loading ------------------------------------------------------------------
     def on_leadership_change(self, tp: TopicPartition, is_leader: bool) -> None:
         if tp[0] != TRANSACTION_STATE_TOPIC:
@@ -303,13 +318,13 @@ class TransactionCoordinator:
             self._load_tokens[partition] = token
             self._load_summary.started(len(self.loading))
             self.loading.add(partition)
-            self._spawn(self._load(partition, epoch, token))
+            self._spawn(self._load(partition, epoch, token, time.monotonic()))
         else:
             self._load_tokens.pop(partition, None)
             self.loading.discard(partition)
             self.owned.pop(partition, None)
 
-    async def _load(self, partition: int, epoch: int, token: object) -> None:
+    async def _load(self, partition: int, epoch: int, token: object, started: float) -> None:
         txns: dict[str, TxnMetadata] = {}
         try:
             txns = await self._read_partition(partition, token)
@@ -321,6 +336,8 @@ class TransactionCoordinator:
             return
         self.loading.discard(partition)
         self.owned[partition] = _Partition(epoch, txns)
+        now = time.monotonic()
+        self.metrics.load_times.append((now, (now - started) * 1000.0))
         self._load_summary.finished(partition, len(txns), len(self.loading))
         # finish what the previous coordinator (or this broker before a crash) left half done
         for m in txns.values():
@@ -804,7 +821,12 @@ class TransactionCoordinator:
             remaining = left
             if remaining:
                 self.metrics.marker_retries += 1
-                await asyncio.sleep(backoff)
+                unknown = sum(1 for tp in remaining if self._leader_unknown(tp))
+                self.metrics.unknown_destination_markers += unknown
+                try:
+                    await asyncio.sleep(backoff)
+                finally:
+                    self.metrics.unknown_destination_markers -= unknown
         target = m.copy_for_write(
             state=TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT,
             partitions=set(),

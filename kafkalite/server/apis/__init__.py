@@ -41,6 +41,7 @@ from kafkalite.server.apis import (
     produce,
     sasl,
     share,
+    share_state,
     telemetry,
     topics,
     transactions,
@@ -124,6 +125,13 @@ from kafkalite.server.apis.share import (
     handle_share_fetch,
     handle_share_group_describe,
     handle_share_group_heartbeat,
+)
+from kafkalite.server.apis.share_state import (
+    handle_delete_share_group_state,
+    handle_initialize_share_group_state,
+    handle_read_share_group_state,
+    handle_read_share_group_state_summary,
+    handle_write_share_group_state,
 )
 from kafkalite.server.apis.telemetry import (
     TelemetryDeps,
@@ -267,6 +275,7 @@ def _collaborators(s: BrokerServices | None) -> dict[str, Any] | None:
             _txn_coordinator_finder(s.transaction_coordinator),
         ),
         share.__name__: ShareDeps(s.group_coordinator, cache),
+        share_state.__name__: ShareDeps(s.group_coordinator, cache),
         transactions.__name__: TxnDeps(
             s.transaction_coordinator,
             s.group_coordinator,
@@ -492,6 +501,46 @@ _TABLE: list[tuple[Any, int, int, Any, bool, str]] = [
     ),
     (ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, 0, handle_delete_share_group_offsets, True, ""),
     (
+        ApiKey.INITIALIZE_SHARE_GROUP_STATE,
+        0,
+        0,
+        handle_initialize_share_group_state,
+        False,
+        "share-state coordinator (inter-broker); state kept in __consumer_offsets",
+    ),
+    (
+        ApiKey.READ_SHARE_GROUP_STATE,
+        0,
+        0,
+        handle_read_share_group_state,
+        False,
+        "partition leaders load share partitions; fences older leader epochs",
+    ),
+    (
+        ApiKey.WRITE_SHARE_GROUP_STATE,
+        0,
+        1,
+        handle_write_share_group_state,
+        False,
+        "full snapshots from the leader; leader/state epoch fencing",
+    ),
+    (
+        ApiKey.DELETE_SHARE_GROUP_STATE,
+        0,
+        0,
+        handle_delete_share_group_state,
+        False,
+        "share-state coordinator (inter-broker)",
+    ),
+    (
+        ApiKey.READ_SHARE_GROUP_STATE_SUMMARY,
+        0,
+        1,
+        handle_read_share_group_state_summary,
+        False,
+        "share-state coordinator (inter-broker)",
+    ),
+    (
         ApiKey.ELECT_LEADERS,
         0,
         2,
@@ -672,6 +721,13 @@ _ERROR_RESPONSES: dict[int, ErrorResponseBuilder] = {
     ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: share.describe_share_group_offsets_error_response,
     ApiKey.ALTER_SHARE_GROUP_OFFSETS: share.alter_share_group_offsets_error_response,
     ApiKey.DELETE_SHARE_GROUP_OFFSETS: share.delete_share_group_offsets_error_response,
+    ApiKey.INITIALIZE_SHARE_GROUP_STATE: (share_state.initialize_share_group_state_error_response),
+    ApiKey.READ_SHARE_GROUP_STATE: share_state.read_share_group_state_error_response,
+    ApiKey.WRITE_SHARE_GROUP_STATE: share_state.write_share_group_state_error_response,
+    ApiKey.DELETE_SHARE_GROUP_STATE: share_state.delete_share_group_state_error_response,
+    ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: (
+        share_state.read_share_group_state_summary_error_response
+    ),
     ApiKey.ELECT_LEADERS: controller_requests.elect_leaders_error_response,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (
         controller_requests.alter_partition_reassignments_error_response
