@@ -1,6 +1,8 @@
 """Client quotas on a real broker process: fairness, rate accuracy, request_percentage.
 
-    python bench/quota_bench.py [--seconds 10] [--rate-seconds 30] [--quota 1048576]
+    python bench/quota_bench.py [--seconds 30] [--rate-seconds 30] [--quota 1048576]
+                                [--phases 1234] [--runs 1]
+    nice -n 19 python bench/quota_bench.py --phases 23 --runs 3   # rate accuracy only
 
 One run prints, against a ``kafkalite-server`` process (2-core machine: numbers
 are this machine's, shared with whatever else runs):
@@ -9,12 +11,16 @@ are this machine's, shared with whatever else runs):
    and 10 well-behaved ones (100 records/s of 1 KiB each, linger.ms=0), first
    without quotas, then with ``producer_byte_rate=--quota`` on the greedy client
    id: every producer's throughput and the well-behaved ones' delivery p50/p99;
-2. **producer_byte_rate** accuracy: the greedy producer alone under the quota for
-   ``--rate-seconds``: its rate over the whole run and in the steady state (after
-   the quota window's initial allowance, ``quota.window.num - 1`` windows, is
-   spent), throttle callbacks seen, failed deliveries;
-3. **consumer_byte_rate** accuracy: a consumer reading a pre-filled topic under
-   the quota for ``--rate-seconds``, same figures;
+2. **producer_byte_rate** accuracy, ``--runs`` times: a confluent-kafka producer
+   alone under the quota (librdkafka's default batch.size, then 16384) for
+   10 + ``--rate-seconds`` s: its rate over the first ``--rate-seconds`` (which
+   include Kafka's initial allowance) and over the ``--rate-seconds`` after the
+   allowance, its rate per 5 s, throttle callbacks, failed deliveries;
+3. **consumer_byte_rate** accuracy, ``--runs`` times: a consumer reading a
+   pre-filled topic under the quota, the same figures; then a summary of the
+   after-the-allowance figures of every run against the quota;
+s. (``--phases s``) the same arithmetic without a broker: kafkalite's
+   ``WindowedRate`` against a simulated greedy client, the spread of 30 s rates;
 4. **request_percentage**: 4 processes flooding Metadata, with and without
    ``request_percentage=10`` on their client id, while one producer sends 200
    records/s and measures its delivery p99 (also after the quota window's
@@ -22,7 +28,8 @@ are this machine's, shared with whatever else runs):
 
 Kafka's windowed rate divides by at least ``quota.window.num - 1`` windows
 (10 s by default), so a client may burst that much of its quota at the start;
-the steady figures are what the quota holds a client to afterwards.
+the sample holding that burst expires ``quota.window.num`` windows later and a
+greedy client bursts again: a sawtooth of period ~11 s (docs/quotas.md).
 """
 
 from __future__ import annotations
@@ -219,6 +226,44 @@ def steady_rate(st: Stats, skip_s: float) -> float:
     return (b1 - b0) / (t1 - t0)
 
 
+def window_rate(st: Stats, a: float, b: float) -> float:
+    """Bytes/s delivered between ``a`` and ``b`` seconds after the client started
+    (the marks taken every 0.5 s nearest inside the interval)."""
+    if not st.marks:
+        return float("nan")
+    t_first = st.marks[0][0]
+    inside = [(t, n) for t, n in st.marks if a <= t - t_first <= b + 0.25]
+    if len(inside) < 2:
+        return float("nan")
+    (t0, b0), (t1, b1) = inside[0], inside[-1]
+    return (b1 - b0) / (t1 - t0)
+
+
+def per_slice(st: Stats, slice_s: float = 5.0) -> str:
+    """The rate slice by slice (MB/s): shows Kafka's windowed-rate sawtooth."""
+    if len(st.marks) < 2:
+        return ""
+    t_first, end = st.marks[0][0], st.marks[-1][0]
+    out, a = [], 0.0
+    while t_first + a + slice_s <= end + 0.25:
+        out.append(f"{window_rate(st, a, a + slice_s) / 1e6:.2f}")
+        a += slice_s
+    return " ".join(out)
+
+
+def accuracy_line(st: Stats, quota: int, skip_s: float, seconds: float) -> tuple[str, float]:
+    """The figures of one rate run; returns the after-the-allowance percentage too."""
+    first = window_rate(st, 0, seconds)
+    after = window_rate(st, skip_s, skip_s + seconds)
+    pct = after / quota * 100
+    return (
+        f"first {seconds:.0f} s {first / 1e6:.3f} MB/s = {first / quota * 100:.1f}% of the"
+        f" quota (with Kafka's initial allowance); the {seconds:.0f} s after it"
+        f" {after / 1e6:.3f} MB/s = {pct:.1f}%\n      per 5 s (MB/s): {per_slice(st)}",
+        pct,
+    )
+
+
 def total_rate(st: Stats) -> float:
     if len(st.marks) < 2:
         return 0.0
@@ -249,32 +294,34 @@ def fairness(bootstrap: str, seconds: float, quota: int, with_quota: bool, skip_
 
 
 def produce_rate(
-    bootstrap: str, seconds: float, quota: int, skip_s: float, batch_size: int | None
-) -> None:
-    client = f"greedy-{batch_size or 'default'}"
+    bootstrap: str, seconds: float, quota: int, skip_s: float, batch_size: int | None, run: int
+) -> float:
+    """One producer alone under the quota for ``skip_s + seconds``; its figures."""
+    client = f"greedy-{batch_size or 'default'}-{run}"
     set_quota(bootstrap, client, {"producer_byte_rate": quota})
-    [g] = run_producers(bootstrap, [(client, 16384, None)], seconds, batch_size)
-    steady = steady_rate(g, skip_s)
-    what = f"batch.size {batch_size}" if batch_size else "librdkafka's default batch.size (1 MB)"
+    [g] = run_producers(bootstrap, [(client, 16384, None)], skip_s + seconds, batch_size)
+    what = f"batch.size {batch_size}" if batch_size else "default batch.size (1 MB requests)"
+    line, pct = accuracy_line(g, quota, skip_s, seconds)
     print(
-        f"  producer_byte_rate={quota}, {what}: whole run {total_rate(g) / 1e6:.3f} MB/s,"
-        f" steady (after {skip_s:.0f} s) {steady / 1e6:.3f} MB/s"
-        f" = {steady / quota * 100:.1f}% of the quota; throttle callbacks {g.throttles},"
-        f" failed deliveries {g.failed}"
+        f"  producer run {run}, {what}: {line}\n"
+        f"      throttle callbacks {g.throttles}, failed deliveries {g.failed}"
     )
+    return pct
 
 
-def consume_rate(bootstrap: str, seconds: float, quota: int, skip_s: float) -> None:
+def consume_rate(bootstrap: str, seconds: float, quota: int, skip_s: float, run: int) -> float:
+    """One consumer alone under the quota, reading a pre-filled topic; its figures."""
     from confluent_kafka import Consumer
 
     # enough data for the whole run at twice the quota
     need = int(quota * (seconds + skip_s) * 2)
+    topic = f"backlog-{run}"
     set_quota(bootstrap, "loader", {})
     stop = threading.Event()
     st = Stats("loader")
     t = threading.Thread(
         target=producer,
-        args=(bootstrap, "loader", "backlog", stop, st),
+        args=(bootstrap, "loader", topic, stop, st),
         kwargs={"size": 16384, "rate": None},
     )
     t.start()
@@ -282,25 +329,26 @@ def consume_rate(bootstrap: str, seconds: float, quota: int, skip_s: float) -> N
         time.sleep(0.2)
     stop.set()
     t.join(60)
-    set_quota(bootstrap, "reader", {"consumer_byte_rate": quota})
+    reader = f"reader-{run}"
+    set_quota(bootstrap, reader, {"consumer_byte_rate": quota})
     throttles = [0]
     c = Consumer(
         {
             "bootstrap.servers": bootstrap,
-            "client.id": "reader",
-            "group.id": "bench-reader",
+            "client.id": reader,
+            "group.id": f"bench-{reader}",
             "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
             "throttle_cb": lambda ev: throttles.__setitem__(0, throttles[0] + 1),
         }
     )
-    c.subscribe(["backlog"])
+    c.subscribe([topic])
     got = 0
     errors = 0
     marks: list[tuple[float, int]] = []
     start = time.perf_counter()
     next_mark = start
-    while time.perf_counter() - start < seconds:
+    while time.perf_counter() - start < skip_s + seconds:
         m = c.poll(0.1)
         now = time.perf_counter()
         if now >= next_mark:
@@ -314,14 +362,13 @@ def consume_rate(bootstrap: str, seconds: float, quota: int, skip_s: float) -> N
         got += len(m.value())
     marks.append((time.perf_counter(), got))
     c.close()
-    s = Stats("reader", bytes=got, marks=marks)
-    steady = steady_rate(s, skip_s)
+    s = Stats(reader, bytes=got, marks=marks)
+    line, pct = accuracy_line(s, quota, skip_s, seconds)
     print(
-        f"  consumer_byte_rate={quota}: whole run {total_rate(s) / 1e6:.3f} MB/s,"
-        f" steady (after {skip_s:.0f} s) {steady / 1e6:.3f} MB/s"
-        f" = {steady / quota * 100:.1f}% of the quota; throttle callbacks {throttles[0]},"
-        f" consumer errors {errors}"
+        f"  consumer run {run}: {line}\n"
+        f"      throttle callbacks {throttles[0]}, consumer errors {errors}"
     )
+    return pct
 
 
 def _flood(bootstrap: str, seconds: float, counter: Any) -> None:
@@ -371,11 +418,16 @@ def _read(s: socket.socket, n: int) -> bytes:
     return bytes(buf)
 
 
-def request_percentage(bootstrap: str, seconds: float, with_quota: bool, skip_s: float) -> None:
+def request_percentage(
+    bootstrap: str, seconds: float, with_quota: bool, skip_s: float, flooders: int = 4
+) -> None:
+    """The victim producer's delivery latency beside ``flooders`` Metadata floods (0:
+    the machine's own baseline, what the broker and the machine give without any)."""
     set_quota(bootstrap, "flood", {"request_percentage": 10 if with_quota else None})
     counter = multiprocessing.Value("q", 0)
     floods = [
-        multiprocessing.Process(target=_flood, args=(bootstrap, seconds, counter)) for _ in range(4)
+        multiprocessing.Process(target=_flood, args=(bootstrap, seconds, counter))
+        for _ in range(flooders)
     ]
     for f in floods:
         f.start()
@@ -384,6 +436,8 @@ def request_percentage(bootstrap: str, seconds: float, with_quota: bool, skip_s:
     for f in floods:
         f.join(60)
     label = "request_percentage=10 on the flood" if with_quota else "no quota"
+    if not flooders:
+        label = "no flood (baseline)"
     late = [x for x in st.latencies_ms[int(len(st.latencies_ms) * skip_s / seconds) :]]
     p99_late = statistics.quantiles(late, n=100)[98] if len(late) > 2 else float("nan")
     print(
@@ -392,6 +446,45 @@ def request_percentage(bootstrap: str, seconds: float, with_quota: bool, skip_s:
         f" delivery p50 {st.p(50):.1f} ms p99 {st.p(99):.1f} ms"
         f" (after {skip_s:.0f} s: p99 {p99_late:.1f} ms), failed {st.failed}"
     )
+    # 200 deliveries a second: the p99 of each 5 s shows when the latency is lost
+    lat, step = st.latencies_ms, 1000
+    slices = [lat[i : i + step] for i in range(0, len(lat) - step // 2, step)]
+    p99s = [statistics.quantiles(x, n=100)[98] for x in slices if len(x) > 2]
+    print(f"      victim p99 per 5 s (ms): {' '.join(f'{v:.1f}' for v in p99s)}")
+
+
+def simulate(quota: int, seconds: float, skip_s: float) -> None:
+    """Kafka's arithmetic alone (kafkalite's WindowedRate, no broker): a greedy client
+    that sends its next request as soon as the mute is over, for a few request sizes.
+    Shows the sawtooth a 30 s measurement lands on: it is the windowed rate's, not
+    the machine's."""
+    import random
+
+    from kafkalite.quota.rate import WindowedRate
+
+    total = 120.0
+    for size in (1_000_000, 65536, 16384):
+        series: list[float] = []
+        for seed in range(20):
+            rnd = random.Random(seed)
+            r = WindowedRate(11, 1000, 0)
+            t, sent = 0.0, []
+            while t < total * 1000:
+                r.record(size, int(t))
+                sent.append((t, size))
+                # the broker's time for the request, then the mute (KIP-219)
+                t += rnd.uniform(1, 20) + r.throttle_ms(quota, int(t))
+            a = skip_s
+            while a + seconds <= total:
+                n = sum(x for ts, x in sent if a * 1000 <= ts < (a + seconds) * 1000)
+                series.append(n / seconds / quota * 100)
+                a += 1
+        print(
+            f"  requests of {size} B: every {seconds:.0f} s window from {skip_s:.0f} s on,"
+            f" 20 runs: {min(series):.1f}%..{max(series):.1f}% of the quota"
+            f" (mean {statistics.mean(series):.1f}%,"
+            f" {sum(90 <= v <= 110 for v in series) * 100 / len(series):.0f}% of them within 10%)"
+        )
 
 
 def main() -> None:
@@ -399,9 +492,17 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=30)
     ap.add_argument("--rate-seconds", type=float, default=30)
     ap.add_argument("--quota", type=int, default=1048576)
-    ap.add_argument("--phases", default="1234", help="which of the four parts to run")
+    ap.add_argument(
+        "--phases", default="1234", help="which of the four parts to run (s: the simulation only)"
+    )
+    ap.add_argument("--runs", type=int, default=1, help="rate runs (parts 2 and 3) each")
     args = ap.parse_args()
     skip = 10.0  # quota.window.num - 1 windows of 1 s (Kafka's defaults: 11 x 1 s)
+    if "s" in args.phases:
+        print("s. Kafka's windowed rate alone, a simulated greedy client (no broker)")
+        simulate(args.quota, args.rate_seconds, skip)
+        if not set(args.phases) & set("1234"):
+            return
     with tempfile.TemporaryDirectory(prefix="quota-bench-") as d:
         server = Server(Path(d))
         try:
@@ -410,23 +511,37 @@ def main() -> None:
                 print("1. fairness: 1 greedy + 10 polite producers")
                 fairness(server.bootstrap, args.seconds, args.quota, False, skip)
                 fairness(server.bootstrap, args.seconds, args.quota, True, skip)
+            runs = range(1, args.runs + 1)
+            pcts: dict[str, list[float]] = {}
             if "2" in args.phases:
-                print(
-                    f"2. producer rate under the quota ({args.rate_seconds:.0f} s after the burst)"
-                )
-                for batch_size in (None, 65536):
-                    produce_rate(
-                        server.bootstrap, args.rate_seconds + skip, args.quota, skip, batch_size
-                    )
+                print(f"2. producer rate under the quota, {args.runs} run(s)")
+                for run in runs:
+                    for batch_size in (None, 16384):
+                        pct = produce_rate(
+                            server.bootstrap, args.rate_seconds, args.quota, skip, batch_size, run
+                        )
+                        key = f"producer, batch.size {batch_size or 'default'}"
+                        pcts.setdefault(key, []).append(pct)
             if "3" in args.phases:
-                print(
-                    f"3. consumer rate under the quota ({args.rate_seconds:.0f} s after the burst)"
-                )
-                consume_rate(server.bootstrap, args.rate_seconds + skip, args.quota, skip)
+                print(f"3. consumer rate under the quota, {args.runs} run(s)")
+                for run in runs:
+                    pct = consume_rate(server.bootstrap, args.rate_seconds, args.quota, skip, run)
+                    pcts.setdefault("consumer", []).append(pct)
+            if pcts:
+                print(f"   the {args.rate_seconds:.0f} s after the allowance, % of the quota:")
+                for key, values in pcts.items():
+                    within = sum(90 <= v <= 110 for v in values)
+                    print(
+                        f"     {key}: {' '.join(f'{v:.1f}' for v in values)}"
+                        f"  (min {min(values):.1f}, max {max(values):.1f};"
+                        f" {within}/{len(values)} within 10%)"
+                    )
             if "4" in args.phases:
                 print("4. request_percentage: 4 Metadata flooders and one producer")
-                request_percentage(server.bootstrap, args.rate_seconds + skip, False, skip)
-                request_percentage(server.bootstrap, args.rate_seconds + skip, True, skip)
+                secs = args.rate_seconds + skip
+                request_percentage(server.bootstrap, secs, False, skip, flooders=0)
+                request_percentage(server.bootstrap, secs, False, skip)
+                request_percentage(server.bootstrap, secs, True, skip)
         finally:
             server.stop()
 

@@ -1,13 +1,28 @@
 """Replication cost: produce throughput at RF=1 acks=1 vs RF=3 acks=all, and end-to-end latency.
 
-    python bench/replication_bench.py [--seconds 10] [--rate 1000]
+    python bench/replication_bench.py [--seconds 8] [--rounds 1] [--rate 1000]
 
 Three ``kafkalite-server`` processes over a local Apache ZooKeeper
 (``kafkalite.testing.process_cluster``), one confluent-kafka producer:
 
 - ``throughput``: 1 KiB records as fast as the producer goes (linger 5 ms) for
   ``--seconds``, to a 6-partition topic at RF=1 with acks=1, then at RF=3
-  (min.insync.replicas=2) with acks=all; MB/s of acknowledged payload.
+  (min.insync.replicas=2) with acks=all; MB/s of acknowledged payload
+  (acknowledged bytes over the time from the first send to the last ack). Both
+  phases run on the same three brokers with the same producer settings and six
+  partitions whose leaders are spread over the three brokers: RF=1 is three
+  brokers each appending its partitions; RF=3 is the same appends plus every
+  byte fetched by and written on two followers, acknowledged once the ISR has
+  it. Each phase starts from a clean page cache (``os.sync()`` before it): a
+  phase must not pay the kernel's writeback of the previous phase's gigabytes,
+  which throttled the RF=3 phase that always ran second. ``--rounds`` repeats
+  the pair in the same cluster; the ratio printed is total RF=3 MB/s over total
+  RF=1 MB/s. On this VM a second round costs more CPU per byte in both phases (the
+  page cache grows into guest memory not touched lately, see docs/performance.md),
+  so for several samples run the command again (a fresh cluster) rather than
+  raising ``--rounds``. Each
+  phase also prints the brokers' CPU seconds (user + system, ``/proc``) per
+  100 MB acknowledged: the figure other load on the machine disturbs least.
 - ``latency``: ``--rate`` msg/s of 1 KiB for ``--seconds`` to a RF=3 topic with
   acks=all, a consumer reading along; end-to-end p50/p99 from the send
   timestamp in the record to its consumption.
@@ -19,6 +34,7 @@ Issue 15's goals: RF=3 acks=all at least half of RF=1's throughput on this
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import struct
 import sys
@@ -36,6 +52,17 @@ from kafkalite.testing.process_cluster import ProcessCluster  # noqa: E402
 from kafkalite.testing.zookeeper import ZooKeeperServer  # noqa: E402
 
 PAYLOAD = 1024
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU time of these processes so far."""
+    total = 0
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / _TICK
 
 
 def create(bootstrap: str, name: str, rf: int) -> None:
@@ -45,7 +72,8 @@ def create(bootstrap: str, name: str, rf: int) -> None:
     time.sleep(1.0)
 
 
-def throughput(bootstrap: str, topic: str, acks: str, seconds: float) -> float:
+def throughput(bootstrap: str, topic: str, acks: str, seconds: float) -> tuple[float, float]:
+    """MB/s acknowledged, and MB acknowledged."""
     p = Producer(
         {
             "bootstrap.servers": bootstrap,
@@ -71,7 +99,23 @@ def throughput(bootstrap: str, topic: str, acks: str, seconds: float) -> float:
         p.poll(0)
     p.flush(60)
     elapsed = time.monotonic() - t0
-    return acked[0] * PAYLOAD / elapsed / 1e6
+    mb = acked[0] * PAYLOAD / 1e6
+    return mb / elapsed, mb
+
+
+def phase(bootstrap: str, topic: str, acks: str, seconds: float, pids: list[int]) -> float:
+    """One throughput phase from a clean page cache; prints it, returns MB/s."""
+    os.sync()
+    cpu0 = cpu_seconds(pids)
+    rate, mb = throughput(bootstrap, topic, acks, seconds)
+    cpu = cpu_seconds(pids) - cpu0
+    label = f"RF={3 if topic == 'rf3' else 1} acks={acks}:"
+    print(
+        f"throughput {label:<12} {rate:7.1f} MB/s (1 KiB records; brokers' CPU "
+        f"{cpu / mb * 100:.2f} s per 100 MB)",
+        flush=True,
+    )
+    return rate
 
 
 def latency(bootstrap: str, topic: str, rate: int, seconds: float) -> tuple[float, float, int]:
@@ -122,20 +166,29 @@ def latency(bootstrap: str, topic: str, rate: int, seconds: float) -> tuple[floa
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--seconds", type=float, default=8.0)
     ap.add_argument("--rate", type=int, default=1000)
+    ap.add_argument("--rounds", type=int, default=1, help="RF=1 / RF=3 pairs")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         zk = ZooKeeperServer().start()
         try:
             with ProcessCluster(3, Path(tmp), f"{zk.connect_string}/bench") as c:
                 b = c.bootstrap_servers
+                pids = [s.proc.pid for s in c.servers.values() if s.proc is not None]
                 create(b, "rf1", 1)
                 create(b, "rf3", 3)
-                rf1 = throughput(b, "rf1", "1", args.seconds)
-                rf3 = throughput(b, "rf3", "all", args.seconds)
-                print(f"throughput RF=1 acks=1:   {rf1:7.1f} MB/s (1 KiB records)")
-                print(f"throughput RF=3 acks=all: {rf3:7.1f} MB/s ({rf3 / rf1:.0%} of RF=1)")
+                rf1: list[float] = []
+                rf3: list[float] = []
+                for _ in range(args.rounds):
+                    rf1.append(phase(b, "rf1", "1", args.seconds, pids))
+                    rf3.append(phase(b, "rf3", "all", args.seconds, pids))
+                print(
+                    f"RF=3 acks=all / RF=1 acks=1: {sum(rf3) / sum(rf1):.0%} "
+                    f"(per round: {', '.join(f'{x / y:.0%}' for x, y in zip(rf3, rf1, strict=True))}; goal 50%)",
+                    flush=True,
+                )
+                os.sync()
                 create(b, "lat", 3)
                 p50, p99, n = latency(b, "lat", args.rate, args.seconds)
                 print(

@@ -20,8 +20,8 @@ import os
 import sys
 from typing import Any
 
-from kafkalite.cli import scram_configs
-from kafkalite.cli.common import CliError, probe
+from kafkalite.cli import scram_configs, wire_client
+from kafkalite.cli.common import CliError, client_security, probe, tool_properties
 from kafkalite.cli.wire_client import WireClient
 
 #: kafka-configs.sh's quota entity types and their protocol names
@@ -267,6 +267,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if getattr(args, "bootstrap_server", None):
             probe(args.bootstrap_server)
+        # every tool's own wire client honours the properties file too (TLS, SASL)
+        wire_client.configure(client_security(tool_properties(args)))
         if args.cmd == "configs":
             return _configs(args)
         if args.cmd == "dump-log":

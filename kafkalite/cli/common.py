@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import argparse
 import logging
+import re
 import socket
 from concurrent.futures import Future
+from dataclasses import dataclass, field
 from typing import Any
 
 #: seconds a tool waits for one admin call (Kafka's tools default to 30 s; a CLI
@@ -78,6 +80,130 @@ def load_properties(path: str | None) -> dict[str, str]:
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class ClientSecurity:
+    """How a tool reaches a secured listener, from a Kafka client properties file
+    (``--command-config`` / ``--consumer.config`` / ``--producer.config``): the Java
+    client's names (``security.protocol``, ``sasl.mechanism``, ``sasl.jaas.config`` or
+    ``sasl.username``/``sasl.password``, ``ssl.truststore.*``/``ssl.keystore.*`` of type
+    PEM, or librdkafka's ``ssl.ca.location`` ...), turned into what each of the three
+    client libraries of the tools wants."""
+
+    protocol: str = "PLAINTEXT"
+    mechanism: str = "GSSAPI"
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+    cafile: str | None = None
+    certfile: str | None = None
+    keyfile: str | None = None
+    key_password: str | None = field(default=None, repr=False)
+    check_hostname: bool = True
+
+    @property
+    def sasl(self) -> bool:
+        return self.protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+
+    @property
+    def tls(self) -> bool:
+        return self.protocol in ("SSL", "SASL_SSL")
+
+
+_JAAS_OPTION = re.compile(r"""(\w+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|(\S+?))(?=\s|;|$)""")
+
+#: Java client keys librdkafka has no counterpart of (dropped once translated)
+_JAVA_ONLY = frozenset(
+    {
+        "sasl.jaas.config",
+        "ssl.truststore.location",
+        "ssl.truststore.password",
+        "ssl.truststore.type",
+        "ssl.truststore.certificates",
+        "ssl.keystore.type",
+        "ssl.keystore.key",
+        "ssl.keystore.certificate.chain",
+        "ssl.protocol",
+        "ssl.enabled.protocols",
+        "default.api.timeout.ms",
+    }
+)
+
+
+def client_security(props: dict[str, str]) -> ClientSecurity:
+    """The security settings of a properties file (Java or librdkafka names)."""
+    protocol = props.get("security.protocol", "PLAINTEXT").upper()
+    mechanism = props.get("sasl.mechanism", props.get("sasl.mechanisms", "GSSAPI")).upper()
+    username, password = props.get("sasl.username"), props.get("sasl.password")
+    jaas = props.get("sasl.jaas.config")
+    if jaas and username is None:
+        opts = {
+            m[1]: re.sub(r"\\(.)", r"\1", m[2]) if m[2] is not None else m[3]
+            for m in _JAAS_OPTION.finditer(jaas)
+        }
+        username, password = opts.get("username"), opts.get("password")
+        if username is None:
+            raise CliError('sasl.jaas.config has no username="..." option', 2)
+    cafile = props.get("ssl.ca.location")
+    certfile, keyfile = props.get("ssl.certificate.location"), props.get("ssl.key.location")
+    if "ssl.truststore.location" in props:
+        if props.get("ssl.truststore.type", "JKS").upper() != "PEM":
+            raise CliError(
+                "ssl.truststore.location: only ssl.truststore.type=PEM is read by these "
+                "tools (or give ssl.ca.location)",
+                2,
+            )
+        cafile = props["ssl.truststore.location"]
+    if "ssl.keystore.location" in props:
+        if props.get("ssl.keystore.type", "JKS").upper() != "PEM":
+            raise CliError(
+                "ssl.keystore.location: only ssl.keystore.type=PEM is read by these tools "
+                "(or give ssl.certificate.location and ssl.key.location)",
+                2,
+            )
+        certfile = keyfile = props["ssl.keystore.location"]
+    return ClientSecurity(
+        protocol=protocol,
+        mechanism=mechanism,
+        username=username,
+        password=password,
+        cafile=cafile,
+        certfile=certfile,
+        keyfile=keyfile,
+        key_password=props.get("ssl.key.password"),
+        check_hostname=props.get("ssl.endpoint.identification.algorithm", "https").lower()
+        not in ("", "none"),
+    )
+
+
+def librdkafka_properties(props: dict[str, Any]) -> dict[str, Any]:
+    """``props`` for confluent-kafka: the Java client's security names translated to
+    librdkafka's (the other keys pass unchanged: most names are shared)."""
+    sec = client_security({k: str(v) for k, v in props.items() if isinstance(v, str | int)})
+    out = {k: v for k, v in props.items() if k not in _JAVA_ONLY}
+    if sec.sasl and sec.username is not None:
+        out.setdefault("sasl.username", sec.username)
+        out.setdefault("sasl.password", sec.password or "")
+    if sec.cafile:
+        out["ssl.ca.location"] = sec.cafile
+    if sec.certfile and "ssl.keystore.location" in props:
+        out.pop("ssl.keystore.location", None)
+        out.pop("ssl.keystore.password", None)
+        out["ssl.certificate.location"] = sec.certfile
+        out["ssl.key.location"] = sec.keyfile
+    if "ssl.endpoint.identification.algorithm" in out:
+        out["ssl.endpoint.identification.algorithm"] = "https" if sec.check_hostname else "none"
+    return out
+
+
+def tool_properties(args: argparse.Namespace) -> dict[str, str]:
+    """The tool's client properties file: ``--command-config``, ``--consumer.config`` or
+    ``--producer.config`` (whichever the tool has)."""
+    for attr in ("command_config", "consumer_config", "producer_config"):
+        path = getattr(args, attr, None)
+        if path:
+            return load_properties(path)
+    return {}
+
+
 def client_config(args: argparse.Namespace, **extra: Any) -> dict[str, Any]:
     """librdkafka settings for a tool: bootstrap, command-config, short timeouts."""
     conf: dict[str, Any] = {
@@ -88,7 +214,7 @@ def client_config(args: argparse.Namespace, **extra: Any) -> dict[str, Any]:
     }
     conf.update(load_properties(getattr(args, "command_config", None)))
     conf.update(extra)
-    return conf
+    return librdkafka_properties(conf)
 
 
 #: librdkafka logs connection failures to stderr; the tools report errors themselves
@@ -118,19 +244,23 @@ def kadmin(args: argparse.Namespace) -> Any:
     if not quiet.handlers:
         quiet.addHandler(logging.NullHandler())
         quiet.propagate = False
-    props = load_properties(getattr(args, "command_config", None))
+    sec = client_security(tool_properties(args))
     kw: dict[str, Any] = {
         "bootstrap_servers": args.bootstrap_server,
         "client_id": "kafkalite-cli",
         "request_timeout_ms": int(REQUEST_TIMEOUT * 1000),
+        "security_protocol": sec.protocol,
     }
-    if "security.protocol" in props:
-        kw["security_protocol"] = props["security.protocol"]
-    for k in ("sasl.mechanism", "sasl.username", "sasl.password"):
-        if k in props:
-            kw[{"sasl.mechanism": "sasl_mechanism"}.get(k, k.replace("sasl.", "sasl_plain_"))] = (
-                props[k]
-            )
+    if sec.sasl:
+        kw["sasl_mechanism"] = sec.mechanism
+        kw["sasl_plain_username"] = sec.username
+        kw["sasl_plain_password"] = sec.password
+    if sec.tls:
+        kw["ssl_cafile"] = sec.cafile
+        kw["ssl_certfile"] = sec.certfile
+        kw["ssl_keyfile"] = sec.keyfile
+        kw["ssl_password"] = sec.key_password
+        kw["ssl_check_hostname"] = sec.check_hostname
     return KafkaAdminClient(**kw)
 
 

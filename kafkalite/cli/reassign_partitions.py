@@ -3,6 +3,10 @@
 ``--topics-to-move-json-file`` over ``--broker-list``), ``--execute`` and ``--verify``
 of a ``--reassignment-json-file``, ``--list``, ``--cancel``; ``--throttle`` sets
 KIP-73's replication throttles, which ``--verify`` clears when the moves are done.
+A ``log_dirs`` entry other than ``"any"`` moves that replica between its broker's log
+dirs (AlterReplicaLogDirs, retried until the replica exists there, as Kafka's tool;
+``--replica-alter-log-dirs-throttle`` bounds the copy), verified and cancelled through
+DescribeLogDirs.
 
 AlterPartitionReassignments / ListPartitionReassignments go through kafka-python's
 admin: confluent-kafka 2.16's Python AdminClient has no reassignment calls.
@@ -12,11 +16,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from typing import Any
 
 from kafkalite.cli.common import CliError, add_bootstrap, admin, kadmin, result, timeout_kw
 
 TP = tuple[str, int]
+#: a replica on one broker (Kafka's TopicPartitionReplica)
+TPR = tuple[str, int, int]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -76,9 +83,10 @@ def parse_reassignment(doc: Any) -> dict[TP, list[int]]:
                     f"Partition replica lists may not contain duplicate entries: {tp[0]}-{tp[1]}"
                 )
             dirs = x.get("log_dirs")
-            if dirs and any(d != "any" for d in dirs):
+            if dirs is not None and len(dirs) != len(reps):
                 raise CliError(
-                    "moving replicas between log dirs (log_dirs) is not supported by kafkalite"
+                    f"Size of replicas list {reps} is different from size of log dirs list "
+                    f"{dirs} for partition {tp[0]}-{tp[1]}"
                 )
             out[tp] = reps
     except (KeyError, TypeError, ValueError) as e:
@@ -86,6 +94,134 @@ def parse_reassignment(doc: Any) -> dict[TP, list[int]]:
     if not out:
         raise CliError("Partition reassignment list cannot be empty.")
     return out
+
+
+def parse_moves(doc: Any) -> dict[TPR, str]:
+    """The replicas the JSON places in a given log dir (``log_dirs`` not ``"any"``)."""
+    out: dict[TPR, str] = {}
+    for x in doc["partitions"]:
+        for b, d in zip(x["replicas"], x.get("log_dirs") or (), strict=False):
+            if d != "any":
+                out[(str(x["topic"]), int(x["partition"]), int(b))] = str(d)
+    return out
+
+
+def _tpr(r: TPR) -> str:
+    return f"{r[0]}-{r[1]}-{r[2]}"
+
+
+def _alter_log_dirs(args: argparse.Namespace, moves: dict[TPR, str]) -> set[TPR]:
+    """AlterReplicaLogDirs to each replica's broker: the replicas whose move started
+    (REPLICA_NOT_AVAILABLE, a replica not there yet, is left to a retry)."""
+    from kafka import TopicPartitionReplica
+    from kafka.errors import ReplicaNotAvailableError
+
+    k = kadmin(args)
+    try:
+        res = k.alter_replica_log_dirs(
+            {TopicPartitionReplica(t, p, b): d for (t, p, b), d in moves.items()}
+        )
+    except Exception as e:
+        raise CliError(f"Failed to alter log dirs: {e}") from None
+    finally:
+        k.close()
+    started = set()
+    for r, err in res.items():
+        tpr = (r.topic, r.partition, r.broker_id)
+        if err is None or getattr(err, "errno", 0) == 0:
+            started.add(tpr)
+        elif err is not ReplicaNotAvailableError and not isinstance(err, ReplicaNotAvailableError):
+            raise CliError(
+                f"Failed to alter dir for {_tpr(tpr)}: {getattr(err, 'description', err)}"
+            )
+    return started
+
+
+def _execute_moves(args: argparse.Namespace, moves: dict[TPR, str]) -> None:
+    """Kafka's executeMoves: retry every 100 ms until each move started or --timeout."""
+    deadline = time.monotonic() + args.timeout / 1000
+    pending = dict(moves)
+    while True:
+        started = _alter_log_dirs(args, pending)
+        for r in sorted(started, key=lambda r: (r[2], r[0], r[1])):
+            print(
+                f"Successfully started moving log directory to {pending[r]} for replica "
+                f"{r[0]}-{r[1]} with broker {r[2]} "
+            )
+        for r in started:
+            pending.pop(r, None)
+        if not pending:
+            return
+        if time.monotonic() >= deadline:
+            left = ",".join(_tpr(r) for r in sorted(pending, key=lambda r: (r[2], r[0], r[1])))
+            raise CliError(
+                f"Timed out before log directory move{'' if len(pending) == 1 else 's'} "
+                f"could be started for: {left}"
+            )
+        time.sleep(0.1)
+
+
+def _replica_dirs(
+    args: argparse.Namespace, replicas: list[TPR]
+) -> dict[TPR, tuple[str, str | None]]:
+    """(current dir, future dir or None) of each replica found, from DescribeLogDirs on
+    its broker (Kafka's describeReplicaLogDirs)."""
+    brokers = sorted({b for _, _, b in replicas})
+    k = kadmin(args)
+    try:
+        raw = k.describe_log_dirs(brokers=brokers)
+    except Exception as e:
+        raise CliError(f"describing log dirs failed: {e}") from None
+    finally:
+        k.close()
+    wanted = set(replicas)
+    cur: dict[TPR, str] = {}
+    fut: dict[TPR, str] = {}
+    for b in raw:
+        for d in b["log_dirs"]:
+            if d.get("error_code"):
+                continue
+            for t in d.get("topics", ()):
+                for p in t["partitions"]:
+                    r = (t["name"], int(p["partition_index"]), int(b["broker"]))
+                    if r in wanted:
+                        (fut if p["is_future_key"] else cur)[r] = d["log_dir"]
+    return {r: (cur[r], fut.get(r)) for r in cur}
+
+
+def _move_states(
+    args: argparse.Namespace, moves: dict[TPR, str]
+) -> tuple[list[str], bool, dict[TPR, str]]:
+    """Kafka's replicaMoveStatesToString lines, whether a move is still going, and
+    the active moves' current dirs (what --cancel moves them back to)."""
+    dirs = _replica_dirs(args, list(moves))
+    lines, active = [], {}
+    for r in sorted(moves, key=lambda r: (r[2], r[0], r[1])):
+        target, tp = moves[r], f"{r[0]}-{r[1]}"
+        if r not in dirs:
+            lines.append(
+                f"Partition {tp} cannot be found in any live log directory on broker {r[2]}."
+            )
+            continue
+        current, future = dirs[r]
+        if future is not None:
+            active[r] = current
+            if future == target:
+                lines.append(f"Reassignment of replica {_tpr(r)} is still in progress.")
+            else:
+                lines.append(
+                    f"Partition {tp} on broker {r[2]} is being moved to log dir {future} "
+                    f"instead of {target}."
+                )
+        elif current == target:
+            lines.append(f"Reassignment of replica {_tpr(r)} completed successfully.")
+        else:
+            lines.append(
+                f"Partition {tp} on broker {r[2]} is not being moved from log dir {current} "
+                f"to {target}."
+            )
+    done = all(line.endswith("completed successfully.") for line in lines)
+    return lines, not done, active
 
 
 def _current(a: Any, topics: list[str]) -> dict[TP, list[int]]:
@@ -121,11 +257,12 @@ def run(args: argparse.Namespace) -> int:
         return _list(args)
     doc = _read_json(args.reassignment_json_file, "--reassignment-json-file")
     target = parse_reassignment(doc)
+    moves = parse_moves(doc)
     if args.execute:
-        return _execute(a, args, target)
+        return _execute(a, args, target, moves)
     if args.cancel:
-        return _cancel(args, target)
-    return _verify(a, args, target)
+        return _cancel(a, args, target, moves)
+    return _verify(a, args, target, moves)
 
 
 def _generate(a: Any, args: argparse.Namespace) -> int:
@@ -163,7 +300,9 @@ def _generate(a: Any, args: argparse.Namespace) -> int:
     return 0
 
 
-def _execute(a: Any, args: argparse.Namespace, target: dict[TP, list[int]]) -> int:
+def _execute(
+    a: Any, args: argparse.Namespace, target: dict[TP, list[int]], moves: dict[TPR, str]
+) -> int:
     from kafka import TopicPartition as KTP
 
     live = set(_brokers(a))
@@ -187,13 +326,18 @@ def _execute(a: Any, args: argparse.Namespace, target: dict[TP, list[int]]) -> i
         f"{fmt_json({tp: current[tp] for tp in target})}\n\n"
         "Save this to use as the --reassignment-json-file option during rollback"
     )
-    if args.throttle >= 0:
-        _set_throttles(a, args.throttle, target, current)
+    log_dir_throttle = args.replica_alter_log_dirs_throttle
+    if args.throttle >= 0 or log_dir_throttle >= 0:
         print(
             "Warning: You must run --verify periodically, until the reassignment completes, "
             "to ensure the throttle is removed."
         )
+    if args.throttle >= 0:
+        _set_throttles(a, args.throttle, target, current)
         print(f"The inter-broker throttle limit was set to {args.throttle} B/s")
+    if log_dir_throttle >= 0:
+        _set_log_dir_throttle(a, log_dir_throttle, {b for _, _, b in moves})
+        print(f"The replica-alter-dir throttle limit was set to {log_dir_throttle} B/s")
     k = kadmin(args)
     try:
         res = k.alter_partition_reassignments(
@@ -215,7 +359,33 @@ def _execute(a: Any, args: argparse.Namespace, target: dict[TP, list[int]]) -> i
     print(
         f"Successfully started partition reassignment{'' if len(target) == 1 else 's'} for {parts}"
     )
+    if moves:
+        _execute_moves(args, moves)
     return 0
+
+
+def _set_log_dir_throttle(a: Any, rate: int, brokers: set[int]) -> None:
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+    if not brokers:
+        return
+    _alter_configs(
+        a,
+        [
+            ConfigResource(
+                ConfigResource.Type.BROKER,
+                str(b),
+                incremental_configs=[
+                    ConfigEntry(
+                        "replica.alter.log.dirs.io.max.bytes.per.second",
+                        str(rate),
+                        incremental_operation=AlterConfigOpType.SET,
+                    )
+                ],
+            )
+            for b in sorted(brokers)
+        ],
+    )
 
 
 def _alter_configs(a: Any, resources: list[Any]) -> None:
@@ -299,7 +469,7 @@ def _clear_throttles(a: Any, target: dict[TP, list[int]]) -> None:
                 str(b),
                 incremental_configs=[
                     ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE)
-                    for k in rates[:2]
+                    for k in rates
                 ],
             )
             for b in brokers
@@ -328,7 +498,9 @@ def _clear_throttles(a: Any, target: dict[TP, list[int]]) -> None:
     )
 
 
-def _verify(a: Any, args: argparse.Namespace, target: dict[TP, list[int]]) -> int:
+def _verify(
+    a: Any, args: argparse.Namespace, target: dict[TP, list[int]], moves: dict[TPR, str]
+) -> int:
     ongoing = _ongoing(args)
     current = _current(a, [t for t, _ in target])
     lines = ["Status of partition reassignment:"]
@@ -345,7 +517,11 @@ def _verify(a: Any, args: argparse.Namespace, target: dict[TP, list[int]]) -> in
                 f"{','.join(map(str, target[tp]))}."
             )
     print("\n".join(lines))
-    if not ongoing and not args.preserve_throttles:
+    moving = False
+    if moves:
+        move_lines, moving, _ = _move_states(args, moves)
+        print("\n".join(move_lines))
+    if not ongoing and not moving and not args.preserve_throttles:
         _clear_throttles(a, target)
     return 0
 
@@ -366,26 +542,44 @@ def _list(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cancel(args: argparse.Namespace, target: dict[TP, list[int]]) -> int:
+def _cancel(
+    a: Any, args: argparse.Namespace, target: dict[TP, list[int]], moves: dict[TPR, str]
+) -> int:
+    """Kafka's cancelAssignment: cancel the reassignments of the JSON's partitions that
+    are in progress (AlterPartitionReassignments with null replicas), move the replicas
+    of active log-dir moves back to their current dir, then clear the throttles."""
     from kafka import TopicPartition as KTP
 
-    k = kadmin(args)
-    try:
-        res = k.alter_partition_reassignments({KTP(t, p): None for t, p in target})
-    except Exception as e:
-        raise CliError(f"Error cancelling partition reassignment(s): {e}") from None
-    finally:
-        k.close()
-    errors = {(tp.topic, tp.partition): e for tp, e in res.items() if e is not None}
-    if errors:
-        raise CliError(
-            "Error cancelling partition reassignment(s):\n"
-            + "\n".join(
-                f"{t}-{p}: {getattr(e, 'description', e)}" for (t, p), e in sorted(errors.items())
+    ongoing = _ongoing(args)
+    cancelling = sorted(tp for tp in target if tp in ongoing)
+    if cancelling:
+        k = kadmin(args)
+        try:
+            res = k.alter_partition_reassignments({KTP(t, p): None for t, p in cancelling})
+        except Exception as e:
+            raise CliError(f"Error cancelling partition reassignment(s): {e}") from None
+        finally:
+            k.close()
+        errors = {(tp.topic, tp.partition): e for tp, e in res.items() if e is not None}
+        if errors:
+            raise CliError(
+                f"Error cancelling partition reassignment{'' if len(errors) == 1 else 's'} for:\n"
+                + "\n".join(
+                    f"{t}-{p}: {getattr(e, 'description', e)}"
+                    for (t, p), e in sorted(errors.items())
+                )
             )
-        )
-    done = ",".join(f"{t}-{p}" for t, p in sorted(target))
-    print(
-        f"Successfully cancelled partition reassignment{'' if len(target) == 1 else 's'} for: {done}"
-    )
+        done = ",".join(f"{t}-{p}" for t, p in cancelling)
+        plural = "" if len(cancelling) == 1 else "s"
+        print(f"Successfully cancelled partition reassignment{plural} for: {done}")
+    else:
+        print("None of the specified partition reassignments are active.")
+    active = _move_states(args, moves)[2] if moves else {}
+    if active:
+        _execute_moves(args, active)
+    else:
+        # no line end, as Kafka's tool (the throttle lines follow on the same line)
+        print("None of the specified partition moves are active.", end="")
+    if not args.preserve_throttles:
+        _clear_throttles(a, target)
     return 0

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from kafkalite.common import structs
 from kafkalite.common.principal import ANONYMOUS_PRINCIPAL, KafkaPrincipal
 from kafkalite.network.request_queue import ConnectionLimits, RequestQueue
+from kafkalite.network.request_stats import ApiStats, record_sends
 from kafkalite.network.responses import CloseConnection, FileRange, Parts
 from kafkalite.network.unexpected_errors import report_unexpected
 from kafkalite.protocol.headers import MalformedRequest
@@ -63,6 +64,8 @@ _NO_BUFFER = bytearray()
 _NO_VIEW = memoryview(_NO_BUFFER)
 _local = threading.local()
 _perf_counter = time.perf_counter
+#: ResponseSendTimeMs marks a connection keeps at most while it never drains
+_MAX_SEND_MARKS = 4096
 
 
 def _thread_scratch() -> memoryview:
@@ -111,6 +114,7 @@ class Connection:
         "_trim_handle",
         "_reserved",
         "_unsent",
+        "send_marks",
         "_max_inflight",
         "_max_queued",
         "_queue",
@@ -192,6 +196,9 @@ class Connection:
         self._reserved = 0
         #: bytes of encoded responses not yet written to the socket
         self._unsent = 0
+        #: ``(stats, also, encoded_at)`` of responses encoded since the connection last
+        #: had no unwritten byte: their ResponseSendTimeMs ends when it next has none
+        self.send_marks: list[tuple[ApiStats, ApiStats | None, float]] = []
         limits = limits or ConnectionLimits()
         self._max_inflight = limits.max_inflight
         self._max_queued = limits.max_queued_bytes
@@ -228,6 +235,7 @@ class Connection:
             if isinstance(fut, asyncio.Future) and not fut.done():
                 fut.cancel()
         self._pending.clear()
+        self.send_marks.clear()
         if self._trim_handle is not None:
             self._trim_handle.cancel()
             self._trim_handle = None
@@ -863,13 +871,18 @@ class Connection:
             self.close()
             return
         if chunks:
-            if not self.direct_writes or any(type(c) is FileRange for c in chunks):
+            if not self.direct_writes:
                 pending.appendleft((chunks, n))
             else:
+                # file ranges too: a follower's fetch response leaves in this step instead
+                # of one event-loop turn later from the writer task (each turn of a busy
+                # broker's loop is a whole batch of produce appends: a fetch round trip
+                # that waits for fewer turns replicates more per second)
                 try:
-                    rest = _send_some(self.sock, chunks)
-                except (BlockingIOError, InterruptedError):
-                    rest = chunks
+                    rest = _send_now(self.fd, self.sock, chunks)
+                except ConnectionAbortedError:  # a file range shrank (logged)
+                    self.close()
+                    return
                 except OSError:
                     self.close()
                     return
@@ -880,6 +893,8 @@ class Connection:
                     pending.appendleft((rest, left))
                 else:
                     self._unsent -= n
+                    if not self._unsent and self.send_marks:
+                        record_sends(self.send_marks, _perf_counter())
             self.last_active = time.monotonic()
         if not self._reading:
             self._maybe_resume()
@@ -956,6 +971,11 @@ class Connection:
                     continue
                 await self.send_parts(parts)
                 self._unsent -= n
+                marks = self.send_marks
+                if marks and (not self._unsent or len(marks) > _MAX_SEND_MARKS):
+                    # drained, or never drained under a long pipelined burst: a bound on
+                    # the marks (those still unwritten are then timed up to this write)
+                    record_sends(marks, _perf_counter())
                 self.last_active = time.monotonic()
                 if not self._reading:
                     self._maybe_resume()
@@ -1201,6 +1221,51 @@ class _Release:
 
 #: at most this many buffers per sendmsg (Linux's IOV_MAX is 1024)
 _MAX_IOV = 512
+
+
+def _send_now(fd: int, sock: socket.socket, chunks: Parts) -> Parts:
+    """Send ``chunks`` (bytes and file ranges, in order) until the socket is full; returns
+    what is left, a partly sent file range as the range of its unsent bytes.
+
+    A file that sendfile cannot serve is left (with everything after it) to the
+    writer task, which copies it. Raises ConnectionAbortedError if a file range
+    shrank (the frame size promised its bytes).
+    """
+    i = 0
+    while i < len(chunks):
+        c = chunks[i]
+        if type(c) is not FileRange:
+            j = i + 1
+            while j < len(chunks) and type(chunks[j]) is not FileRange:
+                j += 1
+            try:
+                rest = _send_some(sock, list(chunks[i:j]))
+            except (BlockingIOError, InterruptedError):
+                return list(chunks[i:])
+            if rest:
+                return [*rest, *chunks[j:]]
+            i = j
+            continue
+        offset, remaining = c.offset, c.size
+        while remaining > 0:
+            try:
+                sent = os.sendfile(fd, c.fd, offset, remaining)
+            except (BlockingIOError, InterruptedError):
+                sent = -1
+            except OSError as e:
+                if e.errno in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+                    sent = -1  # the writer task's fallback copies it
+                else:
+                    raise
+            if sent < 0:
+                left = c if remaining == c.size else FileRange(c.fd, offset, remaining, c.owner)
+                return [left, *chunks[i + 1 :]]
+            if sent == 0:
+                raise _truncated(c, offset, remaining)
+            offset += sent
+            remaining -= sent
+        i += 1
+    return []
 
 
 def _send_some(sock: socket.socket, chunks: list[Any]) -> list[Any]:

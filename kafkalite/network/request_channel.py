@@ -229,6 +229,7 @@ class RequestChannel:
                 queue_s,
                 _perf_counter(),
                 also,
+                conn.send_marks,
             )
             return refused, framer, False
         interceptor = self.interceptor
@@ -245,6 +246,7 @@ class RequestChannel:
                     queue_s,
                     _perf_counter(),
                     also,
+                    conn.send_marks,
                 )
                 return intercepted.result, framer, spec.serial
         try:
@@ -266,6 +268,7 @@ class RequestChannel:
             queue_s,
             _perf_counter(),
             also,
+            conn.send_marks,
         )
         return result, framer, spec.serial
 
@@ -316,19 +319,26 @@ class RequestChannel:
         queue_s: float = 0.0,
         local_end: float = 0.0,
         also: ApiStats | None = None,
+        send_marks: list[tuple[ApiStats, ApiStats | None, float]] | None = None,
     ) -> Callable[[Any], list[Any] | None]:
         """The response's encoder; with ``stats`` it also records the request's times
         (the handler returned at ``local_end``; the rest until now is remote time) and,
         for a response dict, its error codes (handlers that encode their own response
-        count theirs)."""
+        count theirs); with ``send_marks`` (the connection's) it leaves the mark from
+        which the connection times the response's send (ResponseSendTimeMs)."""
         head = response_header(correlation_id, flexible)
 
         def frame(result: Any) -> list[Any] | None:
             if stats is not None:
-                stats.record(queue_s, local_end - received, _perf_counter() - local_end, also)
+                now = _perf_counter()
+                stats.record(queue_s, local_end - received, now - local_end, also)
                 if type(result) is dict:
                     count_errors(result, stats.errors)
-            if result is None:
+                if result is None:
+                    return None
+                if send_marks is not None:
+                    send_marks.append((stats, also, now))
+            elif result is None:
                 return None
             if isinstance(result, dict):
                 try:

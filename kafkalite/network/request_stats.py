@@ -1,7 +1,7 @@
 """Per-API request counts, error counts and time histograms, as plain numbers.
 
 Kafka's ``RequestMetrics`` (``RequestsPerSec``, ``ErrorsPerSec``, ``TotalTimeMs``,
-``RequestQueueTimeMs``, ``LocalTimeMs``, ``RemoteTimeMs``) are updated for every
+``RequestQueueTimeMs``, ``LocalTimeMs``, ``RemoteTimeMs``, ``ResponseSendTimeMs``) are updated for every
 request, so here they cost a few integer additions on the request path and
 nothing else: a histogram is a list of counts indexed by the bit length of the
 time in microseconds (bucket ``i`` holds times below ``2**i`` µs), turned into
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["ApiStats", "BUCKET_BOUNDS_MS", "NUM_BUCKETS", "count_errors"]
+__all__ = ["ApiStats", "BUCKET_BOUNDS_MS", "NUM_BUCKETS", "count_errors", "record_sends"]
 
 #: finite buckets: upper bounds 2**0 .. 2**25 µs (1 µs .. 33.5 s), then +Inf
 NUM_BUCKETS = 26
@@ -26,8 +26,8 @@ _SLOTS = 64
 class ApiStats:
     """One API's errors and times (its request count is ``RequestChannel.requests_total``).
 
-    The four histograms are TotalTimeMs, RequestQueueTimeMs, LocalTimeMs and
-    RemoteTimeMs: bucket counts (the last one is +Inf) and the sum in seconds.
+    The histograms are TotalTimeMs, RequestQueueTimeMs, LocalTimeMs, RemoteTimeMs
+    and ResponseSendTimeMs: bucket counts (the last one is +Inf) and the sum in seconds.
     """
 
     __slots__ = (
@@ -37,10 +37,12 @@ class ApiStats:
         "queue",
         "local",
         "remote",
+        "send",
         "total_s",
         "queue_s",
         "local_s",
         "remote_s",
+        "send_s",
     )
 
     def __init__(self) -> None:
@@ -52,7 +54,8 @@ class ApiStats:
         self.queue = [0] * _SLOTS
         self.local = [0] * _SLOTS
         self.remote = [0] * _SLOTS
-        self.total_s = self.queue_s = self.local_s = self.remote_s = 0.0
+        self.send = [0] * _SLOTS
+        self.total_s = self.queue_s = self.local_s = self.remote_s = self.send_s = 0.0
 
     def record(
         self, queue_s: float, local_s: float, remote_s: float, also: ApiStats | None = None
@@ -92,6 +95,24 @@ class ApiStats:
     def add_error(self, code: int, n: int = 1) -> None:
         errors = self.errors
         errors[code] = errors.get(code, 0) + n
+
+
+def record_sends(marks: list[tuple[ApiStats, ApiStats | None, float]], now: float) -> None:
+    """ResponseSendTimeMs of the responses written by the write that just drained their
+    connection: each mark is ``(stats, also, encoded_at)``, its send time ``now - encoded_at``.
+
+    Several responses can leave in one ``sendmsg``, so the send is not timed per
+    response: a response's send time ends when the connection has no encoded byte
+    left unwritten (every response encoded before then has been written)."""
+    for stats, also, t in marks:
+        d = now - t
+        i = int(d * 1e6).bit_length()
+        stats.send[i] += 1
+        stats.send_s += d
+        if also is not None:
+            also.send[i] += 1
+            also.send_s += d
+    marks.clear()
 
 
 def count_errors(body: dict[str, Any], errors: dict[int, int]) -> None:

@@ -5,9 +5,13 @@ socket read (into its buffer, out as a bytearray slice, then into ``bytes``)
 and pauses and resumes the transport every 128 KiB. A follower reads its
 leader's fetch responses, megabytes each, this way at the replication rate;
 :class:`FrameProtocol` (a ``BufferedProtocol``) reads a large frame's body
-with ``recv_into`` into the frame's own ``bytearray`` instead (then one copy
-into ``bytes``: kio's codecs refuse writable buffers), and small frames are
-cut from one scratch buffer. The inter-broker clients open their
+with ``recv_into`` into the frame's own ``bytearray`` instead, and small
+frames are cut from one scratch buffer. :meth:`FrameProtocol.read_frame`
+returns ``bytes`` (kio's codecs refuse writable buffers: one copy);
+:meth:`FrameProtocol.read_frame_view` hands a large frame out as a view of its
+buffer, which the caller gives back with :meth:`FrameProtocol.recycle` once
+done, so the next large frame is read into the same memory: no copy, no
+allocation and no zero-fill per frame (a follower's fetch responses). The inter-broker clients open their
 connection (and run SASL) over streams, then :func:`attach` moves the
 transport to a ``FrameProtocol``.
 """
@@ -36,7 +40,9 @@ class FrameProtocol(asyncio.BufferedProtocol):
         self._frame: bytearray | None = None
         self._fview: memoryview | None = None
         self._fpos = 0
-        self._frames: collections.deque[bytes] = collections.deque()
+        self._frames: collections.deque[bytes | memoryview] = collections.deque()
+        #: a large frame's buffer given back by the reader (``recycle``), reused
+        self._spare: bytearray | None = None
         self._waiter: asyncio.Future[None] | None = None
         self._error: BaseException | None = None
         self._write_paused = False
@@ -51,9 +57,8 @@ class FrameProtocol(asyncio.BufferedProtocol):
     def buffer_updated(self, nbytes: int) -> None:
         if self._frame is not None:
             self._fpos += nbytes
-            if self._fpos == len(self._frame):
-                # kio's codecs read only immutable buffers: one copy, the only one past recv
-                self._frames.append(bytes(self._frame))
+            if self._fpos == len(self._fview):  # type: ignore[arg-type]
+                self._frames.append(self._fview)  # type: ignore[arg-type]
                 self._frame = self._fview = None
                 self._wake()
             return
@@ -74,10 +79,12 @@ class FrameProtocol(asyncio.BufferedProtocol):
                 continue
             if size + 4 > _SCRATCH:
                 # too large for the scratch buffer: the rest goes into the frame itself
-                frame = bytearray(size)
+                spare, self._spare = self._spare, None
+                frame = spare if spare is not None and len(spare) >= size else bytearray(size)
+                view = memoryview(frame)[:size]
                 have = end - body
-                frame[:have] = buf[body:end]
-                self._frame, self._fview, self._fpos = frame, memoryview(frame), have
+                view[:have] = buf[body:end]
+                self._frame, self._fview, self._fpos = frame, view, have
                 pos = end
             break
         if pos:
@@ -131,6 +138,25 @@ class FrameProtocol(asyncio.BufferedProtocol):
 
     async def read_frame(self) -> bytes:
         """The next whole frame; EOFError (or the transport's error) once the peer is gone."""
+        frame = await self.read_frame_view()
+        if type(frame) is bytes:
+            return frame
+        data = bytes(frame)
+        self.recycle(frame)  # type: ignore[arg-type]
+        return data
+
+    def recycle(self, frame: bytes | memoryview) -> None:
+        """Give a frame from :meth:`read_frame_view` back: the next large frame reuses its
+        buffer. The caller (and every view it took of the frame) must be done with it."""
+        if type(frame) is memoryview:
+            buf = frame.obj
+            frame.release()
+            if isinstance(buf, bytearray) and (self._spare is None or len(buf) > len(self._spare)):
+                self._spare = buf
+
+    async def read_frame_view(self) -> bytes | memoryview:
+        """The next whole frame without a copy: ``bytes`` for a small frame, else a view of
+        the frame's buffer, valid until it is given back with :meth:`recycle`."""
         while not self._frames:
             if self._error is not None:
                 raise self._error

@@ -16,11 +16,16 @@ from __future__ import annotations
 
 import struct
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from kafkalite.common import structs
 from kafkalite.protocol.headers import MalformedRequest, skip_tagged_fields
-from kafkalite.protocol.varint import VarintError, decode_unsigned_varint, write_unsigned_varint
+from kafkalite.protocol.varint import (
+    VarintError,
+    decode_unsigned_varint,
+    encode_unsigned_varint,
+    write_unsigned_varint,
+)
 
 MIN_VERSION = 3
 MAX_VERSION = 13
@@ -210,9 +215,14 @@ def encode_produce_response(
     version: int,
     responses: Sequence[tuple[str | uuid.UUID, Sequence[PartitionResponse]]],
     throttle_time_ms: int = 0,
+    *,
+    current_leaders: Mapping[tuple[str | uuid.UUID, int], tuple[int, int]] | None = None,
+    node_endpoints: Sequence[tuple[int, str, int, str | None]] = (),
 ) -> bytes:
     """The response body for ``responses``: ``[(topic, [PartitionResponse, ...]), ...]``,
-    each topic its name, or from v13 its id."""
+    each topic its name, or from v13 its id. From v10 (KIP-951) ``current_leaders``
+    ((topic, index) -> (leader id, leader epoch)) and ``node_endpoints`` ((id, host,
+    port, rack)) go in the tagged fields."""
     if not MIN_VERSION <= version <= MAX_VERSION:
         raise ValueError(f"produce response v{version} not supported by this writer")
     flexible = version >= FIRST_FLEXIBLE
@@ -249,10 +259,32 @@ def encode_produce_response(
                         out.append(0)
                 _write_message(out, message, flexible)
             if flexible:
-                out.append(0)  # no tagged fields (current_leader stays at its default)
+                leader = current_leaders.get((name, index)) if current_leaders else None
+                if leader is None:
+                    out.append(0)  # current_leader stays at its default
+                else:
+                    out.append(1)
+                    out += _tag(
+                        0, structs.I32.pack(leader[0]) + structs.I32.pack(leader[1]) + b"\x00"
+                    )
         if flexible:
             out.append(0)
     out += structs.I32.pack(throttle_time_ms)
     if flexible:
-        out.append(0)  # no tagged fields (node_endpoints empty)
+        if node_endpoints:
+            nodes = bytearray(encode_unsigned_varint(len(node_endpoints) + 1))
+            for node_id, host, port, rack in node_endpoints:
+                nodes += structs.I32.pack(node_id)
+                _write_string(nodes, host, True)
+                nodes += structs.I32.pack(port)
+                _write_string(nodes, rack, True)
+                nodes.append(0)
+            out.append(1)
+            out += _tag(0, bytes(nodes))
+        else:
+            out.append(0)
     return bytes(out)
+
+
+def _tag(tag: int, payload: bytes) -> bytes:
+    return encode_unsigned_varint(tag) + encode_unsigned_varint(len(payload)) + payload

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import struct
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,7 +16,7 @@ from kafkalite.common import structs
 from kafkalite.protocol import messages, scram
 from kafkalite.protocol.headers import skip_tagged_fields
 
-__all__ = ["SaslAuthenticationError", "SaslClientCredentials", "authenticate"]
+__all__ = ["SaslAuthenticationError", "SaslClientCredentials", "authenticate", "client_tokens"]
 
 _SASL_HANDSHAKE, _SASL_AUTHENTICATE = 17, 36
 #: correlation ids of the exchange (the connection's own requests start after them)
@@ -89,15 +90,29 @@ async def authenticate(
             )
         return bytes(r.auth_bytes)
 
+    tokens = client_tokens(creds)
+    token = next(tokens)
+    while True:
+        answer = await step(token)
+        try:
+            token = tokens.send(answer)
+        except StopIteration:
+            return
+
+
+def client_tokens(creds: SaslClientCredentials) -> Generator[bytes, bytes, None]:
+    """The client's SaslAuthenticate tokens, sans I/O: send each token yielded and send
+    the server's answer back in; raises SaslAuthenticationError on a bad server answer.
+    Shared by the broker's asyncio connections and the CLI's blocking client."""
     if creds.mechanism == "PLAIN":
-        await step(f"\x00{creds.username}\x00{creds.password}".encode())
+        yield f"\x00{creds.username}\x00{creds.password}".encode()
         return
     mech = scram.mechanism(creds.mechanism)
     if mech is None:
         raise SaslAuthenticationError(f"unsupported client mechanism {creds.mechanism}")
     cnonce = scram.nonce()
     first, bare = scram.client_first_message(creds.username, cnonce)
-    server_first = await step(first.encode())
+    server_first = yield first.encode()
     full_nonce, salt, iterations = scram.parse_server_first(server_first)
     if not full_nonce.startswith(cnonce) or iterations < mech.min_iterations:
         raise SaslAuthenticationError("SCRAM: invalid server first message")
@@ -106,7 +121,7 @@ async def authenticate(
     auth_message = f"{bare},{server_first.decode()},{without}".encode()
     proof = scram.client_proof(mech, salted, auth_message)
     final, _ = scram.client_final_message("n,,", full_nonce, proof)
-    server_final = await step(final.encode())
+    server_final = yield final.encode()
     signature, error = scram.parse_server_final(server_final)
     expected = scram.server_signature(mech, scram.server_key(mech, salted), auth_message)
     if error is not None or signature != expected:

@@ -1,11 +1,14 @@
 """Kafka's sampled ``Rate`` and ``TokenBucket`` (org.apache.kafka.common.metrics.stats).
 
-A :class:`WindowedRate` keeps ``quota.window.num`` samples of
-``quota.window.size.seconds`` each; the rate is their total over the time they
-span, never less than ``num - 1`` whole windows (so a burst right after a quiet
-period is averaged over the full window, not over the milliseconds since the
-first sample). The throttle time is how long the client must stay quiet for the
-rate to fall back to the bound: ``(rate - bound) / bound * window``.
+A :class:`WindowedRate` is Kafka 4.x's ``Rate`` over a ``SampledStat`` (as fixed by
+apache/kafka#15889, 3.8+): ``quota.window.num + 1`` samples of
+``quota.window.size.seconds`` each, a sample kept while its *last* value is younger
+than ``num`` windows (so one overlapping the window still counts, with its start),
+and the rate is their total over the time since the oldest sample's start, never
+less than ``num - 1`` whole windows (a burst right after a quiet period is averaged
+over the full window, not over the milliseconds since the first sample). The
+throttle time is how long the client must stay quiet for the rate to fall back to
+the bound: ``(rate - bound) / bound * window`` (``QuotaUtils.throttleTime``).
 """
 
 from __future__ import annotations
@@ -14,40 +17,46 @@ from __future__ import annotations
 class WindowedRate:
     """Value per second over the last ``samples`` windows of ``window_ms`` (Kafka's Rate)."""
 
-    __slots__ = ("samples", "window_ms", "_starts", "_values", "_current")
+    __slots__ = ("samples", "window_ms", "_starts", "_lasts", "_values", "_current")
 
     def __init__(self, samples: int, window_ms: int, now_ms: int) -> None:
         self.samples = max(samples, 2)
         self.window_ms = max(window_ms, 1)
         self._starts = [now_ms]
+        #: when each sample last recorded a value: what expires it
+        self._lasts = [now_ms]
         self._values = [0.0]
         self._current = 0
 
     def _purge(self, now_ms: int) -> None:
-        """Samples older than the whole window count for nothing (reset, as Kafka's)."""
+        """Samples whose last value is ``samples`` windows old count for nothing (reset)."""
         expire = self.samples * self.window_ms
-        starts, values = self._starts, self._values
+        starts, lasts, values = self._starts, self._lasts, self._values
         for i in range(len(starts)):
-            if now_ms - starts[i] >= expire:
-                starts[i] = now_ms
+            if now_ms - lasts[i] >= expire:
+                starts[i] = lasts[i] = now_ms
                 values[i] = 0.0
 
     def record(self, value: float, now_ms: int) -> None:
         i = self._current
         if now_ms - self._starts[i] >= self.window_ms:
-            # the current sample is complete: advance (reusing the oldest slot)
-            i = (i + 1) % self.samples
+            # the current sample is complete: advance, reusing the oldest of the
+            # samples + 1 slots (Kafka keeps one extra for the overlapping sample)
+            i = (i + 1) % (self.samples + 1)
             if i >= len(self._starts):
                 self._starts.append(now_ms)
+                self._lasts.append(now_ms)
                 self._values.append(0.0)
             else:
                 self._starts[i] = now_ms
                 self._values[i] = 0.0
             self._current = i
         self._values[i] += value
+        self._lasts[i] = now_ms
 
     def window_size_ms(self, now_ms: int) -> int:
-        """The span the rate divides by: since the oldest sample, at least ``samples - 1`` windows."""
+        """The span the rate divides by: since the oldest sample's start, at least
+        ``samples - 1`` whole windows (Kafka's ``Rate.windowSize``)."""
         self._purge(now_ms)
         elapsed = now_ms - min(self._starts)
         full = elapsed // self.window_ms
@@ -73,7 +82,7 @@ class WindowedRate:
         rate = sum(self._values) * 1000.0 / size
         if rate <= bound:
             return 0
-        return round((rate - bound) / bound * size)
+        return int((rate - bound) / bound * size + 0.5)  # Java's Math.round
 
 
 class TokenBucket:

@@ -41,6 +41,7 @@ from kafkalite.protocol.errors import ErrorCode, KafkaError
 from kafkalite.protocol.frame_reader import FrameProtocol, attach
 from kafkalite.protocol.headers import skip_tagged_fields
 from kafkalite.protocol.sasl_client import SaslClientCredentials
+from kafkalite.replica.fetch_response import FollowerFetchResponse, parse_fetch_response_v12
 
 if TYPE_CHECKING:
     from kafkalite.replica.replica_manager import ReplicaManager
@@ -322,7 +323,7 @@ class ReplicaFetcher:
             self.incremental_fetches += 1
         else:
             self.full_fetches += 1
-        resp = await self._call(
+        conn, frame, pos = await self._request(
             1,
             FETCH_VERSION,
             {
@@ -341,6 +342,22 @@ class ReplicaFetcher:
             },
             timeout_s=cfg.request_timeout_ms / 1000 + cfg.fetch_wait_max_ms / 1000,
         )
+        try:
+            # records are views of the frame, appended before the frame's buffer is reused
+            resp = parse_fetch_response_v12(frame, pos)
+            self._apply_fetch_response(resp, wanted, sent, throttled)
+        finally:
+            conn.recycle(frame)
+
+    def _apply_fetch_response(
+        self,
+        resp: FollowerFetchResponse,
+        wanted: dict[TopicPartition, tuple[int, int, int]],
+        sent: dict[TopicPartition, tuple[PartitionFetchState, int]],
+        throttled: set[TopicPartition],
+    ) -> None:
+        cfg = self.config
+        quota = self.rm.follower_quota
         top_error = int(resp.error_code)
         if top_error in (
             ErrorCode.fetch_session_id_not_found,
@@ -359,16 +376,16 @@ class ReplicaFetcher:
         self.last_response_ms = int(time.time() * 1000)
         for t in resp.responses:
             for r in t.partitions:
-                tp = (str(t.topic), int(r.partition_index))
+                tp = (t.topic, r.partition_index)
                 entry = sent.get(tp)
                 if entry is None:
                     continue
                 st, offset = entry
                 if self.partitions.get(tp) is not st or st.fetch_offset != offset or st.truncating:
                     continue  # changed while the request was out
-                code = int(r.error_code)
+                code = r.error_code
                 if code == ErrorCode.offset_out_of_range:
-                    self._on_out_of_range(tp, st, int(r.log_start_offset))
+                    self._on_out_of_range(tp, st, r.log_start_offset)
                     continue
                 if code:
                     self._on_partition_error(tp, st, code)
@@ -381,8 +398,8 @@ class ReplicaFetcher:
                         tp,
                         st.leader_epoch,
                         records,
-                        int(r.high_watermark),
-                        int(r.log_start_offset),
+                        r.high_watermark,
+                        r.log_start_offset,
                     )
                 except (KafkaError, LogError) as e:
                     log.warning(
@@ -438,6 +455,17 @@ class ReplicaFetcher:
     async def _call(
         self, api_key: int, version: int, body: dict[str, Any], timeout_s: float | None = None
     ) -> Any:
+        """Send a request and decode its response with kio's codecs."""
+        conn, frame, pos = await self._request(api_key, version, body, timeout_s)
+        data = frame if type(frame) is bytes else bytes(frame)
+        conn.recycle(frame)
+        return messages.decode_response(api_key, version, data, pos)
+
+    async def _request(
+        self, api_key: int, version: int, body: dict[str, Any], timeout_s: float | None = None
+    ) -> tuple[FrameProtocol, bytes | memoryview, int]:
+        """Send a request; its connection, response frame (a view to give back with
+        ``conn.recycle``) and where the body starts."""
         async with asyncio.timeout(timeout_s or self.config.request_timeout_ms / 1000):
             conn = self._conn
             if conn is None:
@@ -470,12 +498,13 @@ class ReplicaFetcher:
             payload = header + encoded
             conn.write(structs.I32.pack(len(payload)) + payload)
             await conn.drain()
-            frame = await conn.read_frame()
+            frame = await conn.read_frame_view()
         got = structs.I32.unpack_from(frame, 0)[0]
         if got != cid:
+            conn.recycle(frame)
             raise ValueError(f"correlation id {got}, expected {cid}")
         pos = skip_tagged_fields(frame, 4) if flexible else 4
-        return messages.decode_response(api_key, version, frame, pos)
+        return conn, frame, pos
 
     def _disconnect(self) -> None:
         if self._conn is not None:

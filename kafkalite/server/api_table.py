@@ -11,10 +11,6 @@ from __future__ import annotations
 from kafkalite.network.api_spec import ApiSpec
 
 _KRAFT = "KRaft only: kafkalite has no controller quorum (a ZooKeeper-mode Kafka broker does not serve it either)"
-_SHARE_STATE = (
-    "share coordinator's inter-broker state API (KIP-932): not served, kafkalite keeps "
-    "share-partition state in __consumer_offsets (docs/share-groups.md)"
-)
 #: why a Kafka API key is not served, for the keys the table lacks (Kafka 4.2's keys as
 #: kio's schemas know them)
 NOT_SERVED: dict[int, str] = {
@@ -38,21 +34,13 @@ NOT_SERVED: dict[int, str] = {
     80: _KRAFT,
     81: _KRAFT,
     82: _KRAFT,
-    83: _SHARE_STATE,
-    84: _SHARE_STATE,
-    85: _SHARE_STATE,
-    86: _SHARE_STATE,
-    87: _SHARE_STATE,
     88: "not implemented: streams groups (KIP-1071)",
     89: "not implemented: streams groups (KIP-1071)",
 }
 
 
 #: why a served API stops below Kafka's newest version
-BELOW_NEWEST: dict[int, str] = {
-    26: "v5 is transaction.version 2 (KIP-890 part 2): not implemented, transaction.version 1 is finalized",
-    28: "v5 is transaction.version 2 (KIP-890 part 2): not implemented, transaction.version 1 is finalized",
-}
+BELOW_NEWEST: dict[int, str] = {}
 
 
 def not_served_markdown(table: dict[int, ApiSpec]) -> list[str]:

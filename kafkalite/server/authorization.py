@@ -633,6 +633,12 @@ _RULES: dict[int, Rule] = {
     90: _describe_share_group_offsets,
     91: _group_then_topics_in(Op.READ, Op.READ, "responses"),
     92: _group_then_topics_in(Op.DELETE, Op.READ, "responses"),
+    # the share-state coordinator's inter-broker APIs (83–87): ClusterAction, as Kafka
+    83: _cluster_rule(Op.CLUSTER_ACTION),
+    84: _cluster_rule(Op.CLUSTER_ACTION),
+    85: _cluster_rule(Op.CLUSTER_ACTION),
+    86: _cluster_rule(Op.CLUSTER_ACTION),
+    87: _cluster_rule(Op.CLUSTER_ACTION),
 }
 
 #: checked in their handlers (Produce, Fetch, Metadata; the ACL APIs) or never

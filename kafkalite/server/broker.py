@@ -50,6 +50,7 @@ from kafkalite.server.broker_identity import broker_registration, resolve_identi
 from kafkalite.server.client_metrics import ClientMetricsManager, ClientTelemetryCollector
 from kafkalite.server.config import BrokerConfig, Endpoint
 from kafkalite.server.console import ConsoleDeps, ConsoleServer
+from kafkalite.server.console.cluster import ClusterReader
 from kafkalite.server.controller_identity import ControllerRequestGate
 from kafkalite.server.dynamic_broker_config import DynamicBrokerConfig
 from kafkalite.server.fetch_session import FetchSessionCache
@@ -57,6 +58,7 @@ from kafkalite.server.metadata_cache import MetadataCache
 from kafkalite.server.metrics import BrokerMetrics, MetricsHttpServer
 from kafkalite.server.quota_enforcement import quota_config
 from kafkalite.server.sasl_config import inter_broker_sasl_credentials, sasl_listener_configs
+from kafkalite.server.share_state_sender import ShareStateSender
 from kafkalite.server.socket_server_config import build_socket_server
 from kafkalite.server.startup_checks import check_ports_free
 from kafkalite.server.txn_marker_sender import TxnMarkerSender
@@ -140,6 +142,7 @@ class KafkaBroker:
         self.group_coordinator: GroupCoordinator = None  # type: ignore[assignment]
         self.transaction_coordinator: TransactionCoordinator = None  # type: ignore[assignment]
         self.txn_marker_sender: TxnMarkerSender | None = None
+        self.share_state_sender: ShareStateSender | None = None
         self.txn_verifier: TxnVerifier | None = None
         self.controller: KafkaController = None  # type: ignore[assignment]
         self.controller_gate = ControllerRequestGate(
@@ -156,7 +159,9 @@ class KafkaBroker:
         self.metrics.register_controller(lambda: self.controller)
         self.metrics.register_replica_manager(lambda: self.replica_manager)
         self.metrics.register_transactions(
-            lambda: self.transaction_coordinator, lambda: self.replica_manager
+            lambda: self.transaction_coordinator,
+            lambda: self.replica_manager,
+            lambda: self.txn_verifier,
         )
         self.metrics.register_quotas(self.quotas)
         # KIP-714 client telemetry: its own collector, apart from the broker's metrics
@@ -255,6 +260,15 @@ class KafkaBroker:
         self.channel.close_listeners.append(
             self.group_coordinator.share.partitions.connection_closed
         )
+        self.share_state_sender = ShareStateSender(
+            self.group_coordinator,
+            cache,
+            cfg.inter_broker_listener,
+            ssl_context=self.client_tls,
+            request_timeout_ms=int(cfg["request.timeout.ms"]),
+            sasl=self.inter_broker_sasl,
+        )
+        self.group_coordinator.share.partitions.remote = self.share_state_sender
         self.txn_marker_sender = TxnMarkerSender(
             cache,
             cfg.inter_broker_listener,
@@ -376,9 +390,13 @@ class KafkaBroker:
             await self.transaction_coordinator.shutdown()
         if self.txn_marker_sender is not None:
             await self.txn_marker_sender.close()
+        if self.share_state_sender is not None:
+            await self.share_state_sender.close()
         if self.txn_verifier is not None:
             await self.txn_verifier.close()
         if self.group_coordinator is not None:
+            if self.group_coordinator.group_config_store is not None:
+                await self.group_coordinator.group_config_store.stop()
             await self.group_coordinator.shutdown()
         if self.replica_manager is not None:
             self.replica_manager.shutdown()
@@ -406,6 +424,12 @@ class KafkaBroker:
             self.channel,
             self.metrics.registry,
             time.time(),
+            ClusterReader(
+                self.broker_id,
+                self._inter_broker_endpoint,
+                self.client_tls,
+                self.inter_broker_sasl,
+            ),
         )
 
     def _inter_broker_endpoint(self, broker_id: int) -> tuple[str, int] | None:

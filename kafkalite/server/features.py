@@ -4,8 +4,9 @@ Kafka 4.x clients read ``FinalizedFeatures`` from ApiVersions to choose protocol
 paths: a Java producer uses the KIP-890 part 2 transaction protocol (EndTxn v5,
 implicit AddPartitionsToTxn with Produce v12+) only when ``transaction.version``
 is finalized at 2 or more, and the admin client's ``describeFeatures`` shows these
-ranges. kafkalite implements transactions V1 (no per-transaction epoch bump), the
-KIP-848 consumer protocol (``group.version`` 1) and share groups (KIP-932,
+ranges. kafkalite implements transactions V2 (``transaction.version`` 2, KIP-890
+part 2, finalized as on a new Kafka 4 cluster; V1 clients keep working, each request
+version says which protocol it speaks), the KIP-848 consumer protocol (``group.version`` 1) and share groups (KIP-932,
 ``share.version`` 1: :data:`SHARE_VERSION`). The levels are fixed by the code, so they are finalized once, at epoch
 :data:`FINALIZED_EPOCH`; UpdateFeatures accepts only the current levels.
 
@@ -20,8 +21,8 @@ from dataclasses import dataclass
 
 #: share groups (KIP-932), served by kafkalite.coordinator.share
 SHARE_VERSION = 1
-#: transactions V1: KIP-890 part 2 (level 2) is not implemented
-TRANSACTION_VERSION = 1
+#: transactions V2 (KIP-890 part 2), Kafka 4's default for a new cluster
+TRANSACTION_VERSION = 2
 #: the KIP-848 consumer group protocol
 GROUP_VERSION = 1
 #: a ZooKeeper-mode broker's range: IBP 3.0-IV1 (level 1) .. 3.9-IV0 (level 21)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
@@ -32,7 +33,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from kafkalite.network.request_stats import BUCKET_BOUNDS_MS
+from kafkalite.network.request_stats import BUCKET_BOUNDS_MS, NUM_BUCKETS
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.quota.managers import QuotaManagers
 from kafkalite.replica.topic_stats import METER_NAMES
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
     from kafkalite.network.request_channel import RequestChannel
     from kafkalite.replica.replica_manager import ReplicaManager
     from kafkalite.server.config import BrokerConfig
+    from kafkalite.server.txn_verifier import TxnVerifier
 
 __all__ = [
     "BrokerMetrics",
@@ -250,6 +252,17 @@ TXN_COUNT = "kafkalite_transaction_coordinator_transactions"
 TXN_EVENTS = "kafkalite_transaction_coordinator_events_total"
 TXN_PARTITIONS = "kafkalite_transaction_coordinator_partitions"
 LSO_LAG = "kafkalite_partition_last_stable_offset_lag"
+TXN_UNKNOWN_DESTINATION = (
+    "kafka_coordinator_transaction_transactionmarkerchannelmanager_unknowndestinationqueuesize"
+)
+PRODUCER_ID_COUNT = "kafka_server_replicamanager_produceridcount"
+LATE_TRANSACTIONS = "kafka_server_replicamanager_partitionswithlatetransactionscount"
+#: Kafka's ProducerStateManager.LATE_TRANSACTION_BUFFER_MS
+_LATE_TRANSACTION_BUFFER_MS = 5 * 60 * 1000
+TXN_VERIFICATION_TIME = "kafka_server_addpartitionstotxnmanager_verificationtimems"
+TXN_VERIFICATION_FAILURES = "kafka_server_addpartitionstotxnmanager_verificationfailurerate"
+#: Kafka's sensors' window for partition-load-time-max / -avg
+_TXN_LOAD_WINDOW_S = 30.0
 
 
 class TransactionCollector(Collector):
@@ -269,11 +282,14 @@ class TransactionCollector(Collector):
         self,
         coordinator: Callable[[], TransactionCoordinator | None],
         replicas: Callable[[], ReplicaManager | None],
+        verifier: Callable[[], TxnVerifier | None] | None = None,
     ) -> None:
         self._coordinator = coordinator
         self._replicas = replicas
+        self._verifier = verifier
 
     def collect(self) -> Iterator[Metric]:
+        yield from self._kafka_names()
         tc = self._coordinator()
         if tc is not None:
             states = GaugeMetricFamily(
@@ -320,6 +336,86 @@ class TransactionCollector(Collector):
                     lag.add_metric([topic, str(partition)], n)
             yield lag
 
+    def _kafka_names(self) -> Iterator[Metric]:
+        """The transaction metrics Kafka 4 exports, under their JMX-exporter names."""
+        tc = self._coordinator()
+        if tc is not None:
+            now = time.monotonic()
+            recent = [ms for t, ms in tc.metrics.load_times if now - t <= _TXN_LOAD_WINDOW_S]
+            group = "kafka.server:type=transaction-coordinator-metrics,name="
+            for stat, value in (
+                ("max", max(recent) if recent else math.nan),
+                ("avg", sum(recent) / len(recent) if recent else math.nan),
+            ):
+                yield GaugeMetricFamily(
+                    f"kafka_server_transaction_coordinator_metrics_partition_load_time_{stat}",
+                    f"{group}partition-load-time-{stat}: ms to load a __transaction_state "
+                    "partition, over the last 30 s (NaN when none loaded)",
+                    value=value,
+                )
+            yield GaugeMetricFamily(
+                TXN_UNKNOWN_DESTINATION,
+                "kafka.coordinator.transaction:type=TransactionMarkerChannelManager,"
+                "name=UnknownDestinationQueueSize: markers waiting for a partition leader",
+                value=tc.metrics.unknown_destination_markers,
+            )
+        rm = self._replicas()
+        if rm is not None:
+            n = late = 0
+            # KIP-664: the oldest open transaction's producer last wrote longer ago than
+            # transaction.max.timeout.ms plus Kafka's 5 min LATE_TRANSACTION_BUFFER_MS
+            late_before = (
+                None
+                if tc is None
+                else tc.clock_ms() - tc.config.max_timeout_ms - _LATE_TRANSACTION_BUFFER_MS
+            )
+            for p in list(rm.partitions.values()):
+                plog = p.log
+                if plog is None or not plog.txn_state_loaded:
+                    continue
+                st = plog.producer_state
+                n += len(st.producers)
+                if late_before is not None and p.is_leader and st.ongoing:
+                    oldest = min(st.ongoing, key=st.ongoing.__getitem__)
+                    entry = st.producers.get(oldest)
+                    if entry is not None and 0 < entry.last_timestamp < late_before:
+                        late += 1
+            yield GaugeMetricFamily(
+                PRODUCER_ID_COUNT,
+                "kafka.server:type=ReplicaManager,name=ProducerIdCount: producer ids in the "
+                "producer state of this broker's partitions",
+                value=n,
+            )
+            yield GaugeMetricFamily(
+                LATE_TRANSACTIONS,
+                "kafka.server:type=ReplicaManager,name=PartitionsWithLateTransactionsCount: "
+                "partitions led here whose oldest open transaction last wrote more than "
+                "transaction.max.timeout.ms + 5 min ago",
+                value=late,
+            )
+        tv = self._verifier() if self._verifier is not None else None
+        if tv is not None:
+            bean = "kafka.server:type=AddPartitionsToTxnManager,name="
+            h = HistogramMetricFamily(
+                TXN_VERIFICATION_TIME,
+                f"{bean}VerificationTimeMs: a partition's transaction verification (KIP-890)",
+            )
+            counts = [*tv.time_slots[:NUM_BUCKETS], sum(tv.time_slots[NUM_BUCKETS:])]
+            acc = 0
+            buckets = []
+            for le, c in zip(_LE, counts, strict=True):
+                acc += c
+                buckets.append((le, acc))
+            h.add_metric([], buckets, tv.time_s * 1000.0)
+            yield h
+            failures = _meter(
+                TXN_VERIFICATION_FAILURES,
+                bean + "VerificationFailureRate",
+                "verifications that refused a partition or could not reach the coordinator",
+            )
+            failures.add_sample(TXN_VERIFICATION_FAILURES, {}, tv.failures)
+            yield failures
+
 
 class QuotaCollector(Collector):
     """Kafka's client quota metrics, per sensor (``user``, ``client-id`` tags; "" where
@@ -364,6 +460,46 @@ class QuotaCollector(Collector):
             yield rate
             yield throttle
             yield count
+        yield from self._controller_mutation()
+
+    def _controller_mutation(self) -> Iterator[Metric]:
+        """``kafka.server:type=ControllerMutation,user=,client-id=`` (KIP-599): ``tokens``
+        left in the bucket, ``mutation-rate`` (partitions/s over the window) and
+        ``throttle-time``."""
+        m = self._quotas.controller_mutation
+        bean = "kafka.server:type=ControllerMutation,user=,client-id="
+        labels = ["user", "client_id"]
+        tokens = GaugeMetricFamily(
+            "kafka_server_controllermutation_tokens",
+            f"{bean} tokens: what is left in the token bucket",
+            labels=labels,
+        )
+        rate = GaugeMetricFamily(
+            "kafka_server_controllermutation_mutation_rate",
+            f"{bean} mutation-rate: partitions created or deleted per second over the window",
+            labels=labels,
+        )
+        throttle = GaugeMetricFamily(
+            "kafka_server_controllermutation_throttle_time",
+            f"{bean} throttle-time: average throttle (ms) over the window",
+            labels=labels,
+        )
+        count = GaugeMetricFamily(
+            "kafkalite_quota_controllermutation_throttled_responses",
+            "responses throttled by the controller mutation quota since start-up",
+            labels=labels,
+        )
+        now = m.clock_ms()
+        for (user, client), s in list(m.sensors.items()):
+            s.bucket.exceeded(now)  # refills it to now
+            tokens.add_metric([user, client], s.bucket.tokens)
+            rate.add_metric([user, client], s.rate.measure(now))
+            throttle.add_metric([user, client], s.throttle_time_avg(now))
+            count.add_metric([user, client], s.throttle_count)
+        yield tokens
+        yield rate
+        yield throttle
+        yield count
 
 
 # ---- BrokerTopicMetrics ---------------------------------------------------------------
@@ -427,8 +563,8 @@ def _error_label(code: int) -> str:
 
 class RequestCollector(Collector):
     """Kafka's RequestMetrics per API (``request`` label): RequestsPerSec,
-    ErrorsPerSec by ``error``, and the TotalTimeMs, RequestQueueTimeMs, LocalTimeMs
-    and RemoteTimeMs histograms (ms), from the channel's plain counters."""
+    ErrorsPerSec by ``error``, and the TotalTimeMs, RequestQueueTimeMs, LocalTimeMs,
+    RemoteTimeMs and ResponseSendTimeMs histograms (ms), from the channel's plain counters."""
 
     def __init__(self, channel: Callable[[], RequestChannel]) -> None:
         self._channel = channel
@@ -471,6 +607,7 @@ class RequestCollector(Collector):
             ("queue", "RequestQueueTimeMs", "from the socket read to the handler"),
             ("local", "LocalTimeMs", "in the handler"),
             ("remote", "RemoteTimeMs", "waiting after the handler (purgatory, coordinators)"),
+            ("send", "ResponseSendTimeMs", "from the response encoded to its connection drained"),
         ):
             h = HistogramMetricFamily(
                 RM_PREFIX + name.lower(), f"{bean}{name}: {doc}", labels=["request"]
@@ -807,8 +944,9 @@ class BrokerMetrics:
         self,
         coordinator: Callable[[], TransactionCoordinator | None],
         replicas: Callable[[], ReplicaManager | None],
+        verifier: Callable[[], TxnVerifier | None] | None = None,
     ) -> None:
-        self.register(TransactionCollector(coordinator, replicas))
+        self.register(TransactionCollector(coordinator, replicas, verifier))
 
     def register_quotas(self, quotas: QuotaManagers) -> None:
         self.register(QuotaCollector(quotas))

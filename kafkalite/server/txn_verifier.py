@@ -15,6 +15,11 @@ a partition not in the transaction is INVALID_TXN_STATE; a fenced epoch is
 INVALID_PRODUCER_EPOCH.
 
 ``transaction.partition.verification.enable`` (default true) turns it off.
+
+Transactions V2 (KIP-890 part 2): a Produce v12+ (or a TxnOffsetCommit v5) adds
+the partition to the transaction instead of verifying it (AddPartitionsToTxn v5
+without ``verify_only``): the producer sends no AddPartitionsToTxn itself. That
+path runs whatever the verification setting, since the transaction needs it.
 """
 
 from __future__ import annotations
@@ -22,7 +27,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
-from collections.abc import Awaitable
+import time
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from kafkalite.common.types import TopicPartition
@@ -82,19 +88,74 @@ class TxnVerifier:
         self.request_timeout_s = request_timeout_ms / 1000
         self.enabled = enabled
         self._connections: dict[tuple[int, str, int], BrokerConnection] = {}
+        #: Kafka's AddPartitionsToTxnManager VerificationTimeMs (a histogram, as
+        #: ApiStats': slot = bit length of the µs) and VerificationFailureRate
+        self.time_slots = [0] * 64
+        self.time_s = 0.0
+        self.failures = 0
 
     def verify(
-        self, transactional_id: str, pid: int, epoch: int, partitions: list[TopicPartition]
+        self,
+        transactional_id: str,
+        pid: int,
+        epoch: int,
+        partitions: list[TopicPartition],
+        *,
+        add: bool = False,
+        errors_for: Callable[[int], int] = produce_error,
     ) -> dict[TopicPartition, int] | Awaitable[dict[TopicPartition, int]]:
-        """Produce errors per partition: at once when this broker is the coordinator (so the
-        caller appends in the same step, in request order), else an awaitable."""
+        """Errors per partition (``errors_for`` maps the coordinator's codes; Produce's by
+        default): at once when this broker is the coordinator and no write is needed (so
+        the caller appends in the same step, in request order), else an awaitable.
+        ``add``: transactions V2, add the partitions rather than only verify them.
+        Timed and counted as Kafka's AddPartitionsToTxnManager metrics."""
+        started = time.perf_counter()
         leader = self.coordinator.coordinator_for(transactional_id)
         if leader == self.broker_id:
-            errors = self.coordinator.verify_partitions(transactional_id, pid, epoch, partitions)
-            return {tp: produce_error(e) for tp, e in errors.items()}
+            tc = self.coordinator
+            if add and not tc.partitions_added(transactional_id, pid, epoch, partitions):
+                return self._timed_async(
+                    started, self._local_add(transactional_id, pid, epoch, partitions, errors_for)
+                )
+            errors = tc.verify_partitions(transactional_id, pid, epoch, partitions)
+            return self._timed(started, {tp: errors_for(e) for tp, e in errors.items()})
         if leader < 0:
-            return dict.fromkeys(partitions, int(ErrorCode.not_enough_replicas))
-        return self._remote(leader, transactional_id, pid, epoch, partitions)
+            return self._timed(
+                started,
+                dict.fromkeys(partitions, errors_for(ErrorCode.coordinator_not_available)),
+            )
+        return self._timed_async(
+            started,
+            self._remote(leader, transactional_id, pid, epoch, partitions, add, errors_for),
+        )
+
+    def _timed(
+        self, started: float, errors: dict[TopicPartition, int]
+    ) -> dict[TopicPartition, int]:
+        d = time.perf_counter() - started
+        self.time_slots[int(d * 1e6).bit_length()] += 1
+        self.time_s += d
+        if any(errors.values()):
+            self.failures += 1
+        return errors
+
+    async def _timed_async(
+        self, started: float, pending: Awaitable[dict[TopicPartition, int]]
+    ) -> dict[TopicPartition, int]:
+        return self._timed(started, await pending)
+
+    async def _local_add(
+        self,
+        transactional_id: str,
+        pid: int,
+        epoch: int,
+        partitions: list[TopicPartition],
+        errors_for: Callable[[int], int],
+    ) -> dict[TopicPartition, int]:
+        errors = await self.coordinator.handle_add_partitions(
+            transactional_id, pid, epoch, partitions, client_txn_version=2
+        )
+        return {tp: errors_for(e) for tp, e in errors.items()}
 
     async def _remote(
         self,
@@ -103,11 +164,14 @@ class TxnVerifier:
         pid: int,
         epoch: int,
         partitions: list[TopicPartition],
+        add: bool,
+        errors_for: Callable[[int], int],
     ) -> dict[TopicPartition, int]:
+        unavailable = errors_for(ErrorCode.coordinator_not_available)
         broker = self.cache.brokers.get(leader)
         endpoint = broker.endpoints.get(self.listener_name) if broker is not None else None
         if endpoint is None:
-            return dict.fromkeys(partitions, int(ErrorCode.not_enough_replicas))
+            return dict.fromkeys(partitions, unavailable)
         key = (leader, endpoint[0], endpoint[1])
         conn = self._connections.get(key)
         if conn is None:
@@ -123,27 +187,25 @@ class TxnVerifier:
                     "transactional_id": transactional_id,
                     "producer_id": pid,
                     "producer_epoch": epoch,
-                    "verify_only": True,
+                    "verify_only": not add,
                     "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
                 }
             ]
         }
         try:
             async with asyncio.timeout(self.request_timeout_s):
-                resp = await conn.call(ApiKey.ADD_PARTITIONS_TO_TXN, 4, body)
+                resp = await conn.call(ApiKey.ADD_PARTITIONS_TO_TXN, 5 if add else 4, body)
         except (OSError, EOFError, TimeoutError, asyncio.IncompleteReadError, ConnectionError) as e:
             log.debug("verifying %s with broker %d failed: %r", transactional_id, leader, e)
-            return dict.fromkeys(partitions, int(ErrorCode.not_enough_replicas))
+            return dict.fromkeys(partitions, unavailable)
         out: dict[TopicPartition, int] = {}
         if int(resp.error_code):
-            return dict.fromkeys(partitions, produce_error(int(resp.error_code)))
+            return dict.fromkeys(partitions, errors_for(int(resp.error_code)))
         for txn in resp.results_by_transaction:
             for t in txn.topic_results:
                 for p in t.results_by_partition:
-                    out[(t.name, int(p.partition_index))] = produce_error(
-                        int(p.partition_error_code)
-                    )
-        return {tp: out.get(tp, int(ErrorCode.invalid_txn_state)) for tp in partitions}
+                    out[(t.name, int(p.partition_index))] = errors_for(int(p.partition_error_code))
+        return {tp: out.get(tp, errors_for(ErrorCode.invalid_txn_state)) for tp in partitions}
 
     async def close(self) -> None:
         for c in self._connections.values():

@@ -379,6 +379,16 @@ async def _crash(kb: KafkaBroker) -> None:
         with contextlib.suppress(Exception):
             await kb.replica_manager.stop_replication()
         kb.replica_manager.shutdown()
+    # the loop-lag sampler and the store watchers go with the process too (left running,
+    # they outlive the broker and are destroyed pending when the cluster's loop closes)
+    stoppers = [kb.quota_store.stop, kb.credential_store.stop, kb.client_metrics.stop]
+    if kb.metrics.loop_monitor is not None:
+        stoppers.append(kb.metrics.loop_monitor.stop)
+    if kb.authorizer is not None:
+        stoppers.append(kb.authorizer.stop)
+    for stop in stoppers:
+        with contextlib.suppress(Exception):
+            await stop()
     # files: descriptors closed as the OS would; no flush, checkpoint or clean-shutdown marker
     lm = kb.log_manager
     if lm is not None:

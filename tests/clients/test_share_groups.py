@@ -740,3 +740,194 @@ def test_share_isolation_level_read_committed(broker: ThreadedBroker) -> None:
     assert sorted(m.value() for m in got_ru) == sorted(
         [b"aborted-0", b"aborted-1", b"aborted-2", b"committed-0", b"committed-1"]
     )
+
+
+# ---- the share-state coordinator's APIs (83–87) ------------------------------------------------
+
+
+def test_share_state_apis_over_the_wire(broker: ThreadedBroker) -> None:
+    """Initialize/Read/Write/Delete/ReadSummary as a partition leader on another broker
+    would send them: an uninitialized state reads as start offset -1, a read records the
+    leader epoch so an older leader's write is FENCED_LEADER_EPOCH, a lower state epoch
+    is FENCED_STATE_EPOCH, and FindCoordinator key type SHARE names the coordinator."""
+    bs = broker.bootstrap_servers
+    topic, group = _topic(broker), f"state-{uuid.uuid4().hex[:6]}"
+    kb = broker._async.broker
+    assert kb is not None
+    tid = kb.metadata_cache.topics[topic].topic_id
+
+    def key(**partition: Any) -> dict[str, Any]:
+        return {
+            "group_id": group,
+            "topics": [{"topic_id": tid, "partitions": [{"partition": 0, **partition}]}],
+        }
+
+    def write(state_epoch: int, leader_epoch: int, start: int) -> int:
+        r = _wire(
+            bs,
+            85,
+            1,
+            key(
+                state_epoch=state_epoch,
+                leader_epoch=leader_epoch,
+                start_offset=start,
+                delivery_complete_count=1,
+                state_batches=[
+                    {
+                        "first_offset": start,
+                        "last_offset": start,
+                        "delivery_state": 2,
+                        "delivery_count": 1,
+                    },
+                    {
+                        "first_offset": start + 1,
+                        "last_offset": start + 2,
+                        "delivery_state": 0,
+                        "delivery_count": 3,
+                    },
+                ],
+            ),
+        )
+        return int(r.results[0].partitions[0].error_code)
+
+    async def join() -> None:
+        w = await Wire.connect(bs)
+        try:
+            fc = await w.call(10, 6, {"key_type": 2, "coordinator_keys": [f"{group}:x:0"]})
+            assert fc.coordinators[0].error_code == 0
+            assert fc.coordinators[0].node_id == kb.broker_id
+            bad = await w.call(10, 6, {"key_type": 2, "coordinator_keys": ["no-partition"]})
+            assert bad.coordinators[0].error_code == 42  # INVALID_REQUEST
+            hb = await w.call(
+                76,
+                1,
+                {
+                    "group_id": group,
+                    "member_id": "m1",
+                    "member_epoch": 0,
+                    "subscribed_topic_names": [topic],
+                },
+            )
+            assert hb.error_code == 0
+        finally:
+            await w.close()
+
+    asyncio.run(join())  # FindCoordinator creates __consumer_offsets; the member joins
+    # a group that is not a share group: kafkalite keeps share state with the group
+    other = _wire(bs, 84, 0, {**key(leader_epoch=0), "group_id": f"{group}-none"})
+    assert other.results[0].partitions[0].error_code == 69  # GROUP_ID_NOT_FOUND
+    r = _wire(bs, 84, 0, key(leader_epoch=0))
+    p = r.results[0].partitions[0]
+    assert (p.error_code, p.start_offset, p.state_epoch, p.state_batches) == (0, -1, 0, ())
+    assert write(0, 5, 10) == 0
+    r = _wire(bs, 84, 0, key(leader_epoch=6))  # a new leader loads it
+    p = r.results[0].partitions[0]
+    assert (p.error_code, p.start_offset) == (0, 10)
+    assert [
+        (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in p.state_batches
+    ] == [(10, 10, 2, 1), (11, 12, 0, 3)]
+    assert write(0, 5, 11) == 74  # FENCED_LEADER_EPOCH: the old leader is out
+    assert _wire(bs, 84, 0, key(leader_epoch=5)).results[0].partitions[0].error_code == 74
+    s = _wire(bs, 87, 1, key(leader_epoch=-1)).results[0].partitions[0]
+    assert (s.error_code, s.start_offset, s.leader_epoch, s.delivery_complete_count) == (
+        0,
+        10,
+        6,
+        1,
+    )
+    init = _wire(bs, 83, 0, key(state_epoch=1, start_offset=20))
+    assert init.results[0].partitions[0].error_code == 0
+    assert write(0, 6, 21) == 124  # FENCED_STATE_EPOCH: an offsets reset came in between
+    r = _wire(bs, 84, 0, key(leader_epoch=6)).results[0].partitions[0]
+    assert (r.start_offset, r.state_epoch, r.state_batches) == (20, 1, ())
+    unknown = _wire(
+        bs,
+        84,
+        0,
+        {
+            **key(leader_epoch=6),
+            "topics": [
+                {"topic_id": uuid.uuid4(), "partitions": [{"partition": 0, "leader_epoch": 6}]}
+            ],
+        },
+    )
+    assert unknown.results[0].partitions[0].error_code == 3  # UNKNOWN_TOPIC_OR_PARTITION
+    assert _wire(bs, 86, 0, key()).results[0].partitions[0].error_code == 0
+    r = _wire(bs, 84, 0, key(leader_epoch=6)).results[0].partitions[0]
+    assert (r.error_code, r.start_offset) == (0, -1)
+    # ShareFetch v2 with an unknown share_acquire_mode (KIP-1206)
+    f = _wire(
+        bs,
+        78,
+        2,
+        {
+            "group_id": group,
+            "member_id": "m1",
+            "share_session_epoch": 0,
+            "max_wait": 0,
+            "min_bytes": 1,
+            "max_bytes": 1 << 20,
+            "max_records": 10,
+            "batch_size": 10,
+            "share_acquire_mode": 7,
+            "is_renew_ack": False,
+            "topics": [],
+            "forgotten_topics_data": [],
+        },
+    )
+    assert f.error_code == 42
+
+
+def test_members_survive_a_coordinator_restart(tmp_path: Any) -> None:
+    """ShareGroupMemberMetadata and ShareGroupCurrentMemberAssignment records: after a
+    restart the coordinator has the same members at the same epochs (no rejoin, no epoch
+    bump); a member that left before stays gone."""
+    b = ThreadedBroker(tmp_path / "members", **BROKER_CONFIG)
+    b.start()
+    try:
+        topic, group = _topic(b, 2), "members-group"
+
+        def call(api: int, version: int, body: dict[str, Any]) -> Any:
+            for _ in range(200):
+                r = _wire(b.bootstrap_servers, api, version, body)
+                code = r.groups[0].error_code if api == 77 else r.error_code
+                if code not in (14, 15, 16):  # the coordinator is (re)loading
+                    return r
+                time.sleep(0.05)
+            raise AssertionError("coordinator never ready")
+
+        def heartbeat(member: str, epoch: int) -> Any:
+            body: dict[str, Any] = {"group_id": group, "member_id": member, "member_epoch": epoch}
+            if epoch == 0:
+                body["subscribed_topic_names"] = [topic]
+            return call(76, 1, body)
+
+        def describe() -> tuple[int, dict[str, tuple[int, str, tuple[int, ...]]]]:
+            [g] = call(77, 1, {"group_ids": [group], "include_authorized_operations": False}).groups
+            assert g.error_code == 0, g
+            return g.group_epoch, {
+                m.member_id: (
+                    m.member_epoch,
+                    m.client_id,
+                    tuple(p for t in m.assignment.topic_partitions for p in t.partitions),
+                )
+                for m in g.members
+            }
+
+        _wire(b.bootstrap_servers, 10, 4, {"key_type": 0, "coordinator_keys": [group]})
+        e1 = heartbeat("m1", 0).member_epoch
+        e2 = heartbeat("m2", 0).member_epoch
+        heartbeat("m3", 0)
+        assert heartbeat("m3", -1).error_code == 0  # leaves
+        e1 = heartbeat("m1", e1).member_epoch
+        before = describe()
+        assert set(before[1]) == {"m1", "m2"} and before[1]["m1"][2] == (0, 1)
+        b.restart()
+        assert describe() == before
+        r = heartbeat("m1", e1)  # carries on at its epoch: not fenced, not unknown
+        assert (r.error_code, r.member_epoch) == (0, e1)
+        assert heartbeat("m2", e2).error_code == 0
+        assert heartbeat("m3", 1).error_code == 25  # UNKNOWN_MEMBER_ID: it left
+        assert describe()[0] == before[0]
+    finally:
+        b.stop()

@@ -225,3 +225,58 @@ def test_renew_moves_the_lock_to_a_new_acquisition() -> None:
         sp.close()
 
     _run(body)
+
+
+# ---- records and keys of the share-state coordinator -----------------------------------
+
+
+def test_member_records_round_trip_through_the_loader() -> None:
+    from kafkalite.coordinator.share import share_loader
+
+    tid = uuid.uuid4()
+    records = {
+        share_codec.group_metadata_key("g"): share_codec.group_metadata_value(7),
+        share_codec.member_key(share_codec.SHARE_MEMBER_METADATA, "g", "m1"): (
+            share_codec.member_metadata_value(None, "client", "/10.0.0.1", ("a", "b"))
+        ),
+        share_codec.member_key(share_codec.SHARE_CURRENT_MEMBER_ASSIGNMENT, "g", "m1"): (
+            share_codec.member_assignment_value(7, 6, {tid: [0, 2]})
+        ),
+        # a member gone: tombstoned
+        share_codec.member_key(share_codec.SHARE_MEMBER_METADATA, "g", "m2"): None,
+        share_codec.snapshot_key("g", tid, 0): share_codec.encode_snapshot(
+            share_codec.ShareSnapshot(5, 1, [share_codec.StateBatch(5, 6, 2, 1)], 3)
+        ),
+    }
+    g = share_loader.rebuild("g", records)
+    assert g is not None and g.group_epoch == 7
+    [m] = g.members.values()
+    assert (m.member_id, m.member_epoch, m.client_id, m.client_host, m.rack_id) == (
+        "m1",
+        7,
+        "client",
+        "/10.0.0.1",
+        None,
+    )
+    assert m.subscribed_topic_names == ("a", "b") and m.assigned == {tid: [0, 2]}
+    assert g.persisted_members == {"m1": share_loader.persisted_view(m)}
+    snap = g.snapshots[(tid, 0)]
+    assert (snap.start_offset, snap.state_epoch, snap.leader_epoch) == (5, 1, 3)
+
+
+def test_version_0_snapshots_still_decode() -> None:
+    """Snapshots written before the leader epoch was kept (value version 0)."""
+    v1 = share_codec.encode_snapshot(share_codec.ShareSnapshot(4, 2, [], 9))
+    v0 = b"\x00\x00" + v1[2:-4]
+    snap = share_codec.decode_snapshot(v0)
+    assert (snap.start_offset, snap.state_epoch, snap.leader_epoch) == (4, 2, -1)
+
+
+def test_share_coordinator_keys() -> None:
+    from kafkalite.coordinator.share.share_state import group_of_share_key, share_coordinator_key
+
+    tid = uuid.UUID(int=1)
+    key = share_coordinator_key("a:b", tid, 3)
+    assert key == "a:b:AAAAAAAAAAAAAAAAAAAAAQ:3"  # Kafka prints topic ids in base64
+    assert group_of_share_key(key) == "a:b"
+    assert group_of_share_key("g:x") is None and group_of_share_key("g:t:p") is None

@@ -57,3 +57,34 @@ def test_a_waiting_reader_wakes_on_the_frame_and_on_the_peer_going_away() -> Non
             await waiting
 
     asyncio.run(run())
+
+
+def test_large_frames_as_views_reuse_the_buffer_given_back() -> None:
+    """read_frame_view hands a large frame out without a copy; once recycled, the next
+    large frame is read into the same buffer, and a frame not given back is never
+    overwritten."""
+    rng = random.Random(3)
+    a, b, c = (bytes([i]) * (3 * _SCRATCH) for i in (1, 2, 3))
+
+    async def run() -> None:
+        proto = FrameProtocol()
+        _feed(proto, len(a).to_bytes(4, "big") + a, rng)
+        fa = await proto.read_frame_view()
+        assert type(fa) is memoryview and fa == a
+        buf = fa.obj
+        proto.recycle(fa)
+        _feed(proto, len(b).to_bytes(4, "big") + b, rng)
+        fb = await proto.read_frame_view()
+        assert type(fb) is memoryview and fb == b and fb.obj is buf  # reused
+        # not given back: the next frame gets a buffer of its own
+        _feed(proto, len(c).to_bytes(4, "big") + c, rng)
+        fc = await proto.read_frame_view()
+        assert type(fc) is memoryview and fc == c and fc.obj is not buf
+        assert fb == b  # untouched
+        assert await _small(proto) == b"ok"
+
+    async def _small(proto: FrameProtocol) -> bytes:
+        _feed(proto, b"\x00\x00\x00\x02ok", rng)
+        return await proto.read_frame()
+
+    asyncio.run(run())

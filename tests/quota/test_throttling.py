@@ -63,7 +63,9 @@ async def test_produce_over_its_byte_rate_is_answered_with_throttle_time_and_mut
             p = r.responses[0].partition_responses[0]
             assert p.error_code == 0 and p.base_offset == 0
             throttle = ms(r.throttle_time)
-            assert 0 < throttle <= 2000  # the quota window bounds it
+            # Kafka's (rate - quota) / quota * window: 5 kB and the request's headers
+            # over the quota, about 0.5 s (never capped for a byte rate)
+            assert 0 < throttle < 1000
             conn = connection_of(b, greedy)
             assert conn.throttled and not conn.reading
             metrics = b.broker.metrics
@@ -179,6 +181,13 @@ async def test_controller_mutation_rate_refuses_strict_versions_and_throttles_ol
             assert codes == {"a": 0, "b": THROTTLING_QUOTA_EXCEEDED}
             assert ms(r.throttle_time) > 0
             assert "b" not in b.broker.metadata_cache.topics
+            # Kafka's kafka.server:type=ControllerMutation metrics for the entity
+            metrics, labels = b.broker.metrics, {"user": "", "client_id": "admin-tool"}
+            assert metrics.value("kafka_server_controllermutation_tokens", **labels) < 0
+            assert metrics.value("kafka_server_controllermutation_mutation_rate", **labels) > 0
+            assert metrics.value("kafka_server_controllermutation_throttle_time", **labels) == ms(
+                r.throttle_time
+            )
             # v5 (permissive, before KIP-599): created, only throttled
             r = await w.call(CREATE_TOPICS, 5, _create([("c", 2), ("d", 2)]))
             assert {t.name: t.error_code for t in r.topics} == {"c": 0, "d": 0}
@@ -218,3 +227,42 @@ async def test_no_quota_configured_keeps_throttle_time_zero(tmp_path):
             assert not b.broker.quotas.produce.sensors
         finally:
             await w.close()
+
+
+async def test_fetch_and_mutation_quotas_key_on_the_connections_principal(tmp_path):
+    """A user quota applies to Fetch and to topic mutations of that user's connections
+    (the principal SASL or mTLS set on the connection), not to ANONYMOUS ones."""
+    from kafkalite.common.principal import KafkaPrincipal
+
+    window = {**FAST_WINDOW, "controller.quota.window.num": 2}
+    async with AsyncBroker(tmp_path, **window) as b:
+        await b.create_topic("t")
+        producer = await Wire.connect(b.bootstrap_servers, "producer")
+        try:
+            for _ in range(10):
+                r = await producer.call(PRODUCE, 9, produce("t", batch(2, 1000)))
+                assert r.responses[0].partition_responses[0].error_code == 0
+        finally:
+            await producer.close()
+        await _admin(
+            b, {"user": "alice"}, {"consumer_byte_rate": 4000, "controller_mutation_rate": 1}
+        )
+        alice = await Wire.connect(b.bootstrap_servers, "app")
+        anon = await Wire.connect(b.bootstrap_servers, "app")
+        try:
+            connection_of(b, alice).principal = KafkaPrincipal("User", "alice")
+            r = await alice.call(FETCH, 12, fetch("t", 0, max_bytes=1 << 20))
+            assert 0 < len(r.responses[0].partitions[0].records) <= 4000  # her window
+            r = await anon.call(FETCH, 12, fetch("t", 0, max_bytes=1 << 20))
+            assert len(r.responses[0].partitions[0].records) > 4000 and not ms(r.throttle_time)
+            r = await alice.call(CREATE_TOPICS, 7, _create([("a", 3), ("b", 1)]))
+            assert {t.name: t.error_code for t in r.topics} == {
+                "a": 0,
+                "b": THROTTLING_QUOTA_EXCEEDED,
+            }
+            r = await anon.call(CREATE_TOPICS, 7, _create([("c", 3), ("d", 1)]))
+            assert {t.name: t.error_code for t in r.topics} == {"c": 0, "d": 0}
+            assert set(b.broker.quotas.fetch.sensors) == {("alice", "")}
+        finally:
+            await alice.close()
+            await anon.close()

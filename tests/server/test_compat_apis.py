@@ -64,8 +64,8 @@ def test_describe_topic_partitions_cursor_must_name_a_requested_topic(admin):
 def test_features_report_what_kafkalite_implements(admin):
     f = admin.describe_features()
     assert f["transaction.version"] == {
-        "supported": (0, 1),
-        "finalized": (1, 1),
+        "supported": (0, 2),
+        "finalized": (2, 2),
         "finalized_epoch": 0,
     }
     assert f["group.version"]["finalized"] == (1, 1)
@@ -76,8 +76,9 @@ def test_features_report_what_kafkalite_implements(admin):
 
 def test_update_features_accepts_only_the_implemented_levels(admin):
     assert admin.update_features({"group.version": 1}) == {"group.version": "OK"}
+    assert admin.update_features({"transaction.version": 2}) == {"transaction.version": "OK"}
     with pytest.raises(InvalidUpdateVersionError, match="at level 1 only"):
-        admin.update_features({"transaction.version": 2})
+        admin.update_features({"group.version": 2})
     with pytest.raises(InvalidUpdateVersionError, match="safe or unsafe downgrade"):
         admin.update_features({"group.version": 0})
 

@@ -293,6 +293,10 @@ def test_each_view_loads_with_real_data(
         "0",
         "orders",
         "0",
+        "broker",
+        "0",
+        "(this",
+        "one)",
     ]  # no assignor when Empty
     shot(browser, "groups")
 
@@ -516,3 +520,95 @@ def test_read_only_by_default(tmp_path: Path) -> None:
         assert e.value.code == 403
     finally:
         b.stop()
+
+
+# ---- a console in a cluster ----------------------------------------------------------------
+@pytest.fixture(scope="module")
+def three() -> Iterator[Any]:
+    """Three in-process brokers, each with its console; "spread" led by each in turn."""
+    from kafkalite.testing import cluster
+
+    with cluster(3, **{"kafkalite.console.port": 0, "offsets.topic.num.partitions": 3}) as c:
+        c.create_topic("spread", 3, 2, assignments={0: [0, 1], 1: [1, 2], 2: [2, 0]})
+        produce(c, "spread", [(f"k{i}", "v" * (50 + 40 * (i % 3)), None, i % 3) for i in range(15)])
+        yield c
+
+
+def _offsets_partition(c: Any, group: str) -> int:
+    return int(c.kafka(0).group_coordinator.manager.partition_for(group))
+
+
+def _console(c: Any, broker_id: int) -> str:
+    console = c.kafka(broker_id).console
+    assert console is not None
+    return f"http://127.0.0.1:{console.port}"
+
+
+def test_a_console_shows_the_whole_cluster(three: Any, browser: webdriver.Chrome) -> None:
+    """Broker 0's console: every partition's leader, replicas and ISR, the size of the
+    partitions led by brokers 1 and 2 (asked of them), every broker, and the groups
+    coordinated elsewhere with their coordinator."""
+    # a group on each coordinator (the first one creates __consumer_offsets)
+    consume_and_commit(three, "spread", "audit-0", 15)
+    coordinator = {
+        three.leader_of("__consumer_offsets", _offsets_partition(three, "audit-0")): "audit-0"
+    }
+    for name in (f"audit-{i}" for i in range(1, 60)):
+        if len(coordinator) == 3:
+            break
+        leader = three.leader_of("__consumer_offsets", _offsets_partition(three, name))
+        if leader not in coordinator:
+            coordinator[leader] = name
+            consume_and_commit(three, "spread", name, 15)
+    assert len(coordinator) == 3
+
+    url = _console(three, 0)
+    browser.get(url + "/topics/spread")
+    rows = [
+        [td.text for td in r.find_elements(By.TAG_NAME, "td")]
+        for r in browser.find_elements(By.CSS_SELECTOR, "#partitions tbody tr")
+    ]
+    sizes = {
+        p: three.kafka(p).replica_manager.partitions[("spread", p)].log.size_in_bytes
+        for p in range(3)
+    }
+    got = {int(r[0]): r for r in rows}
+    assert sorted(got) == [0, 1, 2]
+    for p, (leader, replicas) in {0: (0, "0,1"), 1: (1, "1,2"), 2: (2, "2,0")}.items():
+        r = got[p]
+        assert [r[1], r[2].replace(" ", "")] == [str(leader), replicas]
+        # the ISR: every replica
+        assert set(r[3].replace(" ", "").split(",")) == set(replicas.split(","))
+        assert r[8] == pages.human_bytes(sizes[p]), (p, r, sizes[p])
+    # offsets of partitions led elsewhere are not this broker's to tell
+    # the leaders' log start and high watermark (ListOffsets); their log end and
+    # segments are not told
+    assert got[0][5:10] == ["0", "5", "5", pages.human_bytes(sizes[0]), "1"]
+    for p in (1, 2):
+        assert got[p][5:8] == ["0", "5", "n/a"] and got[p][9] == "n/a"
+    facts = browser.find_element(By.CSS_SELECTOR, "dl.facts").text
+    assert pages.human_bytes(sum(sizes.values())) in facts
+    assert "Messages\n15" in facts
+    shot(browser, "cluster-topic")
+
+    browser.get(url + "/topics")
+    row = browser.find_element(By.XPATH, "//table[@id='topics']//tr[td/a[text()='spread']]")
+    cells = [td.text for td in row.find_elements(By.TAG_NAME, "td")]
+    assert cells[1:6] == ["3", "2", "0", "15", pages.human_bytes(sum(sizes.values()))]
+
+    browser.get(url + "/groups")
+    groups = {
+        r.text.split()[0]: r.text
+        for r in browser.find_elements(By.CSS_SELECTOR, "#groups tbody tr")
+    }
+    for broker_id, name in coordinator.items():
+        assert name in groups
+        where = "broker 0 (this one)" if broker_id == 0 else f"broker {broker_id}"
+        assert groups[name].endswith(where), groups[name]
+    shot(browser, "cluster-groups")
+
+    browser.get(url + "/brokers")
+    brokers = [
+        r.text.split()[0] for r in browser.find_elements(By.CSS_SELECTOR, "#brokers tbody tr")
+    ]
+    assert brokers == ["0", "1", "2"]

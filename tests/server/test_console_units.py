@@ -164,6 +164,26 @@ async def test_http_server_limits_and_routing() -> None:
         await server.stop()
 
 
+async def test_stopping_the_server_ends_idle_connections() -> None:
+    """A browser keeps idle connections open; stop() must end them, not leave their
+    tasks pending on a loop that is about to close."""
+
+    async def handler(req: HttpRequest) -> HttpResponse:
+        return HttpResponse("<p>x</p>")
+
+    server = HttpServer(handler, "127.0.0.1", 0)
+    await server.start()
+    idle = [await asyncio.open_connection("127.0.0.1", server.port) for _ in range(3)]
+    await asyncio.sleep(0.05)  # the server has accepted them
+    serving = [t for t in asyncio.all_tasks() if t.get_coro().__qualname__ == "HttpServer._serve"]
+    assert len(serving) == 3
+    await server.stop()
+    assert all(t.done() for t in serving)
+    for r, w in idle:
+        assert await asyncio.wait_for(r.read(), 5) == b""
+        w.close()
+
+
 def test_make_run_config_turns_the_console_on_read_only() -> None:
     cfg = BrokerConfig.load(Path(__file__).resolve().parents[2] / "config" / "server.yaml")
     assert cfg["kafkalite.console.port"] == 9080

@@ -193,3 +193,166 @@ def test_network_loop_and_group_gauges(metered):
     flushes = "kafka_log_logflushstats_logflushrateandtimems_count"
     _eventually(lambda: (_scrape(port).get((flushes, frozenset())) or 0) > 0)
     assert _get(s, "kafka_log_logcleaner_deadthreadcount") == 0
+
+
+def _fetch_frame(topic: str, max_bytes: int) -> bytes:
+    import struct
+
+    from kafkalite.common import structs
+    from kafkalite.protocol import messages
+
+    req_cls = messages.request_type(1, 12)
+    body = {
+        "replica_id": -1,
+        "max_wait_ms": 0,
+        "min_bytes": 0,
+        "max_bytes": max_bytes,
+        "isolation_level": 0,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": [
+            {
+                "topic": topic,
+                "partitions": [
+                    {
+                        "partition": 0,
+                        "current_leader_epoch": -1,
+                        "fetch_offset": 0,
+                        "last_fetched_epoch": -1,
+                        "log_start_offset": -1,
+                        "partition_max_bytes": max_bytes,
+                    }
+                ],
+            }
+        ],
+        "forgotten_topics_data": [],
+        "rack_id": "",
+    }
+    payload = (
+        struct.pack(">hhi", 1, 12, 7)
+        + b"\x00\x04slow"
+        + b"\x00"
+        + messages.encode(messages.build(req_cls, body))
+    )
+    return structs.I32.pack(len(payload)) + payload
+
+
+def test_response_send_time_is_the_time_until_the_client_took_the_response(metered):
+    """ResponseSendTimeMs per API: every answered Produce has one, and a Fetch whose
+    client does not read its (large) response for a while has a send time at least
+    that long, as Kafka's: the time from the response ready to its last byte written."""
+    import socket
+
+    b, port = metered
+    s = _scrape(port)
+    produced = _get(s, RQ + "requestspersec", request="Produce")  # every one answered
+    assert _get(s, RQ + "responsesendtimems_count", request="Produce") == produced
+    assert _get(s, RQ + "responsesendtimems_bucket", request="Produce", le="+Inf") == produced
+    assert _get(s, RQ + "responsesendtimems_sum", request="Produce") >= 0
+    sent_before = _get(s, RQ + "responsesendtimems_sum", request="Fetch")
+    count_before = _get(s, RQ + "responsesendtimems_count", request="Fetch")
+
+    topic, size = "send-time", 0
+    admin = KafkaAdminClient(bootstrap_servers=b.bootstrap_servers, client_id="send-time")
+    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])
+    admin.close()
+    p = KafkaProducer(bootstrap_servers=b.bootstrap_servers, acks=1, max_request_size=2 << 20)
+    for _ in range(48):  # 24 MiB: far more than the loopback socket buffers hold
+        p.send(topic, value=b"x" * (512 << 10), partition=0)
+        size += 512 << 10
+    p.flush(timeout=30)
+    p.close()
+    host, bport = b.bootstrap_servers.split(":")
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect((host, int(bport)))
+        sock.sendall(_fetch_frame(topic, 64 << 20))
+        time.sleep(0.6)  # the client is slow to take its response
+        sock.settimeout(20)
+        head = b""
+        while len(head) < 4:
+            head += sock.recv(4 - len(head))
+        frame_size = int.from_bytes(head, "big")
+        # most of the 24 MiB was left in the broker's hands until now
+        assert frame_size > size // 2
+        got = 0
+        while got < frame_size:
+            chunk = sock.recv(min(1 << 20, frame_size - got))
+            assert chunk
+            got += len(chunk)
+
+    def sent() -> bool:
+        return _get(_scrape(port), RQ + "responsesendtimems_count", request="Fetch") > count_before
+
+    _eventually(sent)
+    s = _scrape(port)
+    assert _get(s, RQ + "responsesendtimems_count", request="Fetch") == count_before + 1
+    assert _get(s, RQ + "responsesendtimems_sum", request="Fetch") - sent_before >= 500
+    assert _get(s, RQ + "responsesendtimems_count", request="FetchConsumer") == count_before + 1
+
+
+def test_transaction_metrics_under_kafkas_names(metered):
+    """A confluent-kafka transactional producer: the coordinator loads its partitions
+    (partition-load-time), its producer id is in the partitions' producer state
+    (ProducerIdCount), and each partition's first batch was verified (KIP-890's
+    AddPartitionsToTxnManager metrics); kafkalite's own commit count agrees."""
+    from confluent_kafka import Producer
+
+    b, port = metered
+    topic = "txn-metered"
+    admin = KafkaAdminClient(bootstrap_servers=b.bootstrap_servers, client_id="txn-metrics")
+    admin.create_topics([NewTopic(topic, num_partitions=2, replication_factor=1)])
+    admin.close()
+    s = _scrape(port)
+    verified_before = _get(s, "kafka_server_addpartitionstotxnmanager_verificationtimems_count")
+    p = Producer({"bootstrap.servers": b.bootstrap_servers, "transactional.id": "metered-txn"})
+    p.init_transactions(30)
+    for _ in range(2):
+        p.begin_transaction()
+        for part in (0, 1):
+            p.produce(topic, b"v", partition=part)
+        p.commit_transaction(30)
+    p.flush(10)
+
+    s = _scrape(port)
+    load_max = _get(s, "kafka_server_transaction_coordinator_metrics_partition_load_time_max")
+    load_avg = _get(s, "kafka_server_transaction_coordinator_metrics_partition_load_time_avg")
+    assert 0 <= load_avg <= load_max  # loaded just now: not NaN
+    assert (
+        _get(
+            s,
+            "kafka_coordinator_transaction_transactionmarkerchannelmanager_unknowndestinationqueuesize",
+        )
+        == 0
+    )
+    # the two partitions know the producer id (and __transaction_state holds none)
+    assert _get(s, "kafka_server_replicamanager_produceridcount") >= 1
+    # one verification per partition and transaction (the first batch there)
+    assert (
+        _get(s, "kafka_server_addpartitionstotxnmanager_verificationtimems_count") - verified_before
+        == 4
+    )
+    assert _get(s, "kafka_server_addpartitionstotxnmanager_verificationfailurerate") == 0
+
+    def completed() -> bool:  # the markers and CompleteCommit follow EndTxn's answer
+        s = _scrape(port)
+        return (
+            _get(s, "kafkalite_transaction_coordinator_events_total", event="commits") == 2
+            and _get(s, "kafkalite_transaction_coordinator_transactions", state="CompleteCommit")
+            == 1
+        )
+
+    _eventually(completed)
+
+    # KIP-664: a transaction whose producer last wrote (the batch's timestamp) longer
+    # ago than transaction.max.timeout.ms + 5 min is late until it ends
+    late = "kafka_server_replicamanager_partitionswithlatetransactionscount"
+    assert _get(s, late) == 0
+    old = Producer({"bootstrap.servers": b.bootstrap_servers, "transactional.id": "late-txn"})
+    old.init_transactions(30)
+    old.begin_transaction()
+    old.produce(topic, b"old", partition=0, timestamp=int(time.time() * 1000) - 3_600_000)
+    old.flush(10)
+    assert _get(_scrape(port), late) == 1
+    old.abort_transaction(30)
+    _eventually(lambda: _get(_scrape(port), late) == 0)

@@ -109,6 +109,16 @@ MEMBER = GROUP | {
     "fenced_instance_id",
     "group_id_not_found",
 }
+SHARE_STATE = COORD | {
+    "cluster_authorization_failed",
+    "invalid_request",
+    "group_id_not_found",
+    "unknown_topic_or_partition",
+    "fenced_leader_epoch",
+    "fenced_state_epoch",
+    "kafka_storage_error",
+    "unknown_server_error",
+}
 SHARE = COORD | {
     "group_authorization_failed",
     "topic_authorization_failed",
@@ -433,6 +443,12 @@ KAFKA_ERRORS: dict[int, set[str]] = {
     90: SHARE,
     91: SHARE,
     92: SHARE,
+    # the share-state coordinator's inter-broker APIs (Kafka's ShareCoordinatorService)
+    83: SHARE_STATE,
+    84: SHARE_STATE,
+    85: SHARE_STATE,
+    86: SHARE_STATE,
+    87: SHARE_STATE,
 }
 
 
@@ -698,7 +714,28 @@ BUILDERS: dict[int, Callable[[int, Env], dict[str, Any]]] = {
     77: lambda v, e: {"group_ids": ["sweep-share-v1"]},
     90: lambda v, e: {"groups": [{"group_id": "sweep-share-v1", "topics": None}]},
     92: lambda v, e: {"group_id": "sweep-share-absent", "topics": []},
+    83: lambda v, e: _share_state(e, state_epoch=0, start_offset=0),
+    84: lambda v, e: _share_state(e, leader_epoch=-1),
+    85: lambda v, e: _share_state(
+        e,
+        state_epoch=0,
+        leader_epoch=-1,
+        start_offset=0,
+        state_batches=[],
+        **({"delivery_complete_count": 0} if v >= 1 else {}),
+    ),
+    86: lambda v, e: _share_state(e),
+    87: lambda v, e: _share_state(e, leader_epoch=-1),
 }
+
+
+def _share_state(e: Env, **partition: Any) -> dict[str, Any]:
+    """A share-state request for partition 0 of the sweep's topic in an absent share
+    group (GROUP_ID_NOT_FOUND: kafkalite keeps share state with the group)."""
+    return {
+        "group_id": "sweep-share-absent",
+        "topics": [{"topic_id": e.topic_id, "partitions": [{"partition": 0, **partition}]}],
+    }
 
 
 def _leave_consumer_group(c: RawClient, v: int, req: Any, resp: Any) -> None:

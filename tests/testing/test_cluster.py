@@ -167,6 +167,25 @@ def test_a_broker_a_partition_moved_away_from_answers_not_leader_and_the_new_lea
             assert cur == ((2, leader.leader_epoch) if hinted else (-1, -1))
         host, port = kafka_cluster.bootstrap_of(2).rsplit(":", 1)
         assert [(n.node_id, n.host, n.port) for n in r.node_endpoints] == [(2, host, int(port))]
+
+        # KIP-951 for Produce: from v10 the same hint and endpoint (v13 by topic id)
+        from kafkalite.protocol.records import build_batch
+
+        batch = build_batch([(None, b"to-the-old-leader")])
+        for v, hinted in ((9, False), (10, True), (12, True), (13, True)):
+            td: dict[str, object] = {"partition_data": [{"index": 0, "records": batch}]}
+            td |= {"topic_id": topic_id} if v >= 13 else {"name": "moved-away"}
+            produce = {"transactional_id": None, "acks": 1, "timeout": 5000, "topic_data": [td]}
+            r = old.call(
+                ApiKey.PRODUCE, v, messages.build(messages.request_type(ApiKey.PRODUCE, v), produce)
+            )
+            [p] = r.responses[0].partition_responses
+            assert p.error_code == ErrorCode.not_leader_or_follower
+            if not hinted:
+                continue
+            cur = (p.current_leader.leader_id, p.current_leader.leader_epoch)
+            assert cur == (2, leader.leader_epoch), v
+            assert [(n.node_id, n.host, n.port) for n in r.node_endpoints] == [(2, host, int(port))]
     finally:
         old.close()
 

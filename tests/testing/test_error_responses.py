@@ -161,6 +161,45 @@ REQUESTS: dict[int, dict[str, Any]] = {
         "topics": [{"topic_name": "t", "partitions": [{"partition_index": 0, "start_offset": 0}]}],
     },
     ApiKey.DELETE_SHARE_GROUP_OFFSETS: {"group_id": "g", "topics": [{"topic_name": "t"}]},
+    ApiKey.INITIALIZE_SHARE_GROUP_STATE: {
+        "group_id": "g",
+        "topics": [
+            {
+                "topic_id": _TID,
+                "partitions": [{"partition": 0, "state_epoch": 0, "start_offset": 0}],
+            }
+        ],
+    },
+    ApiKey.READ_SHARE_GROUP_STATE: {
+        "group_id": "g",
+        "topics": [{"topic_id": _TID, "partitions": [{"partition": 0, "leader_epoch": 0}]}],
+    },
+    ApiKey.WRITE_SHARE_GROUP_STATE: {
+        "group_id": "g",
+        "topics": [
+            {
+                "topic_id": _TID,
+                "partitions": [
+                    {
+                        "partition": 0,
+                        "state_epoch": 0,
+                        "leader_epoch": 0,
+                        "start_offset": 0,
+                        "delivery_complete_count": 0,
+                        "state_batches": [],
+                    }
+                ],
+            }
+        ],
+    },
+    ApiKey.DELETE_SHARE_GROUP_STATE: {
+        "group_id": "g",
+        "topics": [{"topic_id": _TID, "partitions": [{"partition": 0}]}],
+    },
+    ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: {
+        "group_id": "g",
+        "topics": [{"topic_id": _TID, "partitions": [{"partition": 0, "leader_epoch": 0}]}],
+    },
     ApiKey.ADD_PARTITIONS_TO_TXN: {
         "v3_and_below_transactional_id": "x",
         "v3_and_below_producer_id": 1,

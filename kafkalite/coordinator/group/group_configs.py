@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kafkalite.coordinator.share.iso_duration import parse_duration_ms
-from kafkalite.metadata import zk_data
-from kafkalite.metadata.store import NoNodeError
+from kafkalite.metadata import zk_data, zk_paths
+from kafkalite.metadata.change_watcher import ChangeWatcher
+from kafkalite.metadata.store import MetadataStoreError, NoNodeError
 from kafkalite.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
@@ -212,21 +213,41 @@ def validate(configs: Mapping[str, Any], bounds: GroupConfig) -> dict[str, str]:
 
 
 class GroupConfigs:
-    """Every group's overrides, mirrored from ``/config/groups``."""
+    """Every group's overrides, mirrored from ``/config/groups``.
+
+    A change made through one broker writes Kafka's config change notification
+    (``/config/changes``); every broker watches it and reloads, so the leaders serving
+    a share group on other brokers apply the group's configs too."""
 
     def __init__(self, store: MetadataStore) -> None:
         self.store = store
         self.configs: dict[str, dict[str, str]] = {}
+        self._watcher = ChangeWatcher(self._reload, "group configs")
 
     async def load(self) -> None:
+        with contextlib.suppress(MetadataStoreError):
+            await self.store.ensure_path(zk_paths.CONFIG_CHANGES)
+            await self.store.get_children(zk_paths.CONFIG_CHANGES, watch=self._watcher.on_change)
+        await self._read_all()
+
+    async def _reload(self) -> None:
+        await self.store.get_children(zk_paths.CONFIG_CHANGES, watch=self._watcher.on_change)
+        await self._read_all()
+
+    async def _read_all(self) -> None:
         try:
             names = await self.store.get_children(CONFIG_GROUPS)
         except NoNodeError:
             return
+        fresh: dict[str, dict[str, str]] = {}
         for name in names:
             with contextlib.suppress(NoNodeError, ValueError):
                 raw, _ = await self.store.get(f"{CONFIG_GROUPS}/{name}")
-                self.configs[name] = dict(zk_data.EntityConfig.decode(raw).config)
+                fresh[name] = dict(zk_data.EntityConfig.decode(raw).config)
+        self.configs = fresh
+
+    async def stop(self) -> None:
+        await self._watcher.stop()
 
     def get(self, group_id: str) -> Mapping[str, str]:
         return self.configs.get(group_id, {})
@@ -239,6 +260,12 @@ class GroupConfigs:
         except NoNodeError:
             await self.store.create(path, data, makepath=True)
         self.configs[group_id] = dict(configs)
+        await self.store.create(
+            zk_paths.config_change_path(),
+            zk_data.ConfigChangeNotification(f"groups/{group_id}").encode(),
+            sequential=True,
+            makepath=True,
+        )
 
     def describe(
         self,

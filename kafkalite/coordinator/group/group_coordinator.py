@@ -208,13 +208,15 @@ class GroupCoordinator:
 
     def _on_group_loaded(self, group: GroupMetadata) -> None:
         self.consumer.on_loaded(group)
+        self.share.on_loaded(group)
         for member in group.members.values():
             self._complete_and_schedule_next_heartbeat_expiration(group, member)
 
     def _on_group_unloaded(self, group: GroupMetadata) -> None:
         ConsumerGroupCoordinator.on_unloaded(group)
+        # the group's share partitions stay with their leaders: they write to
+        # whichever broker coordinates the group next (ShareGroupState APIs)
         ShareGroupCoordinator.on_unloaded(group)
-        self.share.partitions.close_group(group.group_id)
         previous = group.state
         group.transition_to(GroupState.DEAD, self.clock_ms())
         for member in group.members.values():

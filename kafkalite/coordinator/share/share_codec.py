@@ -16,9 +16,19 @@ from dataclasses import dataclass, field
 
 from kafkalite.common import structs
 
+SHARE_MEMBER_METADATA = 10
 SHARE_GROUP_METADATA = 11
+SHARE_CURRENT_MEMBER_ASSIGNMENT = 14
 SHARE_SNAPSHOT = 1000
-SHARE_KEY_VERSIONS = (SHARE_GROUP_METADATA, SHARE_SNAPSHOT)
+SHARE_KEY_VERSIONS = (
+    SHARE_MEMBER_METADATA,
+    SHARE_GROUP_METADATA,
+    SHARE_CURRENT_MEMBER_ASSIGNMENT,
+    SHARE_SNAPSHOT,
+)
+_PER_MEMBER = (SHARE_MEMBER_METADATA, SHARE_CURRENT_MEMBER_ASSIGNMENT)
+#: Kafka's MemberState.STABLE (share members are always stable: nothing is revoked)
+MEMBER_STATE_STABLE = 0
 
 
 class ShareCodecError(ValueError):
@@ -70,6 +80,130 @@ class ShareKey:
     group_id: str
     topic_id: uuid.UUID | None = None
     partition: int = -1
+    member_id: str | None = None
+
+
+def member_key(version: int, group_id: str, member_id: str) -> bytes:
+    """ShareGroupMemberMetadataKey (10) or ShareGroupCurrentMemberAssignmentKey (14)."""
+    out = bytearray(structs.I16.pack(version))
+    _str(out, group_id)
+    _str(out, member_id)
+    return bytes(out)
+
+
+def _uvarint(out: bytearray, v: int) -> None:
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+
+
+def _cstr(out: bytearray, s: str | None) -> None:
+    if s is None:
+        out.append(0)
+        return
+    b = s.encode()
+    _uvarint(out, len(b) + 1)
+    out += b
+
+
+def member_metadata_value(
+    rack_id: str | None, client_id: str, client_host: str, topics: tuple[str, ...]
+) -> bytes:
+    """ShareGroupMemberMetadataValue v0 (flexible), as Kafka writes it."""
+    out = bytearray(structs.I16.pack(0))
+    _cstr(out, rack_id)
+    _cstr(out, client_id)
+    _cstr(out, client_host)
+    _uvarint(out, len(topics) + 1)
+    for t in topics:
+        _cstr(out, t)
+    out.append(0)  # tagged fields
+    return bytes(out)
+
+
+def member_assignment_value(
+    member_epoch: int, previous_epoch: int, assigned: dict[uuid.UUID, list[int]]
+) -> bytes:
+    """ShareGroupCurrentMemberAssignmentValue v0 (flexible), as Kafka writes it."""
+    out = bytearray(structs.I16.pack(0))
+    out += structs.I32.pack(member_epoch)
+    out += structs.I32.pack(previous_epoch)
+    out.append(MEMBER_STATE_STABLE)
+    items = sorted(assigned.items(), key=lambda kv: str(kv[0]))
+    _uvarint(out, len(items) + 1)
+    for tid, parts in items:
+        out += tid.bytes
+        _uvarint(out, len(parts) + 1)
+        for p in sorted(parts):
+            out += structs.I32.pack(p)
+        out.append(0)
+    out.append(0)
+    return bytes(out)
+
+
+class _Cursor:
+    __slots__ = ("buf", "pos")
+
+    def __init__(self, buf: bytes, pos: int) -> None:
+        self.buf, self.pos = buf, pos
+
+    def uvarint(self) -> int:
+        v = shift = 0
+        while True:
+            if self.pos >= len(self.buf):
+                raise ShareCodecError("truncated varint")
+            b = self.buf[self.pos]
+            self.pos += 1
+            v |= (b & 0x7F) << shift
+            if b < 0x80:
+                return v
+            shift += 7
+
+    def take(self, n: int) -> bytes:
+        if n < 0 or self.pos + n > len(self.buf):
+            raise ShareCodecError("truncated value")
+        b = bytes(self.buf[self.pos : self.pos + n])
+        self.pos += n
+        return b
+
+    def cstr(self) -> str | None:
+        n = self.uvarint()
+        return None if n == 0 else self.take(n - 1).decode()
+
+    def i32(self) -> int:
+        return int(structs.I32.unpack(self.take(4))[0])
+
+
+@dataclass(frozen=True, slots=True)
+class MemberMetadata:
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+
+
+def decode_member_metadata(buf: bytes) -> MemberMetadata:
+    c = _Cursor(buf, 2)
+    rack = c.cstr()
+    client_id = c.cstr() or ""
+    host = c.cstr() or ""
+    topics = tuple(c.cstr() or "" for _ in range(max(c.uvarint() - 1, 0)))
+    return MemberMetadata(rack, client_id, host, topics)
+
+
+def decode_member_assignment(buf: bytes) -> tuple[int, dict[uuid.UUID, list[int]]]:
+    """(member epoch, assigned partitions)."""
+    c = _Cursor(buf, 2)
+    epoch = c.i32()
+    c.i32()  # previous member epoch
+    c.take(1)  # state
+    assigned: dict[uuid.UUID, list[int]] = {}
+    for _ in range(max(c.uvarint() - 1, 0)):
+        tid = uuid.UUID(bytes=c.take(16))
+        assigned[tid] = [c.i32() for _ in range(max(c.uvarint() - 1, 0))]
+        c.uvarint()  # tagged fields (none written)
+    return epoch, assigned
 
 
 def decode_key(buf: bytes) -> ShareKey:
@@ -77,6 +211,9 @@ def decode_key(buf: bytes) -> ShareKey:
     group, pos = _read_str(buf, 2)
     if version == SHARE_GROUP_METADATA:
         return ShareKey(version, group)
+    if version in _PER_MEMBER:
+        member, _ = _read_str(buf, pos)
+        return ShareKey(version, group, member_id=member)
     if version == SHARE_SNAPSHOT:
         if pos + 20 > len(buf):
             raise ShareCodecError("truncated share snapshot key")
@@ -100,10 +237,14 @@ class ShareSnapshot:
     start_offset: int
     state_epoch: int = 0
     batches: list[StateBatch] = field(default_factory=list)
+    #: the leader epoch of the share partition's last reader or writer (fences an old
+    #: leader's writes after a new leader read the state, as Kafka's share coordinator)
+    leader_epoch: int = -1
 
 
 def encode_snapshot(s: ShareSnapshot) -> bytes:
-    out = bytearray(structs.I16.pack(0))
+    # version 1 = version 0 followed by the leader epoch
+    out = bytearray(structs.I16.pack(1))
     out += structs.I32.pack(s.state_epoch)
     out += structs.I64.pack(s.start_offset)
     out += structs.I32.pack(len(s.batches))
@@ -112,13 +253,14 @@ def encode_snapshot(s: ShareSnapshot) -> bytes:
         out += structs.I64.pack(b.last_offset)
         out += bytes((b.delivery_state & 0xFF,))
         out += structs.I16.pack(b.delivery_count)
+    out += structs.I32.pack(s.leader_epoch)
     return bytes(out)
 
 
 def decode_snapshot(buf: bytes) -> ShareSnapshot:
     try:
         (version,) = structs.I16.unpack_from(buf, 0)
-        if version != 0:
+        if version not in (0, 1):
             raise ShareCodecError(f"unknown share snapshot version {version}")
         (epoch,) = structs.I32.unpack_from(buf, 2)
         (start,) = structs.I64.unpack_from(buf, 6)
@@ -132,7 +274,8 @@ def decode_snapshot(buf: bytes) -> ShareSnapshot:
             (count,) = structs.I16.unpack_from(buf, pos + 17)
             batches.append(StateBatch(int(first), int(last), int(state), int(count)))
             pos += 19
-        return ShareSnapshot(int(start), int(epoch), batches)
+        leader_epoch = int(structs.I32.unpack_from(buf, pos)[0]) if version == 1 else -1
+        return ShareSnapshot(int(start), int(epoch), batches, leader_epoch)
     except Exception as e:  # struct.error, IndexError
         if isinstance(e, ShareCodecError):
             raise

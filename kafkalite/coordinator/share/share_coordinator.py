@@ -24,13 +24,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from kafkalite.coordinator.share import share_codec
+from kafkalite.coordinator.share import share_codec, share_loader
 from kafkalite.coordinator.share.share_group import (
     LEAVE_GROUP_MEMBER_EPOCH,
     ShareGroup,
     ShareMember,
 )
 from kafkalite.coordinator.share.share_partition_manager import SharePartitionManager
+from kafkalite.coordinator.share.share_state import ShareStateStore
 from kafkalite.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -91,6 +92,8 @@ class ShareGroupCoordinator:
         self.gc = coordinator
         self.config = coordinator.config
         self.partitions = SharePartitionManager(coordinator, self)
+        #: the share-state coordinator (APIs 83–87) for the groups coordinated here
+        self.state = ShareStateStore(coordinator)
 
     # ---- group configs ----------------------------------------------------------------
     def _int_config(self, group_id: str, key: str, default: int) -> int:
@@ -232,7 +235,10 @@ class ShareGroupCoordinator:
             self._assign(group)
         old = member.assigned
         if member.member_epoch != group.group_epoch:
-            member.member_epoch = group.group_epoch
+            member.previous_member_epoch, member.member_epoch = (
+                member.member_epoch,
+                group.group_epoch,
+            )
             member.assigned = self._assignment_for(group, member)
         self._schedule_session_timeout(group, member)
         changed = joining or old != member.assigned
@@ -304,23 +310,70 @@ class ShareGroupCoordinator:
 
     # ---- persistence ------------------------------------------------------------------------
     async def store(self, group: ShareGroup) -> int:
-        """Write the group's ShareGroupMetadata record when its epoch moved."""
+        """Write what changed: the group's ShareGroupMetadata record when its epoch moved,
+        each member's ShareGroupMemberMetadata and ShareGroupCurrentMemberAssignment
+        records when they changed (tombstones for members gone), as Kafka does, so a
+        new coordinator carries on with the same members and epochs."""
+        gid = group.group_id
+        records: list[tuple[bytes, bytes | None]] = []
         epoch = group.group_epoch
-        if group.persisted_epoch == epoch:
-            return 0
-        group.persisted_epoch = epoch
-        error = await self.gc.manager.store_records(
-            group.group_id,
-            [
+        if group.persisted_epoch != epoch:
+            records.append(
+                (share_codec.group_metadata_key(gid), share_codec.group_metadata_value(epoch))
+            )
+        views: dict[str, tuple[object, ...]] = {}
+        for mid, m in group.members.items():
+            view = share_loader.persisted_view(m)
+            views[mid] = view
+            if group.persisted_members.get(mid) == view:
+                continue
+            records.append(
                 (
-                    share_codec.group_metadata_key(group.group_id),
-                    share_codec.group_metadata_value(epoch),
+                    share_codec.member_key(share_codec.SHARE_MEMBER_METADATA, gid, mid),
+                    share_codec.member_metadata_value(
+                        m.rack_id, m.client_id, m.client_host, m.subscribed_topic_names
+                    ),
                 )
-            ],
-        )
-        if error and group.persisted_epoch == epoch:
-            group.persisted_epoch = -1
+            )
+            records.append(
+                (
+                    share_codec.member_key(share_codec.SHARE_CURRENT_MEMBER_ASSIGNMENT, gid, mid),
+                    share_codec.member_assignment_value(
+                        m.member_epoch, m.previous_member_epoch, m.assigned
+                    ),
+                )
+            )
+        for mid in [k for k in group.persisted_members if k not in group.members]:
+            # Kafka's order: the assignment first, then the member
+            records.append(
+                (
+                    share_codec.member_key(share_codec.SHARE_CURRENT_MEMBER_ASSIGNMENT, gid, mid),
+                    None,
+                )
+            )
+            records.append(
+                (share_codec.member_key(share_codec.SHARE_MEMBER_METADATA, gid, mid), None)
+            )
+        if not records:
+            return 0
+        before_epoch, before_members = group.persisted_epoch, group.persisted_members
+        group.persisted_epoch, group.persisted_members = epoch, views
+        error = await self.gc.manager.store_records(gid, records)
+        if error and group.persisted_members is views:
+            # written nothing: the next store writes it all again
+            group.persisted_epoch, group.persisted_members = before_epoch, before_members
         return error
+
+    def on_loaded(self, container: GroupMetadata) -> None:
+        """A share group read back from the log: its members' sessions start now."""
+        group = container.share
+        if group is None:
+            return
+        group.subscription_metadata = {
+            n: v for n, v in self._topics().items() if n in group.subscribed_topics()
+        }
+        for m in group.members.values():
+            self._schedule_session_timeout(group, m)
 
     # ---- ShareGroupDescribe -------------------------------------------------------------
     def describe(self, group_id: str) -> ShareGroupDescription:

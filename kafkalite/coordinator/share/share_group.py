@@ -22,6 +22,7 @@ LEAVE_GROUP_MEMBER_EPOCH = -1
 class ShareMember:
     member_id: str
     member_epoch: int = 0
+    previous_member_epoch: int = 0
     rack_id: str | None = None
     client_id: str = ""
     client_host: str = ""
@@ -47,8 +48,13 @@ class ShareGroup:
     dead: bool = False
     #: the epoch last written to __consumer_offsets
     persisted_epoch: int = -1
+    #: member id -> what its ShareGroupMemberMetadata/CurrentMemberAssignment records
+    #: last said (share_loader.persisted_view)
+    persisted_members: dict[str, tuple[object, ...]] = field(default_factory=dict)
     #: (topic id, partition) -> the share-partition state last written (or read back)
     snapshots: dict[tuple[uuid.UUID, int], ShareSnapshot] = field(default_factory=dict)
+    #: (topic id, partition) -> the highest leader epoch that read or wrote its state
+    state_leader_epochs: dict[tuple[uuid.UUID, int], int] = field(default_factory=dict)
 
     @property
     def is_empty(self) -> bool:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Mapping
 
 from kafkalite.coordinator.share import share_codec
 from kafkalite.coordinator.share.share_codec import SHARE_KEY_VERSIONS, ShareKey
-from kafkalite.coordinator.share.share_group import ShareGroup
+from kafkalite.coordinator.share.share_group import ShareGroup, ShareMember
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +30,8 @@ def rebuild(group_id: str, records: Mapping[bytes, bytes | None]) -> ShareGroup 
         return None
     group: ShareGroup | None = None
     snapshots = {}
+    metas: dict[str, share_codec.MemberMetadata] = {}
+    assignments: dict[str, tuple[int, dict[uuid.UUID, list[int]]]] = {}
     for k, v in records.items():
         key = decode_key(k)
         if v is None:
@@ -40,8 +43,37 @@ def rebuild(group_id: str, records: Mapping[bytes, bytes | None]) -> ShareGroup 
                 group.persisted_epoch = epoch
             elif key.version == share_codec.SHARE_SNAPSHOT and key.topic_id is not None:
                 snapshots[(key.topic_id, key.partition)] = share_codec.decode_snapshot(v)
+            elif key.version == share_codec.SHARE_MEMBER_METADATA and key.member_id:
+                metas[key.member_id] = share_codec.decode_member_metadata(v)
+            elif key.version == share_codec.SHARE_CURRENT_MEMBER_ASSIGNMENT and key.member_id:
+                assignments[key.member_id] = share_codec.decode_member_assignment(v)
         except share_codec.ShareCodecError as e:
             log.warning("share group %s: skipping an undecodable record: %s", group_id, e)
     if group is not None:
         group.snapshots = snapshots
+        for member_id, meta in metas.items():
+            epoch, assigned = assignments.get(member_id, (group.group_epoch, {}))
+            m = ShareMember(
+                member_id,
+                member_epoch=epoch,
+                rack_id=meta.rack_id,
+                client_id=meta.client_id,
+                client_host=meta.client_host,
+                subscribed_topic_names=meta.subscribed_topic_names,
+                assigned=assigned,
+            )
+            group.members[member_id] = m
+            group.persisted_members[member_id] = persisted_view(m)
     return group
+
+
+def persisted_view(m: ShareMember) -> tuple[object, ...]:
+    """What of a member its two records hold: a change of it is written."""
+    return (
+        m.rack_id,
+        m.client_id,
+        m.client_host,
+        m.subscribed_topic_names,
+        m.member_epoch,
+        tuple(sorted((str(t), tuple(ps)) for t, ps in m.assigned.items())),
+    )

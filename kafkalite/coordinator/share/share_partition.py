@@ -108,19 +108,24 @@ class SharePartition:
         #: states read back from a snapshot for offsets not fetched again yet
         self.restored: dict[int, tuple[int, int]] = {}
         self.state_epoch = 0
+        #: the partition's leader epoch when this broker loaded it (sent with every
+        #: state read and write, so a deposed leader's writes are fenced)
+        self.leader_epoch = -1
         self._timers: dict[int, asyncio.TimerHandle] = {}
         self.closed = False
 
     # ---- initialization -------------------------------------------------------------
     def initialize(self, snapshot: ShareSnapshot | None, plog: Log) -> None:
         """From the persisted state, or from share.auto.offset.reset for a new one."""
-        if snapshot is not None:
+        if snapshot is not None and snapshot.start_offset >= 0:
             self.start_offset = snapshot.start_offset
             self.state_epoch = snapshot.state_epoch
             for b in snapshot.batches:
                 for off in range(max(b.first_offset, self.start_offset), b.last_offset + 1):
                     self.restored[off] = (b.delivery_state, b.delivery_count)
         else:
+            if snapshot is not None:  # initialized without a start offset
+                self.state_epoch = snapshot.state_epoch
             self.start_offset = self.reset_offset(plog)
         self.start_offset = max(self.start_offset, plog.log_start_offset)
         self.end_offset = self.start_offset
@@ -430,7 +435,7 @@ class SharePartition:
                 batches[-1] = StateBatch(last.first_offset, off, state, count)
             else:
                 batches.append(StateBatch(off, off, state, count))
-        return ShareSnapshot(self.start_offset, self.state_epoch, batches)
+        return ShareSnapshot(self.start_offset, self.state_epoch, batches, self.leader_epoch)
 
     def close(self) -> None:
         self.closed = True

@@ -21,18 +21,21 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from functools import partial
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kafkalite.common.types import TopicPartition
 from kafkalite.coordinator.share import share_codec
+from kafkalite.coordinator.share.share_codec import ShareSnapshot
 from kafkalite.coordinator.share.share_partition import (
     AcquiredRange,
     Settings,
     ShareError,
     SharePartition,
 )
+from kafkalite.coordinator.share.share_state import StateResult
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.timer.delayed_operation import DelayedOperation
 from kafkalite.timer.purgatory import DelayedOperationPurgatory
@@ -46,9 +49,33 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 INITIAL_EPOCH, FINAL_EPOCH = 0, -1
+#: how long a state read (a fetch waits on it) and a write (an acknowledgement waits on
+#: it) retry while the share-state coordinator moves
+READ_RETRY_S, WRITE_RETRY_S = 5.0, 20.0
+#: how long a ShareFetch waits for its partitions' states before going on without them
+LOAD_WAIT_S = 0.1
+_RETRIABLE = frozenset(
+    {
+        int(ErrorCode.not_coordinator),
+        int(ErrorCode.coordinator_not_available),
+        int(ErrorCode.coordinator_load_in_progress),
+    }
+)
 SessionKey = tuple[str, str]  # (group id, member id)
 #: a partition as the share APIs name it
 SharePartitionKey = tuple[uuid.UUID, int]
+
+
+class RemotePersister(Protocol):
+    """ReadShareGroupState and WriteShareGroupState to another broker (server layer)."""
+
+    async def read(
+        self, group_id: str, topic_id: uuid.UUID, partition: int, leader_epoch: int
+    ) -> StateResult: ...
+
+    async def write(
+        self, group_id: str, topic_id: uuid.UUID, partition: int, snapshot: ShareSnapshot
+    ) -> StateResult: ...
 
 
 def next_epoch(epoch: int) -> int:
@@ -90,9 +117,10 @@ class FetchOutcome:
 class _Writer:
     """Serialised, coalesced snapshot writes of one share partition."""
 
-    __slots__ = ("changed", "written", "running", "waiters")
+    __slots__ = ("sp", "changed", "written", "running", "waiters")
 
-    def __init__(self) -> None:
+    def __init__(self, sp: SharePartition) -> None:
+        self.sp = sp
         self.changed = 0
         self.written = 0
         self.running = False
@@ -135,6 +163,12 @@ class SharePartitionManager:
         self.partitions: dict[tuple[str, TopicPartition], SharePartition] = {}
         self._by_tp: dict[TopicPartition, set[str]] = {}
         self._writers: dict[tuple[str, TopicPartition], _Writer] = {}
+        self._loading: dict[tuple[str, TopicPartition], asyncio.Future[SharePartition]] = {}
+        #: why a partition could not be loaded, reported once by the next fetch
+        self._load_errors: dict[tuple[str, TopicPartition], ShareError] = {}
+        #: the inter-broker persister (set by the broker): state of groups coordinated
+        #: elsewhere is read and written with APIs 84 and 85
+        self.remote: RemotePersister | None = None
         self.purgatory: DelayedOperationPurgatory[DelayedShareFetch] | None = None
         self._woken: set[TopicPartition] = set()
 
@@ -143,8 +177,15 @@ class SharePartitionManager:
 
     def startup(self) -> None:
         self.purgatory = DelayedOperationPurgatory("ShareFetch")
+        rm = self.gc.replicas
+        listeners = getattr(rm, "on_leadership_change", None)
+        if listeners is not None and self.on_leadership_change not in listeners:
+            listeners.append(self.on_leadership_change)
 
     def shutdown(self) -> None:
+        listeners = getattr(self.gc.replicas, "on_leadership_change", None)
+        if listeners is not None and self.on_leadership_change in listeners:
+            listeners.remove(self.on_leadership_change)
         for sp in self.partitions.values():
             sp.close()
         self.partitions.clear()
@@ -201,18 +242,39 @@ class SharePartitionManager:
             raise ShareError(ErrorCode.not_leader_or_follower)
         return p.log, int(getattr(p, "leader_epoch", -1))
 
-    def _share_partition(
+    def _loaded(self, group_id: str, tp: TopicPartition) -> SharePartition | None:
+        sp = self.partitions.get((group_id, tp))
+        return None if sp is None or sp.closed else sp
+
+    async def _share_partition(
         self, group_id: str, tp: TopicPartition, topic_id: uuid.UUID
     ) -> SharePartition:
-        key = (group_id, tp)
-        sp = self.partitions.get(key)
-        if sp is not None and not sp.closed:
+        """The leader's share partition, loaded on first use through ReadShareGroupState
+        (Kafka's SharePartition.maybeInitialize); concurrent first uses share one read."""
+        sp = self._loaded(group_id, tp)
+        if sp is not None:
             return sp
-        group = self.share.share_group(group_id)
-        if group is None:
-            error = self.gc._validate_group_status(group_id)
-            raise ShareError(error or ErrorCode.group_id_not_found)
-        plog, _ = self._log_for(tp)
+        key = (group_id, tp)
+        loading = self._loading.get(key)
+        if loading is None:
+            loading = asyncio.ensure_future(self._load(group_id, tp, topic_id))
+            self._loading[key] = loading
+            loading.add_done_callback(lambda _f: self._loading.pop(key, None))
+        return await asyncio.shield(loading)
+
+    async def _load(self, group_id: str, tp: TopicPartition, topic_id: uuid.UUID) -> SharePartition:
+        _, leader_epoch = self._log_for(tp)
+        w = self._writers.get((group_id, tp))
+        if w is not None and w.waiters:
+            await w.waiters[-1][1]  # the previous incarnation's last write lands first
+        res = await self.read_state(group_id, topic_id, tp[1], leader_epoch)
+        if res.error:
+            if res.error == ErrorCode.fenced_leader_epoch:
+                raise ShareError(ErrorCode.not_leader_or_follower, "A newer leader read the state.")
+            raise ShareError(res.error, res.message)
+        plog, epoch_now = self._log_for(tp)  # leadership may have moved while reading
+        if epoch_now != leader_epoch:
+            raise ShareError(ErrorCode.not_leader_or_follower)
         assert plog is not None
         sp = SharePartition(
             group_id,
@@ -222,18 +284,88 @@ class SharePartitionManager:
             self._released,
             self._persist_later,
         )
-        snapshot = group.snapshots.get((topic_id, tp[1]))
-        sp.initialize(snapshot, plog)
-        self.partitions[key] = sp
+        sp.leader_epoch = leader_epoch
+        sp.initialize(res.snapshot, plog)
+        self.partitions[(group_id, tp)] = sp
+        self._load_errors.pop((group_id, tp), None)
         self._by_tp.setdefault(tp, set()).add(group_id)
         log.info(
-            "share partition %s %s-%d initialized at start offset %d",
+            "share partition %s %s-%d initialized at start offset %d (leader epoch %d)",
             group_id,
             tp[0],
             tp[1],
             sp.start_offset,
+            leader_epoch,
         )
         return sp
+
+    async def _load_all(
+        self, group_id: str, wanted: dict[SharePartitionKey, TopicPartition]
+    ) -> None:
+        """Load the session's partitions this broker leads that are not loaded yet. A
+        load that takes longer than a moment (the share-state coordinator is moving)
+        goes on in the background and wakes the waiting fetches when done, so one slow
+        partition never holds up the others; its errors that the client must see come
+        back from the next acquisition attempt."""
+        todo = [
+            (pkey, tp)
+            for pkey, tp in wanted.items()
+            if self._loaded(group_id, tp) is None and self._is_leader(tp)
+        ]
+        if not todo:
+            return
+        futs = []
+        for pkey, tp in todo:
+            fut = asyncio.ensure_future(self._share_partition(group_id, tp, pkey[0]))
+            fut.add_done_callback(partial(self._loaded_one, group_id, tp))
+            futs.append(fut)
+        await asyncio.wait(futs, timeout=LOAD_WAIT_S)
+
+    def _loaded_one(self, group_id: str, tp: TopicPartition, fut: asyncio.Future[Any]) -> None:
+        if fut.cancelled():
+            return
+        e = fut.exception()
+        if isinstance(e, ShareError):
+            if e.code not in _RETRIABLE:  # a moving coordinator is just retried
+                self._load_errors[(group_id, tp)] = e
+        elif e is not None:
+            log.warning("loading share partition %s %s failed: %r", group_id, tp, e)
+        if self.purgatory is not None:
+            self.purgatory.check_and_complete(tp)
+
+    def _is_leader(self, tp: TopicPartition) -> bool:
+        p = self.gc.replicas.get_partition(tp)
+        return p is not None and p.log is not None and bool(p.is_leader)
+
+    def on_leadership_change(self, tp: TopicPartition, is_leader: bool) -> None:
+        """The partition's leadership moved (or its leader epoch did): its share
+        partitions are dropped; the next leader loads them through ReadShareGroupState."""
+        groups = self._by_tp.get(tp)
+        if not groups:
+            return
+        epoch = -1
+        if is_leader:
+            p = self.gc.replicas.get_partition(tp)
+            epoch = -1 if p is None else int(getattr(p, "leader_epoch", -1))
+        for gid in list(groups):
+            sp = self.partitions.get((gid, tp))
+            if sp is None or (is_leader and sp.leader_epoch == epoch):
+                continue
+            self._drop(sp)
+        if self.purgatory is not None:
+            asyncio.get_running_loop().call_soon(self.purgatory.check_and_complete, tp)
+
+    def _drop(self, sp: SharePartition) -> None:
+        sp.close()
+        key = (sp.group_id, sp.tp)
+        if self.partitions.get(key) is sp:
+            del self.partitions[key]
+            groups = self._by_tp.get(sp.tp)
+            if groups is not None:
+                groups.discard(sp.group_id)
+                if not groups:
+                    del self._by_tp[sp.tp]
+        log.info("share partition %s %s-%d unloaded", sp.group_id, sp.tp[0], sp.tp[1])
 
     def _released(self, sp: SharePartition) -> None:
         if self.purgatory is not None:
@@ -252,6 +384,46 @@ class SharePartitionManager:
         for key in [k for k in self.sessions if k[0] == group_id]:
             del self.sessions[key]
 
+    # ---- the share-state persister (Kafka's Persister) ---------------------------------------
+    async def read_state(
+        self, group_id: str, topic_id: uuid.UUID, partition: int, leader_epoch: int
+    ) -> StateResult:
+        """ReadShareGroupState: in-process when this broker is the group's coordinator,
+        otherwise over the inter-broker listener."""
+
+        async def once() -> StateResult:
+            if self.remote is None or self.gc.manager.is_group_local(group_id):
+                return self.share.state.read(group_id, topic_id, partition, leader_epoch)
+            return await self.remote.read(group_id, topic_id, partition, leader_epoch)
+
+        return await self._retrying(once, READ_RETRY_S)
+
+    async def write_state(
+        self, group_id: str, topic_id: uuid.UUID, partition: int, snapshot: ShareSnapshot
+    ) -> StateResult:
+        """WriteShareGroupState, in-process or to the group's coordinator."""
+
+        async def once() -> StateResult:
+            if self.remote is None or self.gc.manager.is_group_local(group_id):
+                return await self.share.state.write(group_id, topic_id, partition, snapshot)
+            return await self.remote.write(group_id, topic_id, partition, snapshot)
+
+        return await self._retrying(once, WRITE_RETRY_S)
+
+    async def _retrying(
+        self, once: Callable[[], Awaitable[StateResult]], budget_s: float
+    ) -> StateResult:
+        """Kafka's persister retries while the coordinator moves or loads."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + budget_s
+        backoff = 0.05
+        while True:
+            res = await once()
+            if res.error not in _RETRIABLE or loop.time() + backoff > deadline:
+                return res
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 1.0)
+
     # ---- persistence ------------------------------------------------------------------------
     def _persist_later(self, sp: SharePartition) -> None:
         """A change nobody waits for (a lock ran out, a session closed)."""
@@ -261,8 +433,8 @@ class SharePartitionManager:
         """Write ``sp``'s state; the future gets the error (0: written)."""
         key = (sp.group_id, sp.tp)
         w = self._writers.get(key)
-        if w is None:
-            w = self._writers[key] = _Writer()
+        if w is None or w.sp is not sp:
+            w = self._writers[key] = _Writer(sp)
         w.changed += 1
         fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         w.waiters.append((w.changed, fut))
@@ -276,18 +448,8 @@ class SharePartitionManager:
             while w.written < w.changed:
                 target = w.changed
                 snapshot = sp.snapshot()
-                group = self.share.share_group(sp.group_id)
-                if group is not None:
-                    group.snapshots[(sp.topic_id, sp.tp[1])] = snapshot
-                error = await self.gc.manager.store_records(
-                    sp.group_id,
-                    [
-                        (
-                            share_codec.snapshot_key(sp.group_id, sp.topic_id, sp.tp[1]),
-                            share_codec.encode_snapshot(snapshot),
-                        )
-                    ],
-                )
+                res = await self.write_state(sp.group_id, sp.topic_id, sp.tp[1], snapshot)
+                error = res.error
                 w.written = target
                 if error:
                     log.warning(
@@ -296,6 +458,10 @@ class SharePartitionManager:
                         sp.tp,
                         ErrorCode(error).name,
                     )
+                    if error in (ErrorCode.fenced_leader_epoch, ErrorCode.fenced_state_epoch):
+                        # a newer leader (or an offsets reset) owns the state now
+                        self._drop(sp)
+                        error = int(ErrorCode.not_leader_or_follower)
                 keep = []
                 for gen, fut in w.waiters:
                     if gen <= target:
@@ -306,6 +472,8 @@ class SharePartitionManager:
                 w.waiters = keep
         finally:
             w.running = False
+            if self._writers.get((sp.group_id, sp.tp)) is w and not w.waiters:
+                del self._writers[(sp.group_id, sp.tp)]
 
     # ---- sessions ---------------------------------------------------------------------------
     def _session(
@@ -358,6 +526,13 @@ class SharePartitionManager:
             sp = self.partitions.get((s.group_id, tp))
             if sp is not None:
                 sp.release_member(s.member_id)
+        if not any(k[0] == s.group_id for k in self.sessions):
+            # nobody of the group reads here any more: nothing is acquired, so the
+            # partitions are unloaded and read again when the group comes back (an
+            # offsets reset done meanwhile by the coordinator is then seen)
+            for (gid, _tp), sp in list(self.partitions.items()):
+                if gid == s.group_id:
+                    self._drop(sp)
 
     # ---- acknowledgements ---------------------------------------------------------------------
     async def _acknowledge(
@@ -376,7 +551,7 @@ class SharePartitionManager:
                 out[pkey] = (int(ErrorCode.unknown_topic_id), None)
                 continue
             try:
-                sp = self._share_partition(group_id, tp, pkey[0])
+                sp = await self._share_partition(group_id, tp, pkey[0])
                 sp.acknowledge(member_id, batches, allow_renew and sp.settings().renew_enabled)
                 pending.append((pkey, self._persist(sp)))
                 out[pkey] = (0, None)
@@ -438,6 +613,7 @@ class SharePartitionManager:
             return FetchOutcome(0, None, lock_ms, results)
 
         wanted = dict(s.partitions)
+        await self._load_all(group_id, wanted)
 
         def attempt(final: bool) -> list[PartitionResult] | None:
             out: list[PartitionResult] = []
@@ -448,7 +624,13 @@ class SharePartitionManager:
                 try:
                     plog, epoch_ = self._log_for(tp)
                     r.leader_id, r.leader_epoch = self._broker_id(), epoch_
-                    sp = self._share_partition(group_id, tp, pkey[0])
+                    sp = self._loaded(group_id, tp)
+                    if sp is None:
+                        failed = self._load_errors.pop((group_id, tp), None)
+                        if failed is not None:
+                            raise failed
+                        out.append(r)  # its state is not readable yet: next time
+                        continue
                     assert plog is not None
                     if budget > 0 and sp.has_acquirable(plog):
                         r.records, r.acquired = sp.acquire(member_id, budget, max_bytes, plog)
@@ -538,11 +720,16 @@ class SharePartitionManager:
         group = self.share.share_group(group_id)
         if group is None:
             return int(ErrorCode.group_id_not_found)
-        sp = self.partitions.get((group_id, tp))
-        if sp is None or sp.closed:
-            sp = self._share_partition(group_id, tp, topic_id)
-        sp.reset_to(offset)
-        return await self._persist(sp)
+        if self._is_leader(tp):
+            sp = await self._share_partition(group_id, tp, topic_id)
+            sp.reset_to(offset)
+            return await self._persist(sp)
+        # led elsewhere: a fresh state with the next state epoch, as Kafka's
+        # InitializeShareGroupState; the leader's older state is fenced by it
+        snap = group.snapshots.get((topic_id, tp[1]))
+        epoch = 0 if snap is None else snap.state_epoch + 1
+        res = await self.share.state.initialize(group_id, topic_id, tp[1], epoch, offset)
+        return res.error
 
     async def delete_offsets(
         self, group_id: str, keys: list[tuple[TopicPartition, uuid.UUID]]
@@ -572,6 +759,13 @@ class SharePartitionManager:
             (share_codec.snapshot_key(container.group_id, tid, p), None)
             for tid, p in group.snapshots
         ]
+        for mid in group.persisted_members:
+            for version in (
+                share_codec.SHARE_CURRENT_MEMBER_ASSIGNMENT,
+                share_codec.SHARE_MEMBER_METADATA,
+            ):
+                records.append((share_codec.member_key(version, container.group_id, mid), None))
+        group.persisted_members = {}
         records.append((share_codec.group_metadata_key(container.group_id), None))
         group.snapshots.clear()
         return await self.gc.manager.store_records(container.group_id, records)

@@ -7,19 +7,28 @@ replicates like any partition) and takes effect once the append succeeded;
 while a write is in flight the id has a ``pending_state`` and other requests
 for it get CONCURRENT_TRANSACTIONS.
 
-Ending a transaction (Kafka's transactions V1 protocol): EndTxn writes
+Ending a transaction (Kafka's transactions V1 protocol, EndTxn v0-4): EndTxn writes
 PrepareCommit/PrepareAbort and answers the producer; markers are then sent
 (WriteTxnMarkers, over the Kafka protocol, to each partition's leader, this
 broker included) and retried until every partition acknowledged; then
 CompleteCommit/CompleteAbort is written. A coordinator that loads a partition
 finishes the Prepare* transactions it finds there.
+
+Transactions V2 (KIP-890 part 2, EndTxn v5): partitions join the transaction
+implicitly (the leader of a partition the producer writes to with Produce v12+,
+or the group coordinator of a TxnOffsetCommit v5, sends AddPartitionsToTxn v5
+without ``verify_only``), and every EndTxn bumps the producer epoch before the
+markers are written, so the markers fence any late write of the transaction.
+Both protocols are served at once: each request's version says which one.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -144,6 +153,14 @@ class CoordinatorMetrics:
     markers_sent: int = 0
     marker_retries: int = 0
     expired_ids: int = 0
+    #: (finished at, ms taken) of the last ``__transaction_state`` partition loads
+    #: (Kafka's partition-load-time-max / -avg over their window)
+    load_times: collections.deque[tuple[float, float]] = field(
+        default_factory=lambda: collections.deque(maxlen=1024)
+    )
+    #: markers waiting for a retry because their partition has no known leader
+    #: (Kafka's TransactionMarkerChannelManager UnknownDestinationQueueSize)
+    unknown_destination_markers: int = 0
 
 
 @dataclass(slots=True)
@@ -278,6 +295,11 @@ class TransactionCoordinator:
             return -1
         return p.leader
 
+    def _leader_unknown(self, tp: TopicPartition) -> bool:
+        t = self.metadata.get_topic(tp[0])
+        p = t.partitions.get(tp[1]) if t is not None else None
+        return p is None or p.leader < 0 or p.leader not in self.metadata.brokers
+
     # ---- loading ------------------------------------------------------------------
     def on_leadership_change(self, tp: TopicPartition, is_leader: bool) -> None:
         if tp[0] != TRANSACTION_STATE_TOPIC:
@@ -296,13 +318,13 @@ class TransactionCoordinator:
             self._load_tokens[partition] = token
             self._load_summary.started(len(self.loading))
             self.loading.add(partition)
-            self._spawn(self._load(partition, epoch, token))
+            self._spawn(self._load(partition, epoch, token, time.monotonic()))
         else:
             self._load_tokens.pop(partition, None)
             self.loading.discard(partition)
             self.owned.pop(partition, None)
 
-    async def _load(self, partition: int, epoch: int, token: object) -> None:
+    async def _load(self, partition: int, epoch: int, token: object, started: float) -> None:
         txns: dict[str, TxnMetadata] = {}
         try:
             txns = await self._read_partition(partition, token)
@@ -314,6 +336,8 @@ class TransactionCoordinator:
             return
         self.loading.discard(partition)
         self.owned[partition] = _Partition(epoch, txns)
+        now = time.monotonic()
+        self.metrics.load_times.append((now, (now - started) * 1000.0))
         self._load_summary.finished(partition, len(txns), len(self.loading))
         # finish what the previous coordinator (or this broker before a crash) left half done
         for m in txns.values():
@@ -545,9 +569,33 @@ class TransactionCoordinator:
             tp: 0 if ok and tp in m.partitions else int(ErrorCode.invalid_txn_state) for tp in parts
         }
 
-    async def handle_add_partitions(
+    def partitions_added(
         self, transactional_id: str, pid: int, epoch: int, partitions: Iterable[TopicPartition]
+    ) -> bool:
+        """Are these partitions in the producer's ongoing transaction already (no write needed)?"""
+        m = self.get(transactional_id)
+        return (
+            not self._status(transactional_id)
+            and m is not None
+            and not self._check_producer(m, pid, epoch)
+            and m.pending_state is None
+            and m.state == TxnState.ONGOING
+            and m.partitions.issuperset(partitions)
+        )
+
+    async def handle_add_partitions(
+        self,
+        transactional_id: str,
+        pid: int,
+        epoch: int,
+        partitions: Iterable[TopicPartition],
+        *,
+        client_txn_version: int | None = None,
     ) -> dict[TopicPartition, int]:
+        """Add partitions to the transaction: from a V1 producer (AddPartitionsToTxn v0-3,
+        AddOffsetsToTxn), or implicitly for a V2 one (``client_txn_version`` 2: its first
+        Produce v12+ or TxnOffsetCommit v5 there, forwarded by the partition's leader or
+        group coordinator as AddPartitionsToTxn v5 without ``verify_only``)."""
         parts = list(partitions)
         error = self._status(transactional_id)
         m = self.get(transactional_id)
@@ -571,6 +619,8 @@ class TransactionCoordinator:
             txn_start_ms=m.txn_start_ms if m.state == TxnState.ONGOING else now,
             txn_last_update_ms=now,
         )
+        if client_txn_version is not None and m.state != TxnState.ONGOING:
+            target.client_txn_version = client_txn_version
         m.pending_state = TxnState.ONGOING
         error = await self._write(m, target)
         return dict.fromkeys(parts, error)
@@ -584,6 +634,7 @@ class TransactionCoordinator:
     async def handle_end_txn(
         self, transactional_id: str, pid: int, epoch: int, commit: bool
     ) -> int:
+        """EndTxn v0-4 (transactions V1: the epoch stays)."""
         error = self._status(transactional_id)
         m = self.get(transactional_id)
         if not error:
@@ -605,16 +656,102 @@ class TransactionCoordinator:
             return ErrorCode.invalid_txn_state if commit else ErrorCode.concurrent_transactions
         return ErrorCode.invalid_txn_state
 
-    async def _end(self, m: TxnMetadata, commit: bool, *, bump: bool = False) -> int:
+    async def handle_end_txn_v2(
+        self, transactional_id: str, pid: int, epoch: int, commit: bool
+    ) -> InitResult:
+        """EndTxn v5 (transactions V2, KIP-890 part 2): every end bumps the producer epoch
+        (a fresh producer id once the epoch is exhausted), the markers carry the bumped
+        epoch, so a late write of the old epoch is fenced on every partition; the
+        producer learns its next id and epoch from the response. A retry names the epoch
+        before the bump (Kafka's ``retryOnEpochBump`` / ``retryOnOverflow``)."""
+        error = self._status(transactional_id)
+        if error:
+            return InitResult(error)
+        m = self.get(transactional_id)
+        if m is None:
+            return InitResult(ErrorCode.invalid_producer_id_mapping)
+        retry_on_overflow = (
+            m.last_producer_id == pid and epoch == MAX_EPOCH - 1 and m.producer_epoch == 0
+        )
+        retry_on_bump = m.producer_epoch == epoch + 1
+        if m.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            valid = retry_on_bump
+        elif m.state in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
+            valid = retry_on_bump or retry_on_overflow or epoch == m.producer_epoch
+        else:
+            valid = epoch == m.producer_epoch
+        is_retry = retry_on_bump or retry_on_overflow
+        if m.producer_id != pid and not retry_on_overflow:
+            return InitResult(ErrorCode.invalid_producer_id_mapping)
+        if not valid:
+            return InitResult(ErrorCode.producer_fenced)
+        if m.pending_state is not None:
+            return InitResult(ErrorCode.concurrent_transactions)
+        done = InitResult(0, m.producer_id, m.producer_epoch)
+        invalid = InitResult(ErrorCode.invalid_txn_state)
+        if m.state == TxnState.ONGOING:
+            return await self._end_v2(m, commit)
+        if m.state == TxnState.COMPLETE_COMMIT:
+            if commit:
+                return done if is_retry else invalid
+            return invalid if is_retry else await self._end_v2(m, False)
+        if m.state == TxnState.COMPLETE_ABORT:
+            if commit:
+                return invalid
+            return done if is_retry else await self._end_v2(m, False)
+        if m.state == TxnState.EMPTY:
+            return invalid if commit else await self._end_v2(m, False)
+        if m.state == TxnState.PREPARE_COMMIT:
+            return InitResult(ErrorCode.concurrent_transactions) if commit else invalid
+        if m.state == TxnState.PREPARE_ABORT:
+            return invalid if commit else InitResult(ErrorCode.concurrent_transactions)
+        return invalid
+
+    async def _end_v2(self, m: TxnMetadata, commit: bool) -> InitResult:
+        next_pid = NO_PRODUCER_ID
+        if m.producer_epoch >= MAX_EPOCH - 1:
+            next_pid = await self.producer_ids.generate_producer_id()
+            if m.pending_state is not None:
+                return InitResult(ErrorCode.concurrent_transactions)
+        error = await self._end(m, commit, bump=True, v2=True, next_producer_id=next_pid)
+        if error:
+            return InitResult(error)
+        if m.next_producer_id != NO_PRODUCER_ID:
+            return InitResult(0, m.next_producer_id, 0)
+        return InitResult(0, m.producer_id, m.producer_epoch)
+
+    async def _end(
+        self,
+        m: TxnMetadata,
+        commit: bool,
+        *,
+        bump: bool = False,
+        v2: bool = False,
+        next_producer_id: int = NO_PRODUCER_ID,
+    ) -> int:
         """Write PrepareCommit/PrepareAbort, then complete in the background."""
         now = self.clock_ms()
         changes: dict[str, object] = {
             "state": TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT,
             "txn_last_update_ms": now,
         }
-        if bump and m.producer_epoch < MAX_EPOCH - 1:
+        if v2:
+            # transactions V2: the epoch goes up to MAX_EPOCH itself (the markers' epoch);
+            # the producer then moves to next_producer_id at epoch 0
             changes["producer_epoch"] = m.producer_epoch + 1
             changes["last_producer_epoch"] = m.producer_epoch
+            changes["next_producer_id"] = next_producer_id
+            changes["client_txn_version"] = 2
+            if m.state != TxnState.ONGOING:
+                # an abort with nothing added (Empty / Complete*): only the epoch moves
+                changes["partitions"] = set()
+                changes["txn_start_ms"] = now
+        elif bump and m.producer_epoch < MAX_EPOCH - 1:
+            # fencing a V2 producer bumps twice (Kafka: the fence, then the V2 end), so
+            # its EndTxn retry (one below the stored epoch) is fenced, not taken for a retry
+            step = 2 if m.client_txn_version >= 2 and m.producer_epoch < MAX_EPOCH - 2 else 1
+            changes["producer_epoch"] = m.producer_epoch + step
+            changes["last_producer_epoch"] = m.producer_epoch + step - 1
         target = m.copy_for_write(**changes)
         m.pending_state = target.state
         error = await self._write(m, target)
@@ -684,12 +821,24 @@ class TransactionCoordinator:
             remaining = left
             if remaining:
                 self.metrics.marker_retries += 1
-                await asyncio.sleep(backoff)
+                unknown = sum(1 for tp in remaining if self._leader_unknown(tp))
+                self.metrics.unknown_destination_markers += unknown
+                try:
+                    await asyncio.sleep(backoff)
+                finally:
+                    self.metrics.unknown_destination_markers -= unknown
         target = m.copy_for_write(
             state=TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT,
             partitions=set(),
             txn_last_update_ms=self.clock_ms(),
         )
+        if m.next_producer_id != NO_PRODUCER_ID:
+            # transactions V2 with the epoch exhausted: the producer goes on with a new id
+            target.last_producer_id = m.producer_id
+            target.producer_id = m.next_producer_id
+            target.producer_epoch = 0
+            target.last_producer_epoch = NO_PRODUCER_EPOCH
+            target.next_producer_id = NO_PRODUCER_ID
         m.pending_state = target.state
         error = await self._write(m, target)
         if error:

@@ -3,9 +3,9 @@
 Key: int16 key version 0, then TransactionLogKey v0 (TransactionalId: string).
 Value: int16 value version, then TransactionLogValue (v0, or v1 flexible with
 tagged PreviousProducerId, NextProducerId, ClientTransactionVersion), null for a
-tombstone (an expired transactional id). kafkalite writes v0, which Kafka's
-tools (``kafka-dump-log --transaction-log-decoder``) and brokers read; it reads
-both.
+tombstone (an expired transactional id). kafkalite writes v0 for transactions
+of the V1 protocol and v1 (with NextProducerId and ClientTransactionVersion 2)
+for those of transactions V2 (KIP-890 part 2), as Kafka 4 does; it reads both.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from enum import IntEnum
 from kafkalite.common import structs
 from kafkalite.common.types import TopicPartition
 from kafkalite.coordinator.group.offset_codec import java_string_hash, kafka_abs
-from kafkalite.protocol.varint import decode_unsigned_varint
+from kafkalite.protocol.varint import decode_unsigned_varint, encode_unsigned_varint
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 MAX_EPOCH = 32767  # Short.MaxValue
@@ -103,6 +103,11 @@ class TxnMetadata:
     txn_last_update_ms: int = -1
     #: the state a write to the log is moving to (CONCURRENT_TRANSACTIONS meanwhile)
     pending_state: TxnState | None = None
+    #: transactions V2: the producer id the producer moves to when this transaction
+    #: completes (its epoch was exhausted by the bump of EndTxn)
+    next_producer_id: int = NO_PRODUCER_ID
+    #: the transaction protocol of the producer's last transaction (2: KIP-890 part 2)
+    client_txn_version: int = 0
 
     def copy_for_write(self, **changes: object) -> TxnMetadata:
         """The record to write: this metadata with ``changes`` (Kafka's TxnTransitMetadata)."""
@@ -117,6 +122,9 @@ class TxnMetadata:
             set(self.partitions),
             self.txn_start_ms,
             self.txn_last_update_ms,
+            None,
+            self.next_producer_id,
+            self.client_txn_version,
         )
         for k, v in changes.items():
             setattr(m, k, v)
@@ -133,6 +141,8 @@ class TxnMetadata:
         self.partitions = set(m.partitions)
         self.txn_start_ms = m.txn_start_ms
         self.txn_last_update_ms = m.txn_last_update_ms
+        self.next_producer_id = m.next_producer_id
+        self.client_txn_version = m.client_txn_version
         self.pending_state = None
 
 
@@ -156,7 +166,11 @@ def decode_key(data: bytes) -> str:
 
 
 def encode_value(m: TxnMetadata) -> bytes:
-    """TransactionLogValue v0. Empty and Complete* states store no partitions (as Kafka)."""
+    """TransactionLogValue: v0, or v1 for a transactions V2 producer (its tagged fields
+    carry the id rotation and the client's transaction version). Empty and Complete*
+    states store no partitions (as Kafka)."""
+    if m.client_txn_version >= 2:
+        return _encode_value_v1(m)
     out = bytearray(structs.I16.pack(0))
     out += _VALUE_HEAD.pack(m.producer_id, m.producer_epoch, m.txn_timeout_ms, int(m.state))
     by_topic: dict[str, list[int]] = {}
@@ -167,6 +181,32 @@ def encode_value(m: TxnMetadata) -> bytes:
         out += _string(t)
         out += struct.pack(f">i{len(ps)}i", len(ps), *ps)
     out += _TIMES.pack(m.txn_last_update_ms, m.txn_start_ms)
+    return bytes(out)
+
+
+def _encode_value_v1(m: TxnMetadata) -> bytes:
+    out = bytearray(structs.I16.pack(1))
+    out += _VALUE_HEAD.pack(m.producer_id, m.producer_epoch, m.txn_timeout_ms, int(m.state))
+    by_topic: dict[str, list[int]] = {}
+    for t, p in sorted(m.partitions):
+        by_topic.setdefault(t, []).append(p)
+    out += encode_unsigned_varint(len(by_topic) + 1)
+    for t, ps in by_topic.items():
+        b = t.encode("utf-8")
+        out += encode_unsigned_varint(len(b) + 1) + b
+        out += encode_unsigned_varint(len(ps) + 1) + struct.pack(f">{len(ps)}i", *ps)
+        out += b"\x00"  # no tagged fields
+    out += _TIMES.pack(m.txn_last_update_ms, m.txn_start_ms)
+    tags: list[tuple[int, bytes]] = []
+    if m.last_producer_id != NO_PRODUCER_ID:
+        tags.append((0, struct.pack(">q", m.last_producer_id)))
+    if m.next_producer_id != NO_PRODUCER_ID:
+        tags.append((1, struct.pack(">q", m.next_producer_id)))
+    if m.client_txn_version:
+        tags.append((2, structs.I16.pack(m.client_txn_version)))
+    out += encode_unsigned_varint(len(tags))
+    for tag, data in tags:
+        out += encode_unsigned_varint(tag) + encode_unsigned_varint(len(data)) + data
     return bytes(out)
 
 
@@ -233,6 +273,8 @@ def _decode_value(transactional_id: str, data: bytes) -> TxnMetadata:
     pos += _TIMES.size
     tags = skip_tags()
     previous = struct.unpack(">q", tags[0])[0] if len(tags.get(0, b"")) == 8 else -1
+    next_pid = struct.unpack(">q", tags[1])[0] if len(tags.get(1, b"")) == 8 else -1
+    tv = structs.I16.unpack(tags[2])[0] if len(tags.get(2, b"")) == 2 else 0
     return TxnMetadata(
         transactional_id,
         pid,
@@ -244,6 +286,9 @@ def _decode_value(transactional_id: str, data: bytes) -> TxnMetadata:
         partitions,
         start,
         last_update,
+        None,
+        next_pid,
+        tv,
     )
 
 

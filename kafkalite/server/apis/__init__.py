@@ -41,6 +41,7 @@ from kafkalite.server.apis import (
     produce,
     sasl,
     share,
+    share_state,
     telemetry,
     topics,
     transactions,
@@ -124,6 +125,13 @@ from kafkalite.server.apis.share import (
     handle_share_fetch,
     handle_share_group_describe,
     handle_share_group_heartbeat,
+)
+from kafkalite.server.apis.share_state import (
+    handle_delete_share_group_state,
+    handle_initialize_share_group_state,
+    handle_read_share_group_state,
+    handle_read_share_group_state_summary,
+    handle_write_share_group_state,
 )
 from kafkalite.server.apis.telemetry import (
     TelemetryDeps,
@@ -267,12 +275,14 @@ def _collaborators(s: BrokerServices | None) -> dict[str, Any] | None:
             _txn_coordinator_finder(s.transaction_coordinator),
         ),
         share.__name__: ShareDeps(s.group_coordinator, cache),
+        share_state.__name__: ShareDeps(s.group_coordinator, cache),
         transactions.__name__: TxnDeps(
             s.transaction_coordinator,
             s.group_coordinator,
             rm,
             cache,
             int(s.config["request.timeout.ms"]),
+            s.txn_verifier,
         ),
         controller_requests.__name__: ControllerRequestDeps(
             s.broker_id, s.broker_epoch, s.controller_gate, cache, rm, s.controller
@@ -305,9 +315,17 @@ _TABLE: list[tuple[Any, int, int, Any, bool, str]] = [
         handle_produce,
         False,
         "advertised from v0 like Kafka 4 (KAFKA-18659); v0-2 requests close the connection; "
-        "v13 topic ids; v12+ in a transaction needs transaction.version 2 (not finalized)",
+        "v10+ leader hints (KIP-951); v13 topic ids; v12+ adds a transaction's partitions "
+        "implicitly (transactions V2)",
     ),
-    (ApiKey.FETCH, 4, FETCH_MAX, handle_fetch, False, "zero-copy sendfile; incremental sessions"),
+    (
+        ApiKey.FETCH,
+        4,
+        FETCH_MAX,
+        handle_fetch,
+        False,
+        "zero-copy sendfile; incremental sessions; v16+ leader hints (KIP-951)",
+    ),
     (
         ApiKey.LIST_OFFSETS,
         1,
@@ -337,10 +355,17 @@ _TABLE: list[tuple[Any, int, int, Any, bool, str]] = [
         5,
         handle_add_partitions_to_txn,
         True,
-        "v4+ batched and verify-only (KIP-890)",
+        "v4+ batched, from brokers: verify-only (KIP-890 part 1) or the implicit add of transactions V2",
     ),
     (ApiKey.ADD_OFFSETS_TO_TXN, 0, 4, handle_add_offsets_to_txn, True, ""),
-    (ApiKey.END_TXN, 0, 4, handle_end_txn, True, "transactions V1 (no KIP-890 V2 epoch bump)"),
+    (
+        ApiKey.END_TXN,
+        0,
+        5,
+        handle_end_txn,
+        True,
+        "v5: transactions V2 (KIP-890 part 2), the epoch bumps on every end",
+    ),
     (
         ApiKey.WRITE_TXN_MARKERS,
         1,
@@ -349,7 +374,14 @@ _TABLE: list[tuple[Any, int, int, Any, bool, str]] = [
         False,
         "sent by the transaction coordinator to partition leaders",
     ),
-    (ApiKey.TXN_OFFSET_COMMIT, 0, 4, handle_txn_offset_commit, True, "offsets visible on commit"),
+    (
+        ApiKey.TXN_OFFSET_COMMIT,
+        0,
+        5,
+        handle_txn_offset_commit,
+        True,
+        "offsets visible on commit; v5 adds the offsets partition to the transaction",
+    ),
     (ApiKey.DESCRIBE_PRODUCERS, 0, 0, handle_describe_producers, False, ""),
     (ApiKey.DESCRIBE_TRANSACTIONS, 0, 0, handle_describe_transactions, False, ""),
     (
@@ -469,6 +501,46 @@ _TABLE: list[tuple[Any, int, int, Any, bool, str]] = [
     ),
     (ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, 0, handle_delete_share_group_offsets, True, ""),
     (
+        ApiKey.INITIALIZE_SHARE_GROUP_STATE,
+        0,
+        0,
+        handle_initialize_share_group_state,
+        False,
+        "share-state coordinator (inter-broker); state kept in __consumer_offsets",
+    ),
+    (
+        ApiKey.READ_SHARE_GROUP_STATE,
+        0,
+        0,
+        handle_read_share_group_state,
+        False,
+        "partition leaders load share partitions; fences older leader epochs",
+    ),
+    (
+        ApiKey.WRITE_SHARE_GROUP_STATE,
+        0,
+        1,
+        handle_write_share_group_state,
+        False,
+        "full snapshots from the leader; leader/state epoch fencing",
+    ),
+    (
+        ApiKey.DELETE_SHARE_GROUP_STATE,
+        0,
+        0,
+        handle_delete_share_group_state,
+        False,
+        "share-state coordinator (inter-broker)",
+    ),
+    (
+        ApiKey.READ_SHARE_GROUP_STATE_SUMMARY,
+        0,
+        1,
+        handle_read_share_group_state_summary,
+        False,
+        "share-state coordinator (inter-broker)",
+    ),
+    (
         ApiKey.ELECT_LEADERS,
         0,
         2,
@@ -547,7 +619,7 @@ _TABLE: list[tuple[Any, int, int, Any, bool, str]] = [
         2,
         handle_update_features,
         True,
-        "levels fixed by the implementation (transaction.version 1, group.version 1); "
+        "levels fixed by the implementation (transaction.version 2, group.version 1); "
         "only the current level is accepted",
     ),
     (
@@ -649,6 +721,13 @@ _ERROR_RESPONSES: dict[int, ErrorResponseBuilder] = {
     ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: share.describe_share_group_offsets_error_response,
     ApiKey.ALTER_SHARE_GROUP_OFFSETS: share.alter_share_group_offsets_error_response,
     ApiKey.DELETE_SHARE_GROUP_OFFSETS: share.delete_share_group_offsets_error_response,
+    ApiKey.INITIALIZE_SHARE_GROUP_STATE: (share_state.initialize_share_group_state_error_response),
+    ApiKey.READ_SHARE_GROUP_STATE: share_state.read_share_group_state_error_response,
+    ApiKey.WRITE_SHARE_GROUP_STATE: share_state.write_share_group_state_error_response,
+    ApiKey.DELETE_SHARE_GROUP_STATE: share_state.delete_share_group_state_error_response,
+    ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: (
+        share_state.read_share_group_state_summary_error_response
+    ),
     ApiKey.ELECT_LEADERS: controller_requests.elect_leaders_error_response,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (
         controller_requests.alter_partition_reassignments_error_response

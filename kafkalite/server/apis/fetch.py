@@ -15,7 +15,6 @@ from kafkalite.protocol.fetch_response import (
     FetchTopicData,
     encode_fetch_response,
 )
-from kafkalite.quota.entities import ANONYMOUS
 from kafkalite.replica.replica_manager import FetchParams, FetchPartitionResult, PartitionFetchInfo
 from kafkalite.replica.topic_stats import BYTES_OUT, FAILED_FETCH, TOTAL_FETCH
 from kafkalite.security.authorizer.acl import AclOperation, ResourceType
@@ -86,7 +85,9 @@ def handle_fetch(deps: FetchDeps, ctx: RequestContext, req: FetchRequest) -> Any
     if quotas is not None and replica_id < 0 and quotas.fetch.enabled:
         fetch_quota = quotas.fetch
         # nor by more than the consumer_byte_rate allows over its window
-        allowed = fetch_quota.max_value_in_window(ANONYMOUS, ctx.client_id or "")
+        allowed = fetch_quota.max_value_in_window(
+            ctx.connection.principal.name, ctx.client_id or ""
+        )
         if allowed is not None:
             max_bytes = max(min(max_bytes, int(allowed)), 1)
     params = FetchParams(
@@ -204,12 +205,12 @@ def handle_fetch(deps: FetchDeps, ctx: RequestContext, req: FetchRequest) -> Any
         throttle_ms = ctx.throttle_ms
         if fetch_quota is not None:
             size = sum(r.size for _, r in results)
-            client = ctx.client_id or ""
-            ms = fetch_quota.record_and_get_throttle_ms(ANONYMOUS, client, size)
+            user, client = ctx.connection.principal.name, ctx.client_id or ""
+            ms = fetch_quota.record_and_get_throttle_ms(user, client, size)
             if ms > 0:
                 # over the quota: an empty response now, the client fetches the same
                 # offsets again after the throttle (Kafka's getThrottledResponse)
-                fetch_quota.unrecord(ANONYMOUS, client, size)
+                fetch_quota.unrecord(user, client, size)
                 throttle_ms = max(throttle_ms, ms)
                 ctx.connection.throttle(throttle_ms)
                 return encode_fetch_response(

@@ -19,6 +19,7 @@ from kafkalite.coordinator.group.consumer_coordinator import HeartbeatRequest as
 from kafkalite.coordinator.group.group_coordinator import JoinRequest
 from kafkalite.coordinator.group.group_metadata import OffsetAndMetadata, TopicPartition
 from kafkalite.coordinator.group.txn_offsets import pending_of
+from kafkalite.coordinator.share.share_state import group_of_share_key
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.errors import ErrorCode
 
@@ -47,6 +48,8 @@ if TYPE_CHECKING:
 OFFSET_DELETE = ApiKey.OFFSET_DELETE
 COORDINATOR_TYPE_GROUP = 0
 COORDINATOR_TYPE_TRANSACTION = 1
+#: KIP-932: the share-state coordinator of key "group:topicId:partition"
+COORDINATOR_TYPE_SHARE = 2
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 #: READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS: everything a group supports,
 #: which is what a broker without an authorizer allows
@@ -113,6 +116,14 @@ async def _find_coordinator(
         if not key:
             return error(ErrorCode.invalid_request, "empty transactional id")
         leader = await deps.find_txn_coordinator(key)
+    elif key_type == COORDINATOR_TYPE_SHARE:
+        # kafkalite keeps share state with the group: the group's coordinator
+        group_id = group_of_share_key(key)
+        if group_id is None:
+            return error(ErrorCode.invalid_request, f"invalid share coordinator key {key!r}")
+        coordinator = _coordinator(deps)
+        await coordinator.ensure_offsets_topic()
+        leader = coordinator.coordinator_for(group_id)
     elif key_type != COORDINATOR_TYPE_GROUP:
         return error(ErrorCode.invalid_request, f"unsupported coordinator key type {key_type}")
     else:

@@ -174,6 +174,7 @@ def handle_produce(deps: ProduceDeps, ctx: RequestContext, req: ProduceRequest) 
                     "acks=0 produce failed; closing so the client refreshes metadata"
                 )
             return None
+        hints, endpoints = _leader_hints(deps, ctx, req, order, results)
         return encode_produce_response(
             ctx.api_version,
             [
@@ -184,6 +185,8 @@ def handle_produce(deps: ProduceDeps, ctx: RequestContext, req: ProduceRequest) 
                 for td, (name, parts) in zip(req.topic_data, order, strict=True)
             ],
             ctx.throttle_ms,
+            current_leaders=hints,
+            node_endpoints=endpoints,
         )
 
     sequencer = deps.append_sequencer
@@ -209,7 +212,9 @@ def handle_produce(deps: ProduceDeps, ctx: RequestContext, req: ProduceRequest) 
         return sequencer.defer([*entries, *pending], pending, append)
 
     verifier = deps.txn_verifier
-    if req.transactional_id is None or verifier is None or not verifier.enabled:
+    # transactions V2 (Produce v12+): the first batch adds the partition to the transaction
+    add = ctx.api_version >= 12
+    if req.transactional_id is None or verifier is None or not (verifier.enabled or add):
         return act()
     # KIP-890: a producer's first batch of a transaction on a partition is verified first
     first, pid, epoch = _first_transactional_batches(deps, entries, validated)
@@ -223,7 +228,7 @@ def handle_produce(deps: ProduceDeps, ctx: RequestContext, req: ProduceRequest) 
                 entries.pop(tp, None)
                 validated.pop(tp, None)
 
-    verdict = verifier.verify(req.transactional_id, pid, epoch, first)
+    verdict = verifier.verify(req.transactional_id, pid, epoch, first, add=add)
     if isinstance(verdict, dict):
         refuse(verdict)  # this broker is the coordinator: appended in this same step
         return act()
@@ -334,6 +339,52 @@ def _limits(cfg: LogConfig, tp: TP) -> TopicLimits:
         level,
         f"{tp[0]}-{tp[1]}" if compact else "",
     )
+
+
+def _leader_hints(
+    deps: ProduceDeps,
+    ctx: RequestContext,
+    req: ProduceRequest,
+    order: list[tuple[str, list[int]]],
+    results: dict[TP, ProduceResult],
+) -> tuple[
+    dict[tuple[str | uuid.UUID, int], tuple[int, int]] | None,
+    list[tuple[int, str, int, str | None]],
+]:
+    """KIP-951 (v10+), as KafkaApis: a partition answered NOT_LEADER_OR_FOLLOWER or
+    FENCED_LEADER_EPOCH names the leader and epoch this broker knows, and the leader's
+    endpoint on the request's listener, so the producer retries there without a Metadata
+    round trip. Nothing is looked up when no partition failed that way."""
+    if ctx.api_version < 10 or not any(r.error in _LEADER_HINT_ERRORS for r in results.values()):
+        return None, []
+    cache = deps.metadata_cache
+    hints: dict[tuple[str | uuid.UUID, int], tuple[int, int]] = {}
+    leaders: set[int] = set()
+    for td, (name, parts) in zip(req.topic_data, order, strict=True):
+        key = td.topic_id if td.topic_id is not None else name
+        t = cache.get_topic(name)
+        for i in parts:
+            r = results.get((name, i))
+            if r is None or r.error not in _LEADER_HINT_ERRORS or t is None:
+                continue
+            pm = t.partitions.get(i)
+            if pm is None or pm.leader < 0:
+                continue
+            hints[(key, i)] = (pm.leader, pm.leader_epoch)
+            leaders.add(pm.leader)
+    endpoints = []
+    for b in sorted(leaders):
+        info = cache.brokers.get(b)
+        ep = info.endpoints.get(ctx.listener) if info is not None else None
+        if info is not None and ep is not None:
+            endpoints.append((b, ep[0], ep[1], info.rack))
+    return hints, endpoints
+
+
+#: errors whose partition response names the current leader (KIP-951)
+_LEADER_HINT_ERRORS = frozenset(
+    {int(ErrorCode.not_leader_or_follower), int(ErrorCode.fenced_leader_epoch)}
+)
 
 
 def _partition(

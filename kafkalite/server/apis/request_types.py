@@ -65,6 +65,7 @@ if TYPE_CHECKING:
     import kio.schema.delete_records.v1.request
     import kio.schema.delete_records.v2.request
     import kio.schema.delete_share_group_offsets.v0.request
+    import kio.schema.delete_share_group_state.v0.request
     import kio.schema.delete_topics.v1.request
     import kio.schema.delete_topics.v2.request
     import kio.schema.delete_topics.v3.request
@@ -109,6 +110,7 @@ if TYPE_CHECKING:
     import kio.schema.end_txn.v2.request
     import kio.schema.end_txn.v3.request
     import kio.schema.end_txn.v4.request
+    import kio.schema.end_txn.v5.request
     import kio.schema.find_coordinator.v0.request
     import kio.schema.find_coordinator.v1.request
     import kio.schema.find_coordinator.v2.request
@@ -131,6 +133,7 @@ if TYPE_CHECKING:
     import kio.schema.init_producer_id.v4.request
     import kio.schema.init_producer_id.v5.request
     import kio.schema.init_producer_id.v6.request
+    import kio.schema.initialize_share_group_state.v0.request
     import kio.schema.join_group.v2.request
     import kio.schema.join_group.v3.request
     import kio.schema.join_group.v4.request
@@ -206,6 +209,9 @@ if TYPE_CHECKING:
     import kio.schema.offset_for_leader_epoch.v3.request
     import kio.schema.offset_for_leader_epoch.v4.request
     import kio.schema.push_telemetry.v0.request
+    import kio.schema.read_share_group_state.v0.request
+    import kio.schema.read_share_group_state_summary.v0.request
+    import kio.schema.read_share_group_state_summary.v1.request
     import kio.schema.sasl_authenticate.v0.request
     import kio.schema.sasl_authenticate.v1.request
     import kio.schema.sasl_authenticate.v2.request
@@ -228,9 +234,12 @@ if TYPE_CHECKING:
     import kio.schema.txn_offset_commit.v2.request
     import kio.schema.txn_offset_commit.v3.request
     import kio.schema.txn_offset_commit.v4.request
+    import kio.schema.txn_offset_commit.v5.request
     import kio.schema.update_features.v0.request
     import kio.schema.update_features.v1.request
     import kio.schema.update_features.v2.request
+    import kio.schema.write_share_group_state.v0.request
+    import kio.schema.write_share_group_state.v1.request
     import kio.schema.write_txn_markers.v1.request
     import kio.schema.write_txn_markers.v2.request
 
@@ -432,6 +441,7 @@ if TYPE_CHECKING:
         | kio.schema.end_txn.v2.request.EndTxnRequest
         | kio.schema.end_txn.v3.request.EndTxnRequest
         | kio.schema.end_txn.v4.request.EndTxnRequest
+        | kio.schema.end_txn.v5.request.EndTxnRequest
     )
 
     WriteTxnMarkersRequest = (
@@ -445,6 +455,7 @@ if TYPE_CHECKING:
         | kio.schema.txn_offset_commit.v2.request.TxnOffsetCommitRequest
         | kio.schema.txn_offset_commit.v3.request.TxnOffsetCommitRequest
         | kio.schema.txn_offset_commit.v4.request.TxnOffsetCommitRequest
+        | kio.schema.txn_offset_commit.v5.request.TxnOffsetCommitRequest
     )
 
     DescribeAclsRequest = (
@@ -613,6 +624,28 @@ if TYPE_CHECKING:
     ShareAcknowledgeRequest = (
         kio.schema.share_acknowledge.v1.request.ShareAcknowledgeRequest
         | kio.schema.share_acknowledge.v2.request.ShareAcknowledgeRequest
+    )
+
+    InitializeShareGroupStateRequest = (
+        kio.schema.initialize_share_group_state.v0.request.InitializeShareGroupStateRequest
+    )
+
+    ReadShareGroupStateRequest = (
+        kio.schema.read_share_group_state.v0.request.ReadShareGroupStateRequest
+    )
+
+    WriteShareGroupStateRequest = (
+        kio.schema.write_share_group_state.v0.request.WriteShareGroupStateRequest
+        | kio.schema.write_share_group_state.v1.request.WriteShareGroupStateRequest
+    )
+
+    DeleteShareGroupStateRequest = (
+        kio.schema.delete_share_group_state.v0.request.DeleteShareGroupStateRequest
+    )
+
+    ReadShareGroupStateSummaryRequest = (
+        kio.schema.read_share_group_state_summary.v0.request.ReadShareGroupStateSummaryRequest
+        | kio.schema.read_share_group_state_summary.v1.request.ReadShareGroupStateSummaryRequest
     )
 
     DescribeShareGroupOffsetsRequest = (

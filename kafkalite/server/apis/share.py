@@ -148,6 +148,12 @@ share_group_describe_error_response = consumer_group_describe_error_response
 
 
 # ---- ShareFetch (78) / ShareAcknowledge (79) --------------------------------------------
+#: KIP-1206 (ShareFetch v2 ``share_acquire_mode``): 0 batch_optimized, where max_records
+#: is a soft bound the broker may exceed to hand out whole batches, and 1 record_limit,
+#: a hard bound. kafkalite acquires record by record, never past max_records, which
+#: keeps both modes' promises (v1 is batch_optimized).
+SHARE_ACQUIRE_MODE_BATCH_OPTIMIZED, SHARE_ACQUIRE_MODE_RECORD_LIMIT = 0, 1
+SHARE_ACQUIRE_MODES = (SHARE_ACQUIRE_MODE_BATCH_OPTIMIZED, SHARE_ACQUIRE_MODE_RECORD_LIMIT)
 AckList = list[
     tuple[tuple[uuid.UUID, int], "TopicPartition | None", list[tuple[int, int, tuple[int, ...]]]]
 ]
@@ -201,6 +207,9 @@ async def handle_share_fetch(
 ) -> dict[str, Any]:
     lock_ms = 0
     bad = _share_request_error(req)
+    mode = int(getattr(req, "share_acquire_mode", SHARE_ACQUIRE_MODE_BATCH_OPTIMIZED))
+    if bad is None and mode not in SHARE_ACQUIRE_MODES:
+        bad = int(ErrorCode.invalid_request), f"Unknown share acquire mode id: {mode}"
     if bad is not None:
         outcome = FetchOutcome(bad[0], bad[1])
     else:

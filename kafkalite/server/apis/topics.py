@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kafkalite.protocol.errors import ErrorCode, KafkaError
-from kafkalite.quota.entities import ANONYMOUS
 from kafkalite.server.admin_limits import (
     POLICY_VIOLATION,
     TOO_MANY_PARTITIONS,
@@ -52,7 +51,8 @@ class _MutationQuota:
     def __init__(self, deps: TopicDeps, ctx: RequestContext, strict: bool) -> None:
         q = deps.quotas
         self.manager = q.controller_mutation if q is not None and q.configs.entries else None
-        self.user, self.client = ANONYMOUS, ctx.client_id or ""
+        # the quota user: the principal (SASL / mTLS), ANONYMOUS on PLAINTEXT
+        self.user, self.client = ctx.connection.principal.name, ctx.client_id or ""
         self.strict = strict
         self.ctx = ctx
 

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
         WriteTxnMarkersRequest,
     )
     from kafkalite.server.metadata_cache import MetadataCache
+    from kafkalite.server.txn_verifier import TxnVerifier
 
 OFFSETS_TOPIC = "__consumer_offsets"
 #: -1 ms (kio's int64 timestamps are datetimes; Kafka writes -1 for "no transaction")
@@ -55,6 +56,8 @@ class TxnDeps:
     replica_manager: ReplicaManager
     metadata_cache: MetadataCache
     request_timeout_ms: int
+    #: adds the offsets partition for TxnOffsetCommit v5 (transactions V2)
+    txn_verifier: TxnVerifier | None = None
 
 
 def _fenced(code: int, version: int, first_fenced_version: int) -> int:
@@ -131,7 +134,12 @@ async def _add_partitions(
     elif verify_only:
         errors = deps.coordinator.verify_partitions(transactional_id, pid, epoch, wanted)
     else:
-        errors = await deps.coordinator.handle_add_partitions(transactional_id, pid, epoch, wanted)
+        # v4+ come from brokers (a V2 producer's implicit add, KIP-890 part 2) and from
+        # clients such as @platformatic/kafka that speak V1 with the batched form: the
+        # protocol is known for sure at EndTxn (v5 or not), so v4+ leave it as it is
+        errors = await deps.coordinator.handle_add_partitions(
+            transactional_id, pid, epoch, wanted, client_txn_version=None if version >= 4 else 0
+        )
     by_topic: dict[str, list[dict[str, int]]] = defaultdict(list)
     for t in topics:
         for p in t.partitions:
@@ -172,7 +180,11 @@ async def handle_add_offsets_to_txn(
     tp = (OFFSETS_TOPIC, gm.partition_for(req.group_id))
     await deps.groups.ensure_offsets_topic()
     result = await deps.coordinator.handle_add_partitions(
-        req.transactional_id, int(req.producer_id), int(req.producer_epoch), [tp]
+        req.transactional_id,
+        int(req.producer_id),
+        int(req.producer_epoch),
+        [tp],
+        client_txn_version=0,
     )
     return {"throttle_time": 0, "error_code": _fenced(result[tp], ctx.api_version, 2)}
 
@@ -185,13 +197,24 @@ def add_offsets_to_txn_error_response(req: Any, version: int, code: int) -> dict
 
 
 async def handle_end_txn(deps: TxnDeps, ctx: RequestContext, req: EndTxnRequest) -> dict[str, Any]:
-    code = await deps.coordinator.handle_end_txn(
-        req.transactional_id, int(req.producer_id), int(req.producer_epoch), bool(req.committed)
-    )
-    return {"throttle_time": 0, "error_code": _fenced(code, ctx.api_version, 2)}
+    """v0-4: transactions V1; v5: V2 (KIP-890 part 2), the epoch bumps and the response
+    carries the producer id and epoch for the next transaction."""
+    args = (req.transactional_id, int(req.producer_id), int(req.producer_epoch))
+    if ctx.api_version < 5:
+        code = await deps.coordinator.handle_end_txn(*args, bool(req.committed))
+        return {"throttle_time": 0, "error_code": _fenced(code, ctx.api_version, 2)}
+    r = await deps.coordinator.handle_end_txn_v2(*args, bool(req.committed))
+    return {
+        "throttle_time": 0,
+        "error_code": r.error,
+        "producer_id": r.producer_id if not r.error else -1,
+        "producer_epoch": r.producer_epoch if not r.error else -1,
+    }
 
 
 def end_txn_error_response(req: Any, version: int, code: int) -> dict[str, Any]:
+    if version >= 5:
+        return {"throttle_time": 0, "error_code": code, "producer_id": -1, "producer_epoch": -1}
     return {"throttle_time": 0, "error_code": code}
 
 
@@ -300,6 +323,13 @@ async def handle_txn_offset_commit(
                     metadata=p.committed_metadata or "",
                     commit_timestamp=now,
                 )
+    if to_commit and version >= 5:
+        # transactions V2: the producer sent no AddOffsetsToTxn; the group coordinator
+        # adds the group's offsets partition to the transaction first (KIP-890 part 2)
+        code = await _add_offsets_partition(deps, req)
+        if code:
+            errors.update(dict.fromkeys(to_commit, code))
+            to_commit.clear()
     if to_commit:
         results = await handle_txn_commit_offsets(
             deps.groups,
@@ -328,6 +358,40 @@ async def handle_txn_offset_commit(
             for t in req.topics
         ],
     }
+
+
+async def _add_offsets_partition(deps: TxnDeps, req: TxnOffsetCommitRequest) -> int:
+    """The coordinator's answer to adding ``__consumer_offsets``' partition of the group,
+    as TxnOffsetCommit errors (retriable ones as CONCURRENT_TRANSACTIONS, which clients
+    retry; a fenced epoch as PRODUCER_FENCED)."""
+    verifier = deps.txn_verifier
+    if verifier is None:
+        return int(ErrorCode.coordinator_not_available)
+    await deps.groups.ensure_offsets_topic()
+    tp = (OFFSETS_TOPIC, deps.groups.manager.partition_for(req.group_id))
+    result: Any = verifier.verify(
+        req.transactional_id,
+        int(req.producer_id),
+        int(req.producer_epoch),
+        [tp],
+        add=True,
+        errors_for=_txn_offset_commit_error,
+    )
+    if not isinstance(result, dict):
+        result = await result
+    return int(result.get(tp, ErrorCode.unknown_server_error))
+
+
+def _txn_offset_commit_error(code: int) -> int:
+    if code in (
+        ErrorCode.coordinator_not_available,
+        ErrorCode.not_coordinator,
+        ErrorCode.coordinator_load_in_progress,
+        ErrorCode.network_exception,
+        ErrorCode.request_timed_out,
+    ):
+        return int(ErrorCode.concurrent_transactions)
+    return int(code)
 
 
 def txn_offset_commit_error_response(req: Any, version: int, code: int) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from importlib import resources
 from typing import Any
 
 from kafkalite.server.console import actions, pages
+from kafkalite.server.console.cluster import RemoteFigures
 from kafkalite.server.console.deps import ConsoleDeps
 from kafkalite.server.console.http import HttpRequest, HttpResponse, HttpServer
 from kafkalite.server.console.markup import url
@@ -146,13 +147,16 @@ class ConsoleApp:
     async def _topics(self, req: HttpRequest, rest: list[str]) -> HttpResponse:
         deps, ro = self.deps, self.read_only
         if not rest:
+            q, internal = req.query.get("q", ""), req.query.get("internal") == "1"
+            page = _int(req.query.get("page", "1"), 1)
+            shown = pages.page_of(pages.topic_names(deps, q, internal), page, pages.PAGE_SIZE)[0]
+            cache = deps.metadata_cache.topics
+            remote = await self._remote(
+                pages.remote_led(deps, [cache[n] for n in shown if n in cache])
+            )
             return self._html(
                 pages.topics_page(
-                    deps,
-                    read_only=ro,
-                    q=req.query.get("q", ""),
-                    internal=req.query.get("internal") == "1",
-                    page=_int(req.query.get("page", "1"), 1),
+                    deps, read_only=ro, q=q, internal=internal, page=page, remote=remote
                 )
             )
         if rest == ["new"]:
@@ -160,15 +164,16 @@ class ConsoleApp:
                 return self._forbidden("topics")
             if req.method == "GET":
                 return self._html(actions.create_form(self.token))
-            page, created = await actions.create_topic(deps, self.token, req.form)
-            return HttpResponse.redirect(url("topics", created)) if created else self._html(page)
+            html, created = await actions.create_topic(deps, self.token, req.form)
+            return HttpResponse.redirect(url("topics", created)) if created else self._html(html)
         t = deps.metadata_cache.get_topic(rest[0])
         if t is None:
             return self._not_found(f"No topic {rest[0]}.", "topics")
         if len(rest) == 1:
-            return self._html(
-                pages.topic_page(deps, t, read_only=ro, page=_int(req.query.get("page", "1"), 1))
-            )
+            pno = _int(req.query.get("page", "1"), 1)
+            # every partition's figures: the topic's totals need them all
+            remote = await self._remote(pages.remote_led(deps, [t]))
+            return self._html(pages.topic_page(deps, t, read_only=ro, page=pno, remote=remote))
         if rest[1:] == ["delete"]:
             if ro:
                 return self._forbidden("topics")
@@ -275,19 +280,48 @@ class ConsoleApp:
             )
         )
 
+    async def _remote(self, led: dict[int, list[tuple[str, int]]]) -> RemoteFigures | None:
+        """What the leaders of ``led`` tell of their partitions (None: nothing to ask)."""
+        reader = self.deps.cluster
+        if reader is None or not led:
+            return None
+        return await reader.figures(led)
+
+    async def _other_groups(self) -> tuple[list[Any], list[int]]:
+        reader = self.deps.cluster
+        if reader is None:
+            return [], []
+        return await reader.groups(self.deps.metadata_cache.brokers)
+
     async def _groups(self, req: HttpRequest, rest: list[str]) -> HttpResponse:
         deps, ro = self.deps, self.read_only
         if not rest:
+            remote, silent = await self._other_groups()
             return self._html(
                 pages.groups_page(
                     deps,
                     read_only=ro,
                     q=req.query.get("q", ""),
                     page=_int(req.query.get("page", "1"), 1),
+                    remote=remote,
+                    silent=silent,
                 )
             )
         g = deps.group_coordinator.manager.get_group(rest[0])
         if g is None or g.state_name == "Dead":
+            remote, _ = await self._other_groups()
+            elsewhere = next((r for r in remote if r.group_id == rest[0]), None)
+            if elsewhere is not None:
+                return self._html(
+                    pages.message(
+                        f"Group {rest[0]}",
+                        f"Group {rest[0]} ({elsewhere.state}) is coordinated by broker "
+                        f"{elsewhere.coordinator}: its members, offsets and lag are on that "
+                        "broker's console.",
+                        read_only=ro,
+                        active="groups",
+                    )
+                )
             return self._not_found(f"No group {rest[0]} on broker {deps.broker_id}.", "groups")
         if len(rest) == 1:
             return self._html(pages.group_page(deps, g, read_only=ro))
@@ -344,6 +378,8 @@ class ConsoleServer:
         )
 
     async def stop(self) -> None:
+        if self.app is not None and self.app.deps.cluster is not None:
+            self.app.deps.cluster.close()
         if self.sampler is not None:
             await self.sampler.stop()
         if self._http is not None:

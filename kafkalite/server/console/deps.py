@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from kafkalite.replica.replica_manager import ReplicaManager
     from kafkalite.server.admin_manager import AdminManager
     from kafkalite.server.config import BrokerConfig
+    from kafkalite.server.console.cluster import ClusterReader
     from kafkalite.server.metadata_cache import MetadataCache
 
 
@@ -32,6 +33,8 @@ class ConsoleDeps:
     registry: Any
     #: time.time() when the broker started
     started_at: float
+    #: asks the other brokers of a cluster for what they hold (None: this broker only)
+    cluster: ClusterReader | None = None
 
     def local_log(self, topic: str, partition: int) -> Log | None:
         """The partition's log if this broker has a replica of it."""

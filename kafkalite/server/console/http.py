@@ -103,6 +103,9 @@ class HttpServer:
         self._port = port
         self._server: asyncio.Server | None = None
         self._active = 0
+        #: the connections being served: closing the server does not end them (a
+        #: browser keeps idle ones open), so stop() cancels them
+        self._serving: set[asyncio.Task[None]] = set()
 
     @property
     def port(self) -> int:
@@ -118,6 +121,9 @@ class HttpServer:
     async def stop(self) -> None:
         if self._server is not None:
             self._server.close()
+            for t in list(self._serving):
+                t.cancel()
+            await asyncio.gather(*self._serving, return_exceptions=True)
             with contextlib.suppress(Exception):
                 await self._server.wait_closed()
             self._server = None
@@ -166,6 +172,9 @@ class HttpServer:
             writer.close()
             return
         self._active += 1
+        task = asyncio.current_task()
+        if task is not None:
+            self._serving.add(task)
         head_only = False
         try:
             try:
@@ -185,6 +194,8 @@ class HttpServer:
             pass
         finally:
             self._active -= 1
+            if task is not None:
+                self._serving.discard(task)
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()

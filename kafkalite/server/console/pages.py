@@ -3,9 +3,11 @@
 Every list is paginated (PAGE_SIZE rows), and per-row figures (sizes, offsets, lag)
 are read only for the rows of the page shown: a page costs the broker the same on a
 cluster of ten topics as on one of ten thousand, apart from sorting the names.
-Sizes and offsets are known for the replicas this broker holds; a partition led
-elsewhere shows "—" (its leader's console has it). Groups are those this broker
-coordinates (all of them on a single broker).
+Topics, partitions (leader, replicas, ISR) and brokers are the whole cluster's, from
+the metadata cache. A partition's size and offsets are its leader replica's: read here
+when this broker leads it, else asked of the leader (``cluster.ClusterReader``:
+DescribeLogDirs, ListOffsets) by the app before rendering, "n/a" when unknown.
+Groups coordinated elsewhere are listed from ListGroups, with their coordinator.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 from kafkalite.coordinator.group.consumer_protocol import assigned_partitions
 from kafkalite.coordinator.group.group_metadata import GroupMetadata, GroupState
 from kafkalite.server.config import CONFIG_DEFS
+from kafkalite.server.console.cluster import RemoteFigures, RemoteGroup
 from kafkalite.server.console.deps import ConsoleDeps
 from kafkalite.server.console.markup import Html, el, esc, url
 from kafkalite.server.console.messages import FORMATS, BrowseResult, render_bytes
@@ -28,6 +31,8 @@ from kafkalite.server.topic_names import INTERNAL_TOPICS
 PAGE_SIZE = 50
 PARTITION_PAGE_SIZE = 100
 DASH = "—"
+#: a figure another broker holds and did not give
+NA = "n/a"
 
 
 # ---- helpers ------------------------------------------------------------------------------
@@ -143,48 +148,94 @@ class PartitionRow:
     segments: int | None
 
 
-def partition_rows(deps: ConsoleDeps, t: TopicMetadata, ids: Iterable[int]) -> list[PartitionRow]:
+def partition_rows(
+    deps: ConsoleDeps,
+    t: TopicMetadata,
+    ids: Iterable[int],
+    remote: RemoteFigures | None = None,
+) -> list[PartitionRow]:
+    """The partitions' metadata, and their leader replica's figures: read here when led
+    here, else what the leader told (``remote``: size, log start, high watermark)."""
     rows = []
     for i in ids:
         p = t.partitions[i]
-        log = deps.local_log(t.name, i)
+        log = deps.leader_log(t.name, i)
+        figures: tuple[int | None, ...]
+        if log is not None:
+            figures = (
+                log.log_start_offset,
+                log.high_watermark,
+                log.log_end_offset,
+                log.size_in_bytes,
+                log.num_segments,
+            )
+        else:
+            offsets = remote.offsets.get((t.name, i)) if remote is not None else None
+            size = remote.sizes.get((t.name, i)) if remote is not None else None
+            start, hw = offsets if offsets is not None else (None, None)
+            figures = (start, hw, None, size, None)
         rows.append(
             PartitionRow(
-                i,
-                p.leader,
-                list(p.replicas),
-                list(p.isr),
-                list(p.offline_replicas),
-                None if log is None else log.log_start_offset,
-                None if log is None else log.high_watermark,
-                None if log is None else log.log_end_offset,
-                None if log is None else log.size_in_bytes,
-                None if log is None else log.num_segments,
+                i, p.leader, list(p.replicas), list(p.isr), list(p.offline_replicas), *figures
             )
         )
     return rows
 
 
-def topic_size(deps: ConsoleDeps, t: TopicMetadata) -> int | None:
-    """Bytes of the topic's replicas held here (None: none held here)."""
-    total, seen = 0, False
+def remote_led(
+    deps: ConsoleDeps, topics: Iterable[TopicMetadata], ids: set[int] | None = None
+) -> dict[int, list[tuple[str, int]]]:
+    """Partitions of ``topics`` (only ``ids`` when given) led by another broker, by
+    leader: what the app asks the leaders about before rendering."""
+    out: dict[int, list[tuple[str, int]]] = {}
+    for t in topics:
+        for i, p in t.partitions.items():
+            if p.leader >= 0 and p.leader != deps.broker_id and (ids is None or i in ids):
+                out.setdefault(p.leader, []).append((t.name, i))
+    return out
+
+
+def topic_size(
+    deps: ConsoleDeps, t: TopicMetadata, remote: RemoteFigures | None = None
+) -> int | None:
+    """Bytes of the topic's leader replicas (None: one of them is not known here)."""
+    total = 0
     for i in t.partitions:
-        log = deps.local_log(t.name, i)
+        log = deps.leader_log(t.name, i)
         if log is not None:
             total += log.size_in_bytes
-            seen = True
-    return total if seen else None
+            continue
+        size = remote.sizes.get((t.name, i)) if remote is not None else None
+        if size is None:
+            return None
+        total += size
+    return total
 
 
-def topic_messages(deps: ConsoleDeps, t: TopicMetadata) -> int | None:
-    """Records a consumer can read (HW minus log start) over the partitions led here."""
-    total, seen = 0, False
+def topic_messages(
+    deps: ConsoleDeps, t: TopicMetadata, remote: RemoteFigures | None = None
+) -> int | None:
+    """Records a consumer can read (HW minus log start), None when a partition's leader
+    did not tell."""
+    total = 0
     for i in t.partitions:
         log = deps.leader_log(t.name, i)
         if log is not None:
             total += max(0, log.high_watermark - log.log_start_offset)
-            seen = True
-    return total if seen else None
+            continue
+        offsets = remote.offsets.get((t.name, i)) if remote is not None else None
+        if offsets is None:
+            return None
+        total += max(0, offsets[1] - offsets[0])
+    return total
+
+
+def na(v: object) -> object:
+    return NA if v is None else v
+
+
+def na_bytes(n: int | None) -> str:
+    return NA if n is None else human_bytes(n)
 
 
 def under_replicated(t: TopicMetadata) -> int:
@@ -341,12 +392,24 @@ def _uptime(s: float) -> str:
     return (f"{d}d " if d else "") + f"{h:02d}:{m:02d}:{s:02d}"
 
 
-def topics_page(deps: ConsoleDeps, *, read_only: bool, q: str, internal: bool, page: int) -> Html:
-    names = sorted(
+def topic_names(deps: ConsoleDeps, q: str, internal: bool) -> list[str]:
+    return sorted(
         n
         for n in deps.metadata_cache.topics
         if (internal or n not in INTERNAL_TOPICS) and q.lower() in n.lower()
     )
+
+
+def topics_page(
+    deps: ConsoleDeps,
+    *,
+    read_only: bool,
+    q: str,
+    internal: bool,
+    page: int,
+    remote: RemoteFigures | None = None,
+) -> Html:
+    names = topic_names(deps, q, internal)
     shown, page, pages = page_of(names, page, PAGE_SIZE)
     rows = []
     for n in shown:
@@ -360,8 +423,8 @@ def topics_page(deps: ConsoleDeps, *, read_only: bool, q: str, internal: bool, p
                 len(t.partitions),
                 rf,
                 under_replicated(t),
-                opt(topic_messages(deps, t)),
-                human_bytes(topic_size(deps, t)),
+                na(topic_messages(deps, t, remote)),
+                na_bytes(topic_size(deps, t, remote)),
                 el("a", "browse", href=url("topics", n, "messages")),
             ]
         )
@@ -381,7 +444,12 @@ def topics_page(deps: ConsoleDeps, *, read_only: bool, q: str, internal: bool, p
     actions = None if read_only else el("a", "Create topic", href="/topics/new", class_="button")
     body = [
         el("div", search, actions, class_="toolbar"),
-        el("p", f"{len(names)} topics", class_="note"),
+        el(
+            "p",
+            f"{len(names)} topics. Size: the leader replicas' bytes; Messages: high watermark "
+            "minus log start; both from each partition's leader (n/a: it did not answer).",
+            class_="note",
+        ),
         table(
             ["Topic", "Partitions", "RF", "Under-replicated", "Messages", "Size", ""],
             rows,
@@ -396,7 +464,14 @@ def topics_page(deps: ConsoleDeps, *, read_only: bool, q: str, internal: bool, p
     return layout("Topics", body, active="topics", read_only=read_only)
 
 
-def topic_page(deps: ConsoleDeps, t: TopicMetadata, *, read_only: bool, page: int) -> Html:
+def topic_page(
+    deps: ConsoleDeps,
+    t: TopicMetadata,
+    *,
+    read_only: bool,
+    page: int,
+    remote: RemoteFigures | None = None,
+) -> Html:
     all_ids = sorted(t.partitions)
     shown, page, pages = page_of(all_ids, page, PARTITION_PAGE_SIZE)
     rows = [
@@ -406,13 +481,13 @@ def topic_page(deps: ConsoleDeps, t: TopicMetadata, *, read_only: bool, page: in
             ids(r.replicas),
             ids(r.isr),
             ids(r.offline) if r.offline else "",
-            opt(r.log_start),
-            opt(r.high_watermark),
-            opt(r.log_end),
-            human_bytes(r.size),
-            opt(r.segments),
+            na(r.log_start),
+            na(r.high_watermark),
+            na(r.log_end),
+            na_bytes(r.size),
+            na(r.segments),
         ]
-        for r in partition_rows(deps, t, shown)
+        for r in partition_rows(deps, t, shown, remote)
     ]
     rf = max((len(p.replicas) for p in t.partitions.values()), default=0)
     facts = dl(
@@ -422,8 +497,8 @@ def topic_page(deps: ConsoleDeps, t: TopicMetadata, *, read_only: bool, page: in
             ("Replication factor", rf),
             ("Internal", "yes" if t.is_internal or t.name in INTERNAL_TOPICS else "no"),
             ("Under-replicated", under_replicated(t)),
-            ("Messages (led here)", opt(topic_messages(deps, t))),
-            ("Size (replicas here)", human_bytes(topic_size(deps, t))),
+            ("Messages", na(topic_messages(deps, t, remote))),
+            ("Size (leader replicas)", na_bytes(topic_size(deps, t, remote))),
         ]
     )
     overrides = deps.admin.topic_configs.get(t.name, {})
@@ -467,6 +542,13 @@ def topic_page(deps: ConsoleDeps, t: TopicMetadata, *, read_only: bool, page: in
             ],
             rows,
             id="partitions",
+        ),
+        el(
+            "p",
+            "Each partition's figures are its leader's: read here for those led by this "
+            f"broker (broker {deps.broker_id}), asked of the leader for the others (log "
+            "start, high watermark, size; n/a: not told, such as their log end and segments).",
+            class_="note",
         ),
         pager(page, pages, lambda n: url("topics", t.name, page=n)),
         el("h2", "Consumer groups"),
@@ -633,13 +715,39 @@ def messages_page(
     return layout(f"Messages of {t.name}", body, active="topics", read_only=read_only)
 
 
-def groups_page(deps: ConsoleDeps, *, read_only: bool, q: str, page: int) -> Html:
-    groups = sorted(
+def groups_page(
+    deps: ConsoleDeps,
+    *,
+    read_only: bool,
+    q: str,
+    page: int,
+    remote: Sequence[RemoteGroup] = (),
+    silent: Sequence[int] = (),
+) -> Html:
+    local = sorted(
         (g for g in live_groups(deps) if q.lower() in g.group_id.lower()), key=lambda g: g.group_id
     )
+    others = sorted(
+        (g for g in remote if q.lower() in g.group_id.lower()), key=lambda g: g.group_id
+    )
+    groups: list[GroupMetadata | RemoteGroup] = sorted([*local, *others], key=lambda g: g.group_id)
     shown, page, pages = page_of(groups, page, PAGE_SIZE)
-    rows = []
+    rows: list[list[Any]] = []
     for g in shown:
+        if isinstance(g, RemoteGroup):
+            rows.append(
+                [
+                    g.group_id,
+                    g.group_type or g.protocol_type or DASH,
+                    g.state,
+                    NA,
+                    NA,
+                    NA,
+                    NA,
+                    el("a", f"broker {g.coordinator}", href=url("brokers")),
+                ]
+            )
+            continue
         members = len(g.consumer.members) if g.consumer is not None else len(g.members)
         topics = sorted({tp[0] for tp in g.offsets})
         rows.append(
@@ -651,6 +759,7 @@ def groups_page(deps: ConsoleDeps, *, read_only: bool, q: str, page: int) -> Htm
                 members,
                 ", ".join(topics),
                 opt(total_lag(group_offsets(deps, g))),
+                f"broker {deps.broker_id} (this one)",
             ]
         )
     search = el(
@@ -663,9 +772,23 @@ def groups_page(deps: ConsoleDeps, *, read_only: bool, q: str, page: int) -> Htm
     )
     body = [
         el("div", search, class_="toolbar"),
-        el("p", f"{len(groups)} groups coordinated by broker {deps.broker_id}", class_="note"),
+        el(
+            "p",
+            f"{len(groups)} groups: {len(local)} coordinated by this broker (broker "
+            f"{deps.broker_id}), {len(others)} by others (their members, offsets and lag are "
+            "on their coordinator's console)."
+            + (
+                f" Brokers {', '.join(map(str, silent))} did not answer: their groups are "
+                "not listed."
+                if silent
+                else ""
+            ),
+            class_="note",
+        ),
         table(
-            ["Group", "Type", "State", "Assignor", "Members", "Topics", "Lag"], rows, id="groups"
+            ["Group", "Type", "State", "Assignor", "Members", "Topics", "Lag", "Coordinator"],
+            rows,
+            id="groups",
         ),
         pager(page, pages, lambda n: url("groups", q=q or None, page=n)),
     ]
@@ -781,18 +904,21 @@ def brokers_page(deps: ConsoleDeps, *, read_only: bool) -> Html:
             roles.append("controller")
         if b.broker_id == deps.broker_id:
             roles.append("this broker")
-        leaders = sum(
-            1
-            for t in cache.topics.values()
-            for p in t.partitions.values()
-            if p.leader == b.broker_id
-        )
+        leaders = replicas = out_of_isr = 0
+        for t in cache.topics.values():
+            for p in t.partitions.values():
+                leaders += p.leader == b.broker_id
+                if b.broker_id in p.replicas:
+                    replicas += 1
+                    out_of_isr += b.broker_id not in p.isr
         rows.append(
             [
                 b.broker_id,
                 ", ".join(f"{name}://{h}:{p}" for name, (h, p) in sorted(b.endpoints.items())),
                 b.rack or DASH,
                 leaders,
+                replicas,
+                out_of_isr,
                 ", ".join(roles),
             ]
         )
@@ -813,7 +939,11 @@ def brokers_page(deps: ConsoleDeps, *, read_only: bool) -> Html:
                 ("Live brokers", len(cache.brokers)),
             ]
         ),
-        table(["Broker", "Endpoints", "Rack", "Leaders", "Role"], rows, id="brokers"),
+        table(
+            ["Broker", "Endpoints", "Rack", "Leaders", "Replicas", "Out of ISR", "Role"],
+            rows,
+            id="brokers",
+        ),
         el("h2", f"Broker {deps.broker_id} (this one)"),
         dl(
             [
