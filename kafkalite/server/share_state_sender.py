@@ -55,7 +55,9 @@ class ShareStateSender:
         self.requests_sent = 0
 
     def _connection(self, group_id: str) -> BrokerConnection | None:
-        node = self.gc.coordinator_for(group_id)
+        return self._connection_to(self.gc.coordinator_for(group_id))
+
+    def _connection_to(self, node: int) -> BrokerConnection | None:
         broker = self.cache.brokers.get(node)
         endpoint = broker.endpoints.get(self.listener_name) if broker is not None else None
         if endpoint is None:
@@ -162,6 +164,45 @@ class ShareStateSender:
         if p is None:
             return StateResult(int(ErrorCode.coordinator_not_available))
         return StateResult(int(p.error_code), p.error_message)
+
+    async def high_watermarks(
+        self, leader: int, tps: list[tuple[str, int]]
+    ) -> dict[tuple[str, int], int]:
+        """The high watermarks of partitions led by ``leader`` (ListOffsets latest,
+        read_uncommitted), for a share partition's lag when its log is elsewhere, as
+        Kafka's group coordinator asks the leaders (KIP-1226); missing ones are left out."""
+        conn = self._connection_to(leader)
+        if conn is None or not tps:
+            return {}
+        by_topic: dict[str, list[int]] = {}
+        for t, p in tps:
+            by_topic.setdefault(t, []).append(p)
+        body = {
+            "replica_id": -1,
+            "isolation_level": 0,
+            "topics": [
+                {
+                    "name": t,
+                    "partitions": [
+                        {"partition_index": p, "current_leader_epoch": -1, "timestamp": -1}
+                        for p in ps
+                    ],
+                }
+                for t, ps in by_topic.items()
+            ],
+        }
+        try:
+            async with asyncio.timeout(self.request_timeout_s):
+                resp = await conn.call(ApiKey.LIST_OFFSETS, 5, body)
+        except (OSError, EOFError, TimeoutError, asyncio.IncompleteReadError, ConnectionError):
+            return {}
+        self.requests_sent += 1
+        return {
+            (t.name, int(p.partition_index)): int(p.offset)
+            for t in resp.topics
+            for p in t.partitions
+            if not int(p.error_code)
+        }
 
     async def close(self) -> None:
         for c in self._connections.values():

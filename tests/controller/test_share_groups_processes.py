@@ -104,6 +104,13 @@ def _lock_duration(bootstrap: str, group: str) -> str | None:
 
 
 def _start_offsets(bootstrap: str, group: str) -> list[int]:
+    return [start for start, _ in _offsets(bootstrap, group)]
+
+
+def _offsets(
+    bootstrap: str, group: str, topic: str = TOPIC, partitions: int = PARTITIONS
+) -> list[tuple[int, int]]:
+    """(start offset, lag) per partition, from DescribeShareGroupOffsets v1."""
     w = WireClient(bootstrap, timeout=10)
     try:
         r = w.call(
@@ -113,7 +120,7 @@ def _start_offsets(bootstrap: str, group: str) -> list[int]:
                 "groups": [
                     {
                         "group_id": group,
-                        "topics": [{"topic_name": TOPIC, "partitions": list(range(PARTITIONS))}],
+                        "topics": [{"topic_name": topic, "partitions": list(range(partitions))}],
                     }
                 ]
             },
@@ -124,7 +131,8 @@ def _start_offsets(bootstrap: str, group: str) -> list[int]:
     if g.error_code:
         return []
     return [
-        int(p.start_offset) for p in sorted(g.topics[0].partitions, key=lambda p: p.partition_index)
+        (int(p.start_offset), int(p.lag))
+        for p in sorted(g.topics[0].partitions, key=lambda p: p.partition_index)
     ]
 
 
@@ -422,11 +430,72 @@ def test_share_group_across_brokers_a_leader_kill_and_a_coordinator_kill(zookeep
             "not everything acknowledged after the coordinator kill",
         )
         assert _describe(new.bootstrap, group) == described  # nobody was fenced meanwhile
+        # lag for every partition, also those whose leader is another broker (its HW is
+        # asked of that leader, KIP-1226): everything acknowledged, nothing left
+        assert _offsets(new.bootstrap, group) == [(450, 0)] * PARTITIONS
         stop.set()
         for t in threads:
             t.join(60)
         assert ledger.after_accept == []
         assert all(n == 1 for n in ledger.accepted.values()), ledger.accepted.most_common(3)
+
+        # a partition with no replica on the group's coordinator: its lag needs the
+        # leader's high watermark, asked of that leader over the wire (KIP-1226)
+        solo_group = f"solo-{uuid.uuid4().hex[:6]}"
+        solo_coordinator = c.wait(
+            lambda: max(_coordinator(survivors, 0, solo_group), 0), 30, "no coordinator"
+        )
+        elsewhere = next(b for b, s in c.servers.items() if s.running and b != solo_coordinator)
+        admin = AdminClient({"bootstrap.servers": survivors})
+        admin.create_topics(
+            [
+                NewTopic(
+                    "solo", 1, replica_assignment=[[elsewhere]], config={"min.insync.replicas": "1"}
+                )
+            ]
+        )["solo"].result(30)
+        [configured] = admin.incremental_alter_configs(
+            [
+                ConfigResource(
+                    ResourceType.GROUP,
+                    solo_group,
+                    incremental_configs=[
+                        ConfigEntry(
+                            "share.auto.offset.reset",
+                            "earliest",
+                            incremental_operation=AlterConfigOpType.SET,
+                        )
+                    ],
+                )
+            ]
+        ).values()
+        configured.result(15)
+        p = Producer({"bootstrap.servers": survivors})
+        for i in range(10):
+            p.produce("solo", value=b"%d" % i)
+        assert p.flush(30) == 0
+        reader = ShareConsumer({"bootstrap.servers": survivors, "group.id": solo_group})
+        holders.append(reader)
+        reader.subscribe(["solo"])
+        got = 0
+        deadline = time.monotonic() + 30
+        while got < 10 and time.monotonic() < deadline:
+            got += sum(1 for m in reader.poll(0.5) if not m.error())
+        assert got == 10
+        reader.commit_sync(30)  # implicit acknowledgement: the 10 delivered are accepted
+        reader.close()
+        for i in range(5):
+            p.produce("solo", value=b"more %d" % i)
+        assert p.flush(30) == 0
+        seen: list[list[tuple[int, int]]] = []
+
+        def solo_offsets() -> bool:
+            seen.append(_offsets(c.servers[solo_coordinator].bootstrap, solo_group, "solo", 1))
+            return seen[-1] == [(10, 5)]
+
+        with contextlib.suppress(AssertionError):
+            c.wait(solo_offsets, 20, "")
+        assert seen[-1] == [(10, 5)], "the lag of a partition led elsewhere"
     finally:
         stop.set()
         for t in threads:

@@ -77,6 +77,10 @@ class RemotePersister(Protocol):
         self, group_id: str, topic_id: uuid.UUID, partition: int, snapshot: ShareSnapshot
     ) -> StateResult: ...
 
+    async def high_watermarks(
+        self, leader: int, tps: list[TopicPartition]
+    ) -> dict[TopicPartition, int]: ...
+
 
 def next_epoch(epoch: int) -> int:
     return 1 if epoch >= 2**31 - 1 else epoch + 1
@@ -695,9 +699,16 @@ class SharePartitionManager:
 
     # ---- offsets (admin) ------------------------------------------------------------------------
     def describe_offsets(
-        self, group_id: str, tp: TopicPartition, topic_id: uuid.UUID
+        self,
+        group_id: str,
+        tp: TopicPartition,
+        topic_id: uuid.UUID,
+        high_watermark: int | None = None,
     ) -> tuple[int, int, int]:
-        """(start offset, leader epoch, lag); -1s when the partition has no state."""
+        """(start offset, leader epoch, lag); -1s when the partition has no state.
+
+        The lag needs the partition's high watermark: the local log's, else
+        ``high_watermark`` (asked of the leader by the caller), else it is -1."""
         sp = self.partitions.get((group_id, tp))
         p = self.gc.replicas.get_partition(tp)
         plog = None if p is None else p.log
@@ -711,7 +722,8 @@ class SharePartitionManager:
         done = sum(
             b.last_offset - b.first_offset + 1 for b in snap.batches if b.delivery_state in (2, 4)
         )
-        lag = -1 if plog is None else max(0, plog.high_watermark - snap.start_offset - done)
+        hw = plog.high_watermark if plog is not None else high_watermark
+        lag = -1 if hw is None else max(0, hw - snap.start_offset - done)
         return snap.start_offset, epoch, lag
 
     async def alter_offset(

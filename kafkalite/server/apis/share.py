@@ -9,6 +9,7 @@ admin ones) and it. See docs/share-groups.md.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -353,12 +354,14 @@ def _group_error(deps: ShareDeps, group_id: str) -> tuple[int, str | None]:
     return 0, None
 
 
-def handle_describe_share_group_offsets(
+async def handle_describe_share_group_offsets(
     deps: ShareDeps, ctx: RequestContext, req: DescribeShareGroupOffsetsRequest
 ) -> dict[str, Any]:
     cache = deps.metadata_cache
     share = deps.coordinator.share
     groups = []
+    #: rows whose partition's log is on another broker: their lag waits for its leader's HW
+    remote: dict[int, list[tuple[dict[str, Any], str, int, uuid.UUID, str]]] = {}
     for g in req.groups:
         error, message = _group_error(deps, g.group_id)
         if error:
@@ -406,20 +409,32 @@ def handle_describe_share_group_offsets(
                     )
                     continue
                 start, epoch, lag = share.partitions.describe_offsets(g.group_id, (name, p), tid)
-                rows.append(
-                    {
-                        "partition_index": p,
-                        "start_offset": start,
-                        "leader_epoch": epoch,
-                        "lag": lag,
-                        "error_code": 0,
-                        "error_message": None,
-                    }
-                )
+                row = {
+                    "partition_index": p,
+                    "start_offset": start,
+                    "leader_epoch": epoch,
+                    "lag": lag,
+                    "error_code": 0,
+                    "error_message": None,
+                }
+                rows.append(row)
+                leader = meta.partitions[p].leader
+                if lag == -1 and start >= 0 and leader >= 0:
+                    remote.setdefault(leader, []).append((row, name, p, tid, g.group_id))
             topics.append({"topic_name": name, "topic_id": tid, "partitions": rows})
         groups.append(
             {"group_id": g.group_id, "topics": topics, "error_code": 0, "error_message": None}
         )
+    sender = share.partitions.remote
+    if remote and sender is not None:
+        asked = [
+            sender.high_watermarks(b, [(n, p) for _, n, p, _, _ in rs]) for b, rs in remote.items()
+        ]
+        for rs, hws in zip(remote.values(), await asyncio.gather(*asked), strict=True):
+            for row, name, p, tid, group_id in rs:
+                hw = hws.get((name, p))
+                if hw is not None:
+                    row["lag"] = share.partitions.describe_offsets(group_id, (name, p), tid, hw)[2]
     return {"throttle_time": 0, "groups": groups}
 
 
