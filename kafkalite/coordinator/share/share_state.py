@@ -75,18 +75,25 @@ class ShareStateStore:
             return StateResult(int(ErrorCode.unknown_topic_or_partition))
         return None
 
-    def read(
-        self, group_id: str, topic_id: uuid.UUID, partition: int, leader_epoch: int
-    ) -> StateResult:
-        """ReadShareGroupState: the state (start offset -1 when none), recording the
-        reader's leader epoch so older leaders are fenced from then on."""
+    def _lookup(
+        self, group_id: str, topic_id: uuid.UUID | None, partition: int
+    ) -> ShareGroup | StateResult:
+        """The share group, or the error of the group or of the partition named."""
         group, bad = self._group(group_id)
         if bad is not None:
             return bad
         assert group is not None
         bad = self._known_partition(topic_id, partition)
-        if bad is not None:
-            return bad
+        return group if bad is None else bad
+
+    def read(
+        self, group_id: str, topic_id: uuid.UUID, partition: int, leader_epoch: int
+    ) -> StateResult:
+        """ReadShareGroupState: the state (start offset -1 when none), recording the
+        reader's leader epoch so older leaders are fenced from then on."""
+        group = self._lookup(group_id, topic_id, partition)
+        if isinstance(group, StateResult):
+            return group
         key = (topic_id, partition)
         snap = group.snapshots.get(key)
         known = group.state_leader_epochs.get(key, -1 if snap is None else snap.leader_epoch)
@@ -117,13 +124,9 @@ class ShareStateStore:
 
     def summary(self, group_id: str, topic_id: uuid.UUID, partition: int) -> StateResult:
         """ReadShareGroupStateSummary: like a read, without touching the leader epoch."""
-        group, bad = self._group(group_id)
-        if bad is not None:
-            return bad
-        assert group is not None
-        bad = self._known_partition(topic_id, partition)
-        if bad is not None:
-            return bad
+        group = self._lookup(group_id, topic_id, partition)
+        if isinstance(group, StateResult):
+            return group
         snap = group.snapshots.get((topic_id, partition))
         return StateResult(
             snapshot=snap or ShareSnapshot(UNINITIALIZED_START_OFFSET, DEFAULT_STATE_EPOCH)
@@ -134,13 +137,9 @@ class ShareStateStore:
     ) -> StateResult:
         """WriteShareGroupState: fenced by leader and state epochs, then persisted
         (``acks=all`` append); answered once written."""
-        group, bad = self._group(group_id)
-        if bad is not None:
-            return bad
-        assert group is not None
-        bad = self._known_partition(topic_id, partition)
-        if bad is not None:
-            return bad
+        group = self._lookup(group_id, topic_id, partition)
+        if isinstance(group, StateResult):
+            return group
         key = (topic_id, partition)
         current = group.snapshots.get(key)
         known_leader = group.state_leader_epochs.get(
@@ -178,13 +177,9 @@ class ShareStateStore:
     ) -> StateResult:
         """InitializeShareGroupState: a fresh state (no batches) at ``start_offset`` with
         a state epoch no lower than the stored one (FENCED_STATE_EPOCH otherwise)."""
-        group, bad = self._group(group_id)
-        if bad is not None:
-            return bad
-        assert group is not None
-        bad = self._known_partition(topic_id, partition)
-        if bad is not None:
-            return bad
+        group = self._lookup(group_id, topic_id, partition)
+        if isinstance(group, StateResult):
+            return group
         current = group.snapshots.get((topic_id, partition))
         if current is not None and current.state_epoch > state_epoch:
             return StateResult(int(ErrorCode.fenced_state_epoch))
