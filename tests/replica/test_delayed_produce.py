@@ -122,6 +122,48 @@ def test_acks_all_waits_for_isr_until_the_follower_fetches_past_the_offset(repli
     follower.close()
 
 
+def test_a_parked_acks_all_produce_holds_no_records(replicated):
+    """A Produce waiting for its followers keeps what its response needs, not its records.
+
+    At RF=3 acks=all dozens of requests park at once; a record view kept the whole
+    request frame alive, so the leader's memory grew instead of being reused.
+    """
+    from kafkalite.protocol.produce import ProduceRequest
+
+    producer = RawClient.to(replicated.bootstrap_servers)
+    follower = RawClient.to(replicated.bootstrap_servers).sign_in_as_broker(
+        replicated.kafka, FOLLOWER
+    )
+    out = {}
+    th = threading.Thread(target=lambda: out.update(r=produce_acks_all(producer, "rep", 3)))
+    th.start()
+    purgatory = replicated.kafka.replica_manager.produce_purgatory
+    parked: list = []
+    for _ in range(200):
+        parked = [
+            op
+            for w in list(purgatory._watchers.values())
+            for op in list(w.ops)
+            if not op.is_completed
+        ]
+        if parked:
+            break
+        time.sleep(0.05)
+    assert len(parked) == 1, "the acks=all Produce did not park"
+    cells = [c.cell_contents for c in parked[0].respond.__closure__ or ()]
+    reqs = [c for c in cells if isinstance(c, ProduceRequest)]
+    assert reqs, "the parked response no longer builds from the request"
+    parts = [pd for r in reqs for td in r.topic_data for pd in td.partition_data]
+    assert parts and all(pd.records is None for pd in parts)
+    assert len(replicated.records("rep")) == 3  # appended before it parked
+    follower.call(1, 12, follower_fetch("rep", 3))  # the follower has them: HW -> 3
+    th.join(5)
+    assert not th.is_alive()
+    assert out["r"].error_code == ErrorCode.none and out["r"].base_offset == 0
+    producer.close()
+    follower.close()
+
+
 def test_acks_all_times_out_when_the_follower_never_fetches_and_records_stay(replicated):
     c = RawClient.to(replicated.bootstrap_servers)
     t = time.monotonic()

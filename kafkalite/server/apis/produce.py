@@ -163,6 +163,8 @@ def handle_produce(deps: ProduceDeps, ctx: RequestContext, req: ProduceRequest) 
                 except InvalidRecordBatch as e:
                     outcome(tp, e)
 
+    _drop_records(req)
+
     # act, then respond: now, or when acks=all completes (respond runs then)
     def respond(done: dict[TP, ProduceResult]) -> bytes | None:
         results.update(done)
@@ -239,6 +241,21 @@ def handle_produce(deps: ProduceDeps, ctx: RequestContext, req: ProduceRequest) 
         return await r if inspect.isawaitable(r) else r
 
     return verified()
+
+
+def _drop_records(req: ProduceRequest) -> None:
+    """Let go of the request's records once checked: what is appended is in ``entries``.
+
+    ``respond`` keeps ``req`` (topic names and ids for the response) until acks=all
+    completes, and a record view keeps the whole request frame alive: with a few
+    dozen Produce requests parked for their followers, the leader's allocator kept
+    asking the kernel for new pages (heap growth, ~10,000 page faults per 100 MB at
+    RF=3 acks=all, each zero-filled) where acks=1 reused the memory it had just
+    freed. Only the partition records are dropped; nothing reads them after this.
+    """
+    for td in req.topic_data:
+        for pd in td.partition_data:
+            pd.records = None
 
 
 def _count(
