@@ -88,3 +88,53 @@ def test_large_frames_as_views_reuse_the_buffer_given_back() -> None:
         return await proto.read_frame()
 
     asyncio.run(run())
+
+
+def test_a_waiting_reader_resumes_inside_the_callback_that_completes_its_frame() -> None:
+    """The reader runs before the callback returns (not on the loop's next pass), so a
+    follower's next fetch leaves while the rest of that poll's callbacks still wait."""
+
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        proto = FrameProtocol()
+        order: list[str] = []
+
+        async def reader() -> None:
+            for _ in range(2):
+                frame = await proto.read_frame()
+                order.append(f"read {frame!r}")
+
+        task = loop.create_task(reader())
+        await asyncio.sleep(0)
+
+        def deliver(data: bytes) -> None:  # a protocol callback: no task is running
+            order.append("callback")
+            _feed(proto, data, random.Random(3))
+            order.append("callback done")
+
+        loop.call_soon(deliver, b"\x00\x00\x00\x01a")
+        await asyncio.sleep(0.01)
+        # fed from inside a task (as ``attach`` does), it is scheduled: no re-entry
+        _feed(proto, b"\x00\x00\x00\x01b", random.Random(4))
+        order.append("task fed")
+        await task
+        assert order == ["callback", "read b'a'", "callback done", "task fed", "read b'b'"]
+
+    asyncio.run(run())
+
+
+def test_a_waiting_reader_is_still_cancelled_and_timed_out() -> None:
+    async def run() -> None:
+        proto = FrameProtocol()
+        waiting = asyncio.ensure_future(proto.read_frame())
+        await asyncio.sleep(0)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.01):
+                await proto.read_frame()
+        _feed(proto, b"\x00\x00\x00\x02ok", random.Random(5))
+        assert await proto.read_frame() == b"ok"
+
+    asyncio.run(run())
