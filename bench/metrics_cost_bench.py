@@ -11,8 +11,9 @@ volumes unless ``--full``), and prints per case the medians of:
 - the broker's CPU time per record (``/proc/PID/schedstat`` around each run), which a
   shared machine moves far less than throughput.
 
-Rounds alternate the order (on, off, then off, on, ...) so that neither broker always
-runs right after the other's writes (page-cache writeback would then count against it).
+Rounds alternate the order (on, off, then off, on, ...: ``Ctx.runs``) so that neither
+broker always runs right after the other's writes (page-cache writeback would then
+count against it).
 """
 
 from __future__ import annotations
@@ -85,15 +86,6 @@ def table(cases: list[Case]) -> str:
     return "\n".join(rows)
 
 
-class AlternatingCtx(Ctx):
-    def runs(self) -> list[tuple[int, Kafkalite]]:  # type: ignore[override]
-        out = []
-        for r in range(self.rounds):
-            order = self.brokers if r % 2 == 0 else list(reversed(self.brokers))
-            out += [(r, b) for b in order]
-        return out  # type: ignore[return-value]
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.metrics_cost_bench")
     ap.add_argument("--rounds", type=int, default=3, help="runs of each case on each broker")
@@ -113,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         client, notes = clients.resolve("auto", [b.bootstrap for b in brokers])
         for n in notes:
             log(f"client: {n}")
-        ctx = AlternatingCtx(list(brokers), client, not args.full, args.rounds, log)
+        ctx = Ctx(list(brokers), client, not args.full, args.rounds, log)
         cases: list[Case] = []
         for name in args.workloads.split(","):
             ctx.workload = name
