@@ -41,6 +41,19 @@ BATCH_ROWS = 8192
 POLL_SECONDS = 0.1
 
 
+#: librdkafka settings for executors' range reads (``kafka.*`` options still override them).
+#: An executor reads ranges that are already in the log as fast as it can take them:
+#: - ``fetch.queue.backoff.ms``: librdkafka postpones a partition's next fetch by this much
+#:   (default 1000 ms) whenever its local queue is over ``queued.max.messages.kbytes``
+#:   (64 MiB), which 1 KiB records reach in about 64,000: a reader that builds Arrow batches
+#:   then waits a second for every ~100,000 records (4 of every 5 seconds of a 500,000-record
+#:   range in the bench, docs/spark.md);
+#: - ``fetch.wait.max.ms``: the broker holds a fetch at the log end this long (default 500
+#:   ms); a range ending there leaves one such fetch in flight, and the next range's first
+#:   fetch queues behind it.
+EXECUTOR_FETCH = {"fetch.queue.backoff.ms": "10", "fetch.wait.max.ms": "10"}
+
+
 class DataLossError(RuntimeError):
     """Offsets a query needs are gone (retention, DeleteRecords, a deleted topic): raised when
     ``failOnDataLoss`` is true, as Spark's connector fails the query."""
@@ -75,6 +88,8 @@ def _consumer_conf(client: dict[str, str], role: str, group_id_prefix: str) -> d
         # Spark's (the Java client's) default; librdkafka's own is read_committed
         "isolation.level": "read_uncommitted",
     }
+    if role == "executor":
+        conf.update(EXECUTOR_FETCH)
     conf.update(client)
     return conf
 
