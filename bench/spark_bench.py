@@ -1,7 +1,7 @@
 """Rows/s of the kafkalite Spark connector (issue 18) against a plain confluent-kafka consumer.
 
     python bench/spark_bench.py [--records 1000000] [--size 1024] [--partitions 2]
-                                [--bootstrap HOST:PORT] [--master local[2]]
+                                [--bootstrap HOST:PORT] [--master local[2]] [--zip-python]
 
 Starts kafkalite as its own process (unless ``--bootstrap``), produces ``--records`` records
 of ``--size`` bytes, then times, on the same records:
@@ -17,6 +17,11 @@ of ``--size`` bytes, then times, on the same records:
 - ``sink (batch)``: ``spark.range(n)`` of ``--size``-byte values written with
   ``df.write.format("kafkalite")`` (at-least-once, acks=all, idempotent producer);
 - ``producer``: the producing step itself, for reference.
+
+Spark's Python processes run on ``kafkalite-spark-python`` (``PYSPARK_PYTHON``), which
+imports the installed PySpark instead of compiling it from ``pyspark.zip`` in every streaming
+query's source runner, as docs/spark.md advises users; ``--zip-python`` runs them on plain
+``python`` (Spark's default) instead.
 
 Spark's times include planning and task start-up, as a user sees them, after a warm-up
 (``--warmup`` records, by default all of them, read once by each side untimed: Spark's Python
@@ -106,16 +111,27 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--warmup", type=int, help="records each side reads untimed first (default: --records)"
     )
+    ap.add_argument(
+        "--zip-python",
+        action="store_true",
+        help="run Spark's Python processes on plain python (PySpark from pyspark.zip), not"
+        " kafkalite-spark-python",
+    )
     args = ap.parse_args(argv)
     n = args.records
 
+    import kafkalite.spark
+
     broker = open_broker(args.bootstrap, default_name="broker")
     bootstrap = broker.bootstrap
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    # Spark's Python processes on the installed PySpark rather than pyspark.zip, as
+    # docs/spark.md advises (each streaming query starts one; --zip-python for Spark's default)
+    os.environ.setdefault(
+        "PYSPARK_PYTHON", sys.executable if args.zip_python else kafkalite.spark.worker_python()
+    )
+    log(f"Spark's Python: {os.environ['PYSPARK_PYTHON']}")
     from confluent_kafka.admin import AdminClient, NewTopic
     from pyspark.sql import SparkSession
-
-    import kafkalite.spark
 
     topic, out = f"spark-bench-{os.getpid()}", f"spark-bench-out-{os.getpid()}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
