@@ -139,7 +139,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--conf", action="append", default=[], metavar="K=V")
     args = ap.parse_args(argv)
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    import kafkalite.spark
+
+    os.environ.setdefault("PYSPARK_PYTHON", kafkalite.spark.worker_python())
     from pyspark.sql import SparkSession
 
     b = (
