@@ -3,7 +3,7 @@
 Starts kafkalite as its own process (temporary config, free port, temporary
 log dir) unless ``--bootstrap`` names a running broker, runs the workloads of
 issue 7 with the C load client and prints one table. ``--vs HOST:PORT`` or
-``--vs tansu`` runs every case against a second broker too, A/B/A/B, and
+``--vs tansu`` runs every case against a second broker too, A/B then B/A, and
 prints the ratios. ``--write-docs`` regenerates docs/performance.md.
 """
 
@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     ap.add_argument("workload", choices=["all", *WORKLOADS])
     ap.add_argument("--bootstrap", metavar="HOST:PORT", help="broker A (default: start kafkalite)")
-    ap.add_argument("--vs", metavar="HOST:PORT|tansu|kafkalite", help="broker B, run A/B/A/B")
+    ap.add_argument("--vs", metavar="HOST:PORT|tansu|kafkalite", help="broker B, run A/B, B/A, ...")
     ap.add_argument("--quick", action="store_true", help="smaller volumes and shorter runs")
     ap.add_argument(
         "--rounds", type=int, default=None, help="rounds per broker (default 1, or 2 with --vs)"

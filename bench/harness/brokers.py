@@ -153,10 +153,10 @@ class Kafkalite(_Process):
     restartable = True
     durable = True
 
-    def __init__(self) -> None:
-        super().__init__("kafkalite")
+    def __init__(self, overrides: dict[str, str] | None = None, name: str = "kafkalite") -> None:
+        super().__init__(name)
         # Kafka's defaults, except what a single broker needs (replication factor 1).
-        self.config = {
+        self.config: dict[str, object] = {
             "broker.id": 0,
             "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
             "log.dirs": str(self.dir / "logs"),
@@ -164,6 +164,7 @@ class Kafkalite(_Process):
             "transaction.state.log.replication.factor": 1,
             "transaction.state.log.min.isr": 1,
             "group.initial.rebalance.delay.ms": 0,
+            **(overrides or {}),
         }
         lines = [f"{k}: {v}" for k, v in self.config.items()]
         (self.dir / "server.yaml").write_text("\n".join(lines) + "\n")

@@ -281,7 +281,7 @@ def write_doc(
         "```",
         "",
         f"({'quick suite' if quick else 'full suite'}, {rounds} round(s)"
-        + (", A/B/A/B" if len(names) > 1 else "")
+        + (", A/B, B/A, ..." if len(names) > 1 else "")
         + f", {elapsed_s / 60:.1f} min; figures are "
         "medians over the rounds.)",
         "",

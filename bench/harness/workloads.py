@@ -1,4 +1,4 @@
-"""The workloads of issue 7, each run A/B/A/B when there is a second broker.
+"""The workloads of issue 7, each run A/B, B/A, ... when there is a second broker.
 
 Every run gets a fresh topic, so runs do not see each other's data, and
 records the broker's and the client's CPU over the client's wall time (100% =
@@ -83,8 +83,14 @@ class Ctx:
     profiles: list[Path] = field(default_factory=list)
 
     def runs(self) -> list[tuple[int, Broker]]:
-        """A/B/A/B: every round visits every broker in turn."""
-        return [(r, b) for r in range(self.rounds) for b in self.brokers]
+        """A/B, B/A, A/B ...: every round visits every broker in turn, the order reversed
+        every other round so neither broker always runs right after the other's writes
+        (their page-cache writeback would count against it)."""
+        out: list[tuple[int, Broker]] = []
+        for r in range(self.rounds):
+            order = self.brokers if r % 2 == 0 else self.brokers[::-1]
+            out += [(r, b) for b in order]
+        return out
 
 
 def _measured(

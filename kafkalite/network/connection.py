@@ -198,7 +198,7 @@ class Connection:
         self._unsent = 0
         #: ``(stats, also, encoded_at)`` of responses encoded since the connection last
         #: had no unwritten byte: their ResponseSendTimeMs ends when it next has none
-        self.send_marks: list[tuple[ApiStats, ApiStats | None, float]] = []
+        self.send_marks: list[tuple[ApiStats, float]] = []
         limits = limits or ConnectionLimits()
         self._max_inflight = limits.max_inflight
         self._max_queued = limits.max_queued_bytes

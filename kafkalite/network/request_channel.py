@@ -112,6 +112,9 @@ class RequestChannel:
         #: the request hook (tests' fault injection); None in production
         self.interceptor: RequestInterceptor | None = None
         self.requests_total: dict[int, int] = {}
+        #: False stops the per-request metrics (``kafkalite.request.metrics.enabled``):
+        #: handlers then see ``ctx.stats`` None and count nothing
+        self.record_metrics = True
         #: told of every closed connection (share sessions end with theirs, as in Kafka)
         self.close_listeners: list[Callable[[object], None]] = []
         #: per API: errors in responses and the time histograms (RequestMetrics)
@@ -184,7 +187,7 @@ class RequestChannel:
             except Exception as e:  # kio raises many kinds on garbage input
                 raise MalformedRequest(f"cannot decode {spec.name} v{version}: {e!r}") from None
         stats = self.api_stats.get(hdr.api_key)
-        if stats is None:
+        if stats is None and self.record_metrics:
             stats = self.stats_of(hdr.api_key)
         ctx = RequestContext(
             conn,
@@ -202,14 +205,16 @@ class RequestChannel:
         # RequestQueueTimeMs: since the socket read that completed this frame (frames held
         # back by the connection's bounds or a quota wait here)
         queue_s = received - conn.last_active
-        also = None
-        if hdr.api_key == _FETCH:  # recorded under FetchConsumer or FetchFollower too, as Kafka
-            also = (
+        times = stats
+        if hdr.api_key == _FETCH and stats is not None:
+            # timed under FetchConsumer or FetchFollower only: Kafka's all-Fetch
+            # histograms are their sum, added up when scraped (errors stay on Fetch's)
+            times = (
                 self.fetch_follower_stats
                 if getattr(request, "replica_id", -1) >= 0
                 else self.fetch_consumer_stats
             )
-            also.requests += 1
+            times.requests += 1
         if illegal_sasl_state:
             # Kafka answers the request with ILLEGAL_SASL_STATE, then closes
             assert sasl is not None
@@ -228,7 +233,7 @@ class RequestChannel:
                 received,
                 queue_s,
                 _perf_counter(),
-                also,
+                times,
                 conn.send_marks,
             )
             return refused, framer, False
@@ -245,7 +250,7 @@ class RequestChannel:
                     received,
                     queue_s,
                     _perf_counter(),
-                    also,
+                    times,
                     conn.send_marks,
                 )
                 return intercepted.result, framer, spec.serial
@@ -267,7 +272,7 @@ class RequestChannel:
             received,
             queue_s,
             _perf_counter(),
-            also,
+            times,
             conn.send_marks,
         )
         return result, framer, spec.serial
@@ -318,11 +323,12 @@ class RequestChannel:
         received: float = 0.0,
         queue_s: float = 0.0,
         local_end: float = 0.0,
-        also: ApiStats | None = None,
-        send_marks: list[tuple[ApiStats, ApiStats | None, float]] | None = None,
+        times: ApiStats | None = None,
+        send_marks: list[tuple[ApiStats, float]] | None = None,
     ) -> Callable[[Any], list[Any] | None]:
         """The response's encoder; with ``stats`` it also records the request's times
-        (the handler returned at ``local_end``; the rest until now is remote time) and,
+        (the handler returned at ``local_end``; the rest until now is remote time) in
+        ``times`` (a Fetch's FetchConsumer/FetchFollower stats) or else ``stats``, and,
         for a response dict, its error codes (handlers that encode their own response
         count theirs); with ``send_marks`` (the connection's) it leaves the mark from
         which the connection times the response's send (ResponseSendTimeMs)."""
@@ -331,13 +337,14 @@ class RequestChannel:
         def frame(result: Any) -> list[Any] | None:
             if stats is not None:
                 now = _perf_counter()
-                stats.record(queue_s, local_end - received, now - local_end, also)
+                timed = stats if times is None else times
+                timed.record(queue_s, local_end - received, now - local_end)
                 if type(result) is dict:
                     count_errors(result, stats.errors)
                 if result is None:
                     return None
                 if send_marks is not None:
-                    send_marks.append((stats, also, now))
+                    send_marks.append((timed, now))
             elif result is None:
                 return None
             if isinstance(result, dict):

@@ -57,35 +57,31 @@ class ApiStats:
         self.send = [0] * _SLOTS
         self.total_s = self.queue_s = self.local_s = self.remote_s = self.send_s = 0.0
 
-    def record(
-        self, queue_s: float, local_s: float, remote_s: float, also: ApiStats | None = None
-    ) -> None:
-        """One response: its time waiting to be handled, in the handler, and after it;
-        recorded in ``also`` too when given (Fetch's FetchConsumer/FetchFollower)."""
+    def record(self, queue_s: float, local_s: float, remote_s: float) -> None:
+        """One response: its time waiting to be handled, in the handler, and after it."""
         if queue_s < 0.0:
             queue_s = 0.0
         total_s = queue_s + local_s + remote_s
-        it = int(total_s * 1e6).bit_length()
-        iq = int(queue_s * 1e6).bit_length()
-        il = int(local_s * 1e6).bit_length()
-        ir = int(remote_s * 1e6).bit_length()
-        self.total[it] += 1
-        self.queue[iq] += 1
-        self.local[il] += 1
-        self.remote[ir] += 1
+        self.total[int(total_s * 1e6).bit_length()] += 1
+        self.queue[int(queue_s * 1e6).bit_length()] += 1
+        self.local[int(local_s * 1e6).bit_length()] += 1
+        self.remote[int(remote_s * 1e6).bit_length()] += 1
         self.total_s += total_s
         self.queue_s += queue_s
         self.local_s += local_s
         self.remote_s += remote_s
-        if also is not None:
-            also.total[it] += 1
-            also.queue[iq] += 1
-            also.local[il] += 1
-            also.remote[ir] += 1
-            also.total_s += total_s
-            also.queue_s += queue_s
-            also.local_s += local_s
-            also.remote_s += remote_s
+
+    def add(self, other: ApiStats) -> None:
+        """Add ``other``'s requests and times (not its errors) to these: the all-Fetch
+        histograms are FetchConsumer's plus FetchFollower's, summed when scraped, so a
+        Fetch is timed once on the request path."""
+        self.requests += other.requests
+        for attr in ("total", "queue", "local", "remote", "send"):
+            mine: list[int] = getattr(self, attr)
+            for i, c in enumerate(getattr(other, attr)):
+                mine[i] += c
+            s_attr = attr + "_s"
+            setattr(self, s_attr, getattr(self, s_attr) + getattr(other, s_attr))
 
     def buckets(self, attr: str) -> list[int]:
         """A histogram's NUM_BUCKETS finite bucket counts and its +Inf count (not cumulative)."""
@@ -97,21 +93,17 @@ class ApiStats:
         errors[code] = errors.get(code, 0) + n
 
 
-def record_sends(marks: list[tuple[ApiStats, ApiStats | None, float]], now: float) -> None:
+def record_sends(marks: list[tuple[ApiStats, float]], now: float) -> None:
     """ResponseSendTimeMs of the responses written by the write that just drained their
-    connection: each mark is ``(stats, also, encoded_at)``, its send time ``now - encoded_at``.
+    connection: each mark is ``(stats, encoded_at)``, its send time ``now - encoded_at``.
 
     Several responses can leave in one ``sendmsg``, so the send is not timed per
     response: a response's send time ends when the connection has no encoded byte
     left unwritten (every response encoded before then has been written)."""
-    for stats, also, t in marks:
+    for stats, t in marks:
         d = now - t
-        i = int(d * 1e6).bit_length()
-        stats.send[i] += 1
+        stats.send[int(d * 1e6).bit_length()] += 1
         stats.send_s += d
-        if also is not None:
-            also.send[i] += 1
-            also.send_s += d
     marks.clear()
 
 

@@ -107,6 +107,7 @@ class KafkaBroker:
         self.channel = ControllerRequestChannel(
             build_broker_api_table(None), max_request_size=int(config["socket.request.max.bytes"])
         )
+        self.channel.record_metrics = bool(config["kafkalite.request.metrics.enabled"])
         ssl = any(e.security_protocol in ("SSL", "SASL_SSL") for e in config.listeners)
         tls = build_ssl_context(config) if ssl else None
         #: SCRAM credentials (/config/users), loaded and watched from start()

@@ -502,6 +502,13 @@ _DEFS: list[ConfigDef] = [
         "Address the metrics endpoint binds (0.0.0.0 for every interface).",
     ),
     ConfigDef(
+        "kafkalite.request.metrics.enabled",
+        "bool",
+        True,
+        "Record the per-request metrics (RequestMetrics, BrokerTopicMetrics, FetchConsumer/"
+        "FetchFollower); false only to measure what they cost (bench/metrics_cost_bench.py).",
+    ),
+    ConfigDef(
         "kafkalite.console.port",
         "int",
         None,

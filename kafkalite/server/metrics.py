@@ -33,7 +33,8 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from kafkalite.network.request_stats import BUCKET_BOUNDS_MS, NUM_BUCKETS
+from kafkalite.network.request_stats import BUCKET_BOUNDS_MS, NUM_BUCKETS, ApiStats
+from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.quota.managers import QuotaManagers
 from kafkalite.replica.topic_stats import METER_NAMES
@@ -602,6 +603,13 @@ class RequestCollector(Collector):
                     errors.name, {"request": api_name(key), "error": _error_label(code)}, n
                 )
         yield errors
+        fetch_times = ApiStats()  # a Fetch is timed under its role only (RequestChannel)
+        fetch_times.add(ch.fetch_consumer_stats)
+        fetch_times.add(ch.fetch_follower_stats)
+
+        def timed(key: int, st: ApiStats) -> ApiStats:
+            return fetch_times if key == ApiKey.FETCH else st
+
         for attr, name, doc in (
             ("total", "TotalTimeMs", "from the frame read to the response encoded"),
             ("queue", "RequestQueueTimeMs", "from the socket read to the handler"),
@@ -612,7 +620,7 @@ class RequestCollector(Collector):
             h = HistogramMetricFamily(
                 RM_PREFIX + name.lower(), f"{bean}{name}: {doc}", labels=["request"]
             )
-            named = [(api_name(key), st) for key, st in stats] + fetch_by_role
+            named = [(api_name(key), timed(key, st)) for key, st in stats] + fetch_by_role
             for request, st in named:
                 counts = st.buckets(attr)
                 acc = 0

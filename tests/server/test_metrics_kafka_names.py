@@ -356,3 +356,28 @@ def test_transaction_metrics_under_kafkas_names(metered):
     assert _get(_scrape(port), late) == 1
     old.abort_transaction(30)
     _eventually(lambda: _get(_scrape(port), late) == 0)
+
+
+def test_request_metrics_off_records_no_request_or_topic_metric():
+    """``kafkalite.request.metrics.enabled=false`` (only for pricing the metrics, as
+    bench/metrics_cost_bench.py does) leaves every per-request metric out while the
+    broker serves as usual; RequestsPerSec is still counted."""
+    with broker(**{"kafkalite.metrics.port": 0, "kafkalite.request.metrics.enabled": False}) as b:
+        boot = b.bootstrap_servers
+        p = KafkaProducer(bootstrap_servers=boot, linger_ms=0, acks=1)
+        for i in range(3):
+            p.send("unmetered", value=VALUE, key=b"k%d" % i, partition=0).get(timeout=10)
+        p.close()
+        c = KafkaConsumer(bootstrap_servers=boot, auto_offset_reset="earliest")
+        c.assign([TopicPartition("unmetered", 0)])
+        got = 0
+        deadline = time.monotonic() + 20
+        while got < 3 and time.monotonic() < deadline:
+            got += sum(len(v) for v in c.poll(timeout_ms=500).values())
+        c.close()
+        assert got == 3
+        s = _scrape(b.kafka.metrics_server.port)
+        assert _get(s, RQ + "requestspersec", request="Produce") == 3
+        assert not [k for k in s if k[0].startswith(RQ) and "time" in k[0]]
+        assert not [k for k in s if k[0].startswith(RQ + "errorspersec")]
+        assert not [k for k in s if k[0].startswith(BTM) and ("topic", "unmetered") in k[1]]

@@ -184,7 +184,7 @@ class ControllerRequestChannel(RequestChannel):
             flexible,
             api_key,
             version,
-            self.stats_of(api_key),
+            self.stats_of(api_key) if self.record_metrics else None,
             received,
             received - conn.last_active,
             time.perf_counter(),

@@ -328,7 +328,9 @@ def _count(
     """BrokerTopicMetrics (consumers per topic, followers as replication bytes) and the
     request's error counts: a few additions per partition."""
     stats = deps.replica_manager.topic_stats
-    errors = ctx.stats.errors if ctx.stats is not None else {}
+    if ctx.stats is None:  # kafkalite.request.metrics.enabled=false
+        return
+    errors = ctx.stats.errors
     if replica_id >= 0:
         n = 0
         for _tp, r in results:

@@ -250,7 +250,9 @@ def _count(
 ) -> None:
     """BrokerTopicMetrics and the request's error counts: a few additions per partition."""
     stats = deps.replica_manager.topic_stats
-    errors = ctx.stats.errors if ctx.stats is not None else {}
+    if ctx.stats is None:  # kafkalite.request.metrics.enabled=false
+        return
+    errors = ctx.stats.errors
     topics = stats.topics
     for tp, r in results.items():
         s = topics.get(tp[0]) or stats.of(tp[0])
