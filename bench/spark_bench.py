@@ -291,7 +291,8 @@ def main(argv: list[str] | None = None) -> int:
         results.append(("sink (batch)", timed(sink_batch)))
         spark.stop()
     finally:
-        broker.stop()
+        # its log dir holds 2 GB (the records and the sink's copy): removed, not just stopped
+        getattr(broker, "cleanup", broker.stop)()
 
     base = dict(results)["consumer"]
     print(
