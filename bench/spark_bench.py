@@ -31,9 +31,9 @@ imports the installed PySpark instead of compiling it from ``pyspark.zip`` in ev
 query's source runner, as docs/spark.md advises users; ``--zip-python`` runs them on plain
 ``python`` (Spark's default) instead.
 
-The consumer, availableNow and batch-source cases are timed ``--runs`` times (3) and the
-best is shown (each run is logged): on a shared machine either side is slowed by whatever
-else runs.
+The consumer, availableNow (connector and floor) and batch-source cases run in ``--runs``
+(3) rounds, one of each case per round, and the best of each is shown (every run is logged):
+on a shared machine either side is slowed by whatever else runs.
 
 Spark's times include planning and task start-up, as a user sees them, after a warm-up
 (``--warmup`` records, by default all of them, read once by each side untimed: Spark's Python
@@ -73,16 +73,6 @@ def timed(fn: Callable[[], Any]) -> float:
     t = time.perf_counter()
     fn()
     return time.perf_counter() - t
-
-
-def best(name: str, runs: int, fn: Callable[[], Any]) -> float:
-    """The shortest of ``runs`` timings of ``fn`` (each one logged): on a shared machine the
-    others are slowed by whatever else runs, on either side of the comparison."""
-    times = []
-    for i in range(runs):
-        times.append(timed(fn))
-        log(f"{name}: run {i + 1}/{runs} {times[-1]:.2f} s")
-    return min(times)
 
 
 def produce(bootstrap: str, topic: str, n: int, size: int, partitions: int) -> None:
@@ -179,14 +169,6 @@ def main(argv: list[str] | None = None) -> int:
         warm_n = min(n, n if args.warmup is None else args.warmup)
         log(f"warm-up: the plain consumer reads {warm_n} records")
         consume(bootstrap, topic, warm_n, args.partitions)
-        log("plain consumer")
-        results.append(
-            (
-                "consumer",
-                best("consumer", args.runs, lambda: consume(bootstrap, topic, n, args.partitions)),
-            )
-        )
-
         spark = (
             SparkSession.builder.master(args.master)
             .config("spark.driver.host", "127.0.0.1")
@@ -261,24 +243,32 @@ def main(argv: list[str] | None = None) -> int:
                     f" ms per phase {phases}"
                 )
 
-        for name, fmt, opts in (
-            ("", "kafkalite", kafka_opts),
-            ("floor, ", "kafkalite_floor", floor_opts),
-        ):
-            in_batches: list[float] = []
-            walls = []
-            for i in range(args.runs):
-                walls.append(timed(lambda: source_stream(fmt, opts, in_batches)))  # noqa: B023
-                log(f"{fmt} availableNow: run {i + 1}/{args.runs} {walls[-1]:.2f} s")
-            results.append((name + WALL, min(walls)))
-            results.append((name + BATCHES, min(in_batches)))
-
         def source_batch() -> None:
             spark.read.format("kafkalite").option("kafka.bootstrap.servers", bootstrap).option(
                 "subscribe", topic
             ).load().write.format("noop").mode("overwrite").save()
 
-        results.append(("source (batch)", best("source, batch", args.runs, source_batch)))
+        # rounds of every read case in turn, so that a burst of load elsewhere slows one round
+        # of each rather than every run of one case; the best of each case is kept
+        times: dict[str, list[float]] = {}
+        in_batches: dict[str, list[float]] = {WALL: [], "floor, " + WALL: []}
+        cases: list[tuple[str, Callable[[], Any]]] = [
+            ("consumer", lambda: consume(bootstrap, topic, n, args.partitions)),
+            (WALL, lambda: source_stream("kafkalite", kafka_opts, in_batches[WALL])),
+            (
+                "floor, " + WALL,
+                lambda: source_stream("kafkalite_floor", floor_opts, in_batches["floor, " + WALL]),
+            ),
+            ("source (batch)", source_batch),
+        ]
+        for i in range(args.runs):
+            for name, fn in cases:
+                times.setdefault(name, []).append(timed(fn))
+                log(f"{name}: run {i + 1}/{args.runs} {times[name][-1]:.2f} s")
+        for name, _ in cases:
+            results.append((name, min(times[name])))
+            if name in in_batches:
+                results.append((name.replace(WALL, BATCHES), min(in_batches[name])))
 
         def sink_batch() -> None:
             spark.range(n, numPartitions=args.partitions).selectExpr(
