@@ -10,12 +10,14 @@ configuration.
 from __future__ import annotations
 
 import bisect
+import gc
 import itertools
 import operator
 import re
 import time
 import uuid
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -39,6 +41,26 @@ Offsets = dict[str, dict[int, int]]
 BATCH_ROWS = 8192
 #: one poll's wait: a range ending in a transaction marker ends after one empty poll
 POLL_SECONDS = 0.1
+
+
+#: librdkafka settings for executors' range reads (``kafka.*`` options still override them).
+#: An executor reads ranges that are already in the log as fast as it can take them:
+#: - ``fetch.queue.backoff.ms``: librdkafka postpones a partition's next fetch by this much
+#:   (default 1000 ms) whenever its local queue is over ``queued.max.messages.kbytes``
+#:   (64 MiB), which 1 KiB records reach in about 64,000: a reader that builds Arrow batches
+#:   then waits a second for every ~100,000 records (4 of every 5 seconds of a 500,000-record
+#:   range in the bench, docs/spark.md);
+#: - ``fetch.wait.max.ms``: the broker holds a fetch at the log end this long (default 500
+#:   ms); a range ending there leaves one such fetch in flight, and the next range's first
+#:   fetch queues behind it;
+#: - ``max.partition.fetch.bytes``: 8 MiB per fetch rather than 1 MiB (an executor reads one
+#:   partition at a time): a kafkalite broker spends 40% less CPU serving the same records,
+#:   on machines where it shares the cores with Spark.
+EXECUTOR_FETCH = {
+    "fetch.queue.backoff.ms": "10",
+    "fetch.wait.max.ms": "10",
+    "max.partition.fetch.bytes": str(8 << 20),
+}
 
 
 class DataLossError(RuntimeError):
@@ -75,6 +97,8 @@ def _consumer_conf(client: dict[str, str], role: str, group_id_prefix: str) -> d
         # Spark's (the Java client's) default; librdkafka's own is read_committed
         "isolation.level": "read_uncommitted",
     }
+    if role == "executor":
+        conf.update(EXECUTOR_FETCH)
     conf.update(client)
     return conf
 
@@ -239,6 +263,22 @@ def _executor_consumer(client: dict[str, str], group_id_prefix: str) -> Any:
 _FIRST, _SECOND = operator.itemgetter(0), operator.itemgetter(1)
 
 
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """The cyclic GC off while a batch's messages and columns are made: a batch allocates
+    thousands of GC-tracked objects (librdkafka's messages, timestamp tuples), none in a cycle,
+    which set off a collection every 700 allocations that walks the worker's live objects;
+    measured at 60% of the time spent building a batch's columns (docs/spark.md)."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
 class _Columns:
     """Arrow record batches built column-wise from confluent-kafka messages.
 
@@ -337,7 +377,8 @@ def read_range(
         while next_off < rng.end:
             # asking for no more than the range holds returns as soon as it is all there
             want = min(BATCH_ROWS, rng.end - next_off)
-            msgs = consumer.consume(num_messages=want, timeout=POLL_SECONDS)
+            with _gc_paused():
+                msgs = consumer.consume(num_messages=want, timeout=POLL_SECONDS)
             if not msgs:
                 pos = consumer.position([tp])[0].offset
                 if pos >= rng.end:
@@ -381,7 +422,9 @@ def read_range(
                     pending.add(msgs, offs)
                     next_off = max(next_off, offs[-1] + 1)
                 if len(pending) >= BATCH_ROWS:
-                    yield pending.take()
+                    with _gc_paused():
+                        batch = pending.take()
+                    yield batch
             if err is None:
                 continue
             if err.code() not in (KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET):

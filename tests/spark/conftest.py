@@ -36,8 +36,10 @@ def spark() -> Iterator[Any]:
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         pytest.skip("Spark needs a Java runtime (make system-deps installs default-jre-headless)")
 
-    # Python workers must be this interpreter (the one with pyspark, pyarrow, confluent-kafka)
-    os.environ["PYSPARK_PYTHON"] = sys.executable
+    # Python workers must be this interpreter (the one with pyspark, pyarrow, confluent-kafka),
+    # through kafkalite-spark-python as docs/spark.md advises (the installed PySpark, not
+    # pyspark.zip: every streaming query starts a Python process)
+    os.environ["PYSPARK_PYTHON"] = kafkalite.spark.worker_python()
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     session = (
         SparkSession.builder.master("local[2]")

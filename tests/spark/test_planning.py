@@ -193,3 +193,41 @@ def test_spark_finds_the_top_level_entry_module() -> None:
     assert "pyspark_kafkalite" in {m.name for m in pkgutil.iter_modules([str(root)])}
     assert issubclass(pyspark_kafkalite.DefaultSource, DataSource)
     assert pyspark_kafkalite.DefaultSource.name() == "kafkalite"
+
+
+def test_executor_fetch_settings_and_user_overrides() -> None:
+    """Executors fetch without librdkafka's one-second queue back-off and 500 ms end-of-log
+    wait; the driver (which never fetches) keeps the defaults; ``kafka.*`` options win."""
+    from kafkalite.spark.client import EXECUTOR_FETCH, _consumer_conf
+
+    conf = _consumer_conf({"bootstrap.servers": "h:9092"}, "executor", "p")
+    assert {k: conf[k] for k in EXECUTOR_FETCH} == {
+        "fetch.queue.backoff.ms": "10",
+        "fetch.wait.max.ms": "10",
+        "max.partition.fetch.bytes": str(8 << 20),
+    }
+    assert not EXECUTOR_FETCH.keys() & _consumer_conf({}, "driver", "p").keys()
+    mine = _consumer_conf({"fetch.wait.max.ms": "250"}, "executor", "p")
+    assert mine["fetch.wait.max.ms"] == "250"
+    assert mine["fetch.queue.backoff.ms"] == "10"
+
+
+def test_gc_paused_restores_the_collector() -> None:
+    import gc
+
+    from kafkalite.spark.client import _gc_paused
+
+    assert gc.isenabled()
+    with _gc_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError), _gc_paused():
+        raise RuntimeError("consume failed")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with _gc_paused():
+            pass
+        assert not gc.isenabled()  # a caller's own choice is left alone
+    finally:
+        gc.enable()
