@@ -14,7 +14,21 @@ _TICK = os.sysconf("SC_CLK_TCK")
 
 
 def cpu_seconds(pid: int) -> float:
-    """utime + stime of ``pid`` (all threads), in seconds."""
+    """On-CPU time of ``pid``'s threads, in seconds: the sum of their
+    ``/proc/PID/task/TID/schedstat`` (nanoseconds, exact), or utime + stime (sampled at
+    the clock tick, 10 ms: too coarse for a run of a second) where schedstat is missing.
+    A thread that exited since the last reading no longer counts."""
+    total = 0
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                total += int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[0])
+            except (FileNotFoundError, ProcessLookupError):
+                continue  # the thread ended meanwhile
+    except FileNotFoundError:
+        pass
+    if total:
+        return total / 1e9
     stat = Path(f"/proc/{pid}/stat").read_text()
     fields = stat[stat.rindex(")") + 2 :].split()
     # fields[0] is field 3 (state): utime and stime are fields 14 and 15
