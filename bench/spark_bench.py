@@ -50,7 +50,6 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -217,31 +216,17 @@ def main(argv: list[str] | None = None) -> int:
         }
 
         def source_stream(fmt: str, opts: dict[str, str], in_batches: list[float]) -> None:
-            with tempfile.TemporaryDirectory() as cp:
-                q = (
-                    spark.readStream.format(fmt)
-                    .options(**opts)
-                    .load()
-                    .writeStream.format("noop")
-                    .option("checkpointLocation", cp)
-                    .trigger(availableNow=True)
-                    .start()
-                )
-                q.awaitTermination()
-                rows = sum(p["numInputRows"] for p in q.recentProgress)
-                assert rows == n, rows
-                in_batches.append(
-                    sum(p["durationMs"]["triggerExecution"] for p in q.recentProgress) / 1000
-                )
-                phases: dict[str, int] = {}
-                for p in q.recentProgress:
-                    for k, v in p["durationMs"].items():
-                        phases[k] = phases.get(k, 0) + v
-                log(
-                    f"{fmt} availableNow: {len(q.recentProgress)} triggers,"
-                    f" {sum(1 for p in q.recentProgress if p['numInputRows'])} with data;"
-                    f" ms per phase {phases}"
-                )
+            q = spark_floor.run_available_now(spark, fmt, opts, n)
+            in_batches.append(spark_floor.in_batches_seconds(q))
+            phases: dict[str, int] = {}
+            for p in q.recentProgress:
+                for k, v in p["durationMs"].items():
+                    phases[k] = phases.get(k, 0) + v
+            log(
+                f"{fmt} availableNow: {len(q.recentProgress)} triggers,"
+                f" {sum(1 for p in q.recentProgress if p['numInputRows'])} with data;"
+                f" ms per phase {phases}"
+            )
 
         def source_batch() -> None:
             spark.read.format("kafkalite").option("kafka.bootstrap.servers", bootstrap).option(

@@ -129,6 +129,30 @@ class FloorSource(DataSource):
         return _Stream(dict(self.options), schema)
 
 
+def run_available_now(spark: Any, fmt: str, opts: dict[str, str], rows: int) -> Any:
+    """Run ``fmt``'s stream with ``Trigger.AvailableNow`` into the noop sink until it ends;
+    check it read ``rows`` rows and return the finished query (its ``recentProgress``)."""
+    with tempfile.TemporaryDirectory() as cp:
+        q = (
+            spark.readStream.format(fmt)
+            .options(**opts)
+            .load()
+            .writeStream.format("noop")
+            .option("checkpointLocation", cp)
+            .trigger(availableNow=True)
+            .start()
+        )
+        q.awaitTermination()
+        got = sum(p["numInputRows"] for p in q.recentProgress)
+        assert got == rows, got
+        return q
+
+
+def in_batches_seconds(q: Any) -> float:
+    """The time a finished query spent in micro-batches (its triggers' triggerExecution)."""
+    return sum(p["durationMs"]["triggerExecution"] for p in q.recentProgress) / 1000
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=1_000_000)
@@ -170,20 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         ).save()
 
     def stream() -> float:
-        with tempfile.TemporaryDirectory() as cp:
-            q = (
-                spark.readStream.format("kafkalite_floor")
-                .options(**opts)
-                .load()
-                .writeStream.format("noop")
-                .option("checkpointLocation", cp)
-                .trigger(availableNow=True)
-                .start()
-            )
-            q.awaitTermination()
-            rows = sum(p["numInputRows"] for p in q.recentProgress)
-            assert rows == args.records, rows
-            return sum(p["durationMs"]["triggerExecution"] for p in q.recentProgress) / 1000
+        return in_batches_seconds(run_available_now(spark, "kafkalite_floor", opts, args.records))
 
     batch()  # warm-up: Python workers and the JIT
     for i in range(args.runs):
