@@ -17,7 +17,10 @@ fi
 # kafkalite as a regular (non-editable) install of this checkout, rebuilt every run
 "$venv/bin/python" -m pip uninstall --quiet --yes kafkalite >/dev/null 2>&1 || true
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$root"
-rm -rf "$root/build"  # setuptools builds in the source tree
+# setuptools builds in the source tree: remove its output only (build/ also holds the
+# console's screenshots from the main suite, which must survive this run)
+rm -rf "$root/build/lib" "$root"/build/bdist.* "$root"/build/temp.*
+rmdir "$root/build" 2>/dev/null || true
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$here[test]"
 rm -rf "$here/build" "$here/shouter.egg-info"  # setuptools builds in the source tree
 cd "$here"
