@@ -10,8 +10,6 @@ loading, connection lost) are the caller's (:class:`SharePartitionManager`).
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import ssl
 import uuid
@@ -22,7 +20,11 @@ from kafkalite.coordinator.share.share_state import StateResult
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.sasl_client import SaslClientCredentials
-from kafkalite.server.txn_marker_sender import BrokerConnection
+from kafkalite.server.broker_connections import (
+    BrokerConnectionPool,
+    list_offsets_body,
+    listener_endpoints,
+)
 
 if TYPE_CHECKING:
     from kafkalite.coordinator.group.group_coordinator import GroupCoordinator
@@ -47,40 +49,18 @@ class ShareStateSender:
     ) -> None:
         self.gc = coordinator
         self.cache = metadata_cache
-        self.listener_name = listener_name
-        self.ssl_context = ssl_context
-        self.sasl = sasl
-        self.request_timeout_s = request_timeout_ms / 1000
-        self._connections: dict[tuple[int, str, int], BrokerConnection] = {}
+        self._pool = BrokerConnectionPool(
+            listener_endpoints(metadata_cache, listener_name),
+            ssl_context,
+            sasl,
+            request_timeout_ms / 1000,
+        )
         self.requests_sent = 0
 
-    def _connection(self, group_id: str) -> BrokerConnection | None:
-        return self._connection_to(self.gc.coordinator_for(group_id))
-
-    def _connection_to(self, node: int) -> BrokerConnection | None:
-        broker = self.cache.brokers.get(node)
-        endpoint = broker.endpoints.get(self.listener_name) if broker is not None else None
-        if endpoint is None:
-            return None
-        key = (node, endpoint[0], endpoint[1])
-        conn = self._connections.get(key)
-        if conn is None:
-            conn = self._connections[key] = BrokerConnection(
-                endpoint[0], endpoint[1], self.ssl_context, self.sasl
-            )
-        return conn
-
     async def _call(self, group_id: str, api_key: int, version: int, body: dict[str, Any]) -> Any:
-        conn = self._connection(group_id)
-        if conn is None:
-            return None
-        try:
-            async with asyncio.timeout(self.request_timeout_s):
-                resp = await conn.call(api_key, version, body)
-        except (OSError, EOFError, TimeoutError, asyncio.IncompleteReadError, ConnectionError) as e:
-            log.debug("share-state request %d for %s failed: %r", api_key, group_id, e)
-            return None
-        self.requests_sent += 1
+        resp = await self._pool.call(self.gc.coordinator_for(group_id), api_key, version, body)
+        if resp is not None:
+            self.requests_sent += 1
         return resp
 
     @staticmethod
@@ -171,30 +151,10 @@ class ShareStateSender:
         """The high watermarks of partitions led by ``leader`` (ListOffsets latest,
         read_uncommitted), for a share partition's lag when its log is elsewhere, as
         Kafka's group coordinator asks the leaders (KIP-1226); missing ones are left out."""
-        conn = self._connection_to(leader)
-        if conn is None or not tps:
+        if not tps:
             return {}
-        by_topic: dict[str, list[int]] = {}
-        for t, p in tps:
-            by_topic.setdefault(t, []).append(p)
-        body = {
-            "replica_id": -1,
-            "isolation_level": 0,
-            "topics": [
-                {
-                    "name": t,
-                    "partitions": [
-                        {"partition_index": p, "current_leader_epoch": -1, "timestamp": -1}
-                        for p in ps
-                    ],
-                }
-                for t, ps in by_topic.items()
-            ],
-        }
-        try:
-            async with asyncio.timeout(self.request_timeout_s):
-                resp = await conn.call(ApiKey.LIST_OFFSETS, 5, body)
-        except (OSError, EOFError, TimeoutError, asyncio.IncompleteReadError, ConnectionError):
+        resp = await self._pool.call(leader, ApiKey.LIST_OFFSETS, 5, list_offsets_body(tps, -1))
+        if resp is None:
             return {}
         self.requests_sent += 1
         return {
@@ -205,7 +165,4 @@ class ShareStateSender:
         }
 
     async def close(self) -> None:
-        for c in self._connections.values():
-            with contextlib.suppress(Exception):
-                c.close()
-        self._connections.clear()
+        self._pool.close()

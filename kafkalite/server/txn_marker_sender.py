@@ -10,21 +10,16 @@ failed (leader moved, connection lost) until each has acknowledged.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import itertools
 import logging
 import ssl
-import struct
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from kafkalite.common import structs
 from kafkalite.common.types import TopicPartition
-from kafkalite.protocol import messages, sasl_client
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.errors import ErrorCode
-from kafkalite.protocol.headers import skip_tagged_fields
 from kafkalite.protocol.sasl_client import SaslClientCredentials
+from kafkalite.server.broker_connections import BrokerConnectionPool, listener_endpoints
 
 if TYPE_CHECKING:
     from kafkalite.server.metadata_cache import MetadataCache
@@ -32,59 +27,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 WRITE_TXN_MARKERS_VERSION = 1
-
-
-class BrokerConnection:
-    def __init__(
-        self,
-        host: str,
-        port: int,
-        ssl_context: ssl.SSLContext | None,
-        sasl: SaslClientCredentials | None = None,
-    ) -> None:
-        self.host, self.port, self.ssl_context = host, port, ssl_context
-        self.sasl = sasl
-        self.lock = asyncio.Lock()
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
-        self._correlation = itertools.count(1)
-
-    async def call(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
-        async with self.lock:
-            try:
-                return await self._call(api_key, version, body)
-            except BaseException:
-                self.close()
-                raise
-
-    async def _call(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
-        if self._writer is None:
-            self._reader, self._writer = await sasl_client.open_connection(
-                self.host, self.port, ssl=self.ssl_context, sasl=self.sasl
-            )
-        assert self._reader is not None
-        req_cls = messages.request_type(api_key, version)
-        flexible = bool(req_cls.__flexible__)  # type: ignore[attr-defined]
-        cid = next(self._correlation) & 0x7FFFFFFF
-        client_id = b"kafkalite-txn-coordinator"
-        header = struct.pack(">hhih", api_key, version, cid, len(client_id)) + client_id
-        if flexible:
-            header += b"\x00"
-        payload = header + messages.encode(messages.build(req_cls, body))
-        self._writer.write(structs.I32.pack(len(payload)) + payload)
-        await self._writer.drain()
-        (size,) = structs.I32.unpack(await self._reader.readexactly(4))
-        frame = await self._reader.readexactly(size)
-        got = structs.I32.unpack_from(frame, 0)[0]
-        if got != cid:
-            raise ConnectionError(f"correlation id {got}, expected {cid}")
-        pos = skip_tagged_fields(frame, 4) if flexible else 4
-        return messages.decode_response(api_key, version, frame, pos)
-
-    def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-        self._reader = self._writer = None
 
 
 class TxnMarkerSender:
@@ -100,11 +42,12 @@ class TxnMarkerSender:
         sasl: SaslClientCredentials | None = None,
     ) -> None:
         self.cache = metadata_cache
-        self.sasl = sasl
-        self.listener_name = listener_name
-        self.ssl_context = ssl_context
-        self.request_timeout_s = request_timeout_ms / 1000
-        self._connections: dict[tuple[int, str, int], BrokerConnection] = {}
+        self._pool = BrokerConnectionPool(
+            listener_endpoints(metadata_cache, listener_name),
+            ssl_context,
+            sasl,
+            request_timeout_ms / 1000,
+        )
         self.requests_sent = 0
 
     def _leader(self, tp: TopicPartition) -> int:
@@ -152,16 +95,8 @@ class TxnMarkerSender:
         coordinator_epoch: int,
         tps: list[TopicPartition],
     ) -> dict[TopicPartition, int]:
-        broker = self.cache.brokers.get(leader)
-        endpoint = broker.endpoints.get(self.listener_name) if broker is not None else None
-        if endpoint is None:
+        if self._pool.get(leader) is None:
             return dict.fromkeys(tps, int(ErrorCode.not_leader_or_follower))
-        key = (leader, endpoint[0], endpoint[1])
-        conn = self._connections.get(key)
-        if conn is None:
-            conn = self._connections[key] = BrokerConnection(
-                endpoint[0], endpoint[1], self.ssl_context, self.sasl
-            )
         by_topic: dict[str, list[int]] = defaultdict(list)
         for t, p in tps:
             by_topic[t].append(p)
@@ -176,11 +111,10 @@ class TxnMarkerSender:
                 }
             ]
         }
-        try:
-            async with asyncio.timeout(self.request_timeout_s):
-                resp = await conn.call(ApiKey.WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION, body)
-        except (OSError, EOFError, TimeoutError, asyncio.IncompleteReadError, ConnectionError) as e:
-            log.debug("WriteTxnMarkers to broker %d failed: %r", leader, e)
+        resp = await self._pool.call(
+            leader, ApiKey.WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION, body
+        )
+        if resp is None:
             return dict.fromkeys(tps, int(ErrorCode.network_exception))
         self.requests_sent += 1
         out: dict[TopicPartition, int] = {}
@@ -193,7 +127,4 @@ class TxnMarkerSender:
         return out
 
     async def close(self) -> None:
-        for c in self._connections.values():
-            with contextlib.suppress(Exception):
-                c.close()
-        self._connections.clear()
+        self._pool.close()

@@ -24,7 +24,6 @@ path runs whatever the verification setting, since the transaction needs it.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import ssl
 import time
@@ -35,7 +34,7 @@ from kafkalite.common.types import TopicPartition
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.sasl_client import SaslClientCredentials
-from kafkalite.server.txn_marker_sender import BrokerConnection
+from kafkalite.server.broker_connections import BrokerConnectionPool, listener_endpoints
 
 if TYPE_CHECKING:
     from kafkalite.coordinator.transaction.txn_coordinator import TransactionCoordinator
@@ -80,14 +79,15 @@ class TxnVerifier:
         sasl: SaslClientCredentials | None = None,
     ) -> None:
         self.broker_id = broker_id
-        self.sasl = sasl
         self.coordinator = coordinator
         self.cache = metadata_cache
-        self.listener_name = listener_name
-        self.ssl_context = ssl_context
-        self.request_timeout_s = request_timeout_ms / 1000
         self.enabled = enabled
-        self._connections: dict[tuple[int, str, int], BrokerConnection] = {}
+        self._connections = BrokerConnectionPool(
+            listener_endpoints(metadata_cache, listener_name),
+            ssl_context,
+            sasl,
+            request_timeout_ms / 1000,
+        )
         #: Kafka's AddPartitionsToTxnManager VerificationTimeMs (a histogram, as
         #: ApiStats': slot = bit length of the µs) and VerificationFailureRate
         self.time_slots = [0] * 64
@@ -168,16 +168,6 @@ class TxnVerifier:
         errors_for: Callable[[int], int],
     ) -> dict[TopicPartition, int]:
         unavailable = errors_for(ErrorCode.coordinator_not_available)
-        broker = self.cache.brokers.get(leader)
-        endpoint = broker.endpoints.get(self.listener_name) if broker is not None else None
-        if endpoint is None:
-            return dict.fromkeys(partitions, unavailable)
-        key = (leader, endpoint[0], endpoint[1])
-        conn = self._connections.get(key)
-        if conn is None:
-            conn = self._connections[key] = BrokerConnection(
-                endpoint[0], endpoint[1], self.ssl_context, self.sasl
-            )
         by_topic: dict[str, list[int]] = {}
         for t, p in partitions:
             by_topic.setdefault(t, []).append(p)
@@ -192,11 +182,10 @@ class TxnVerifier:
                 }
             ]
         }
-        try:
-            async with asyncio.timeout(self.request_timeout_s):
-                resp = await conn.call(ApiKey.ADD_PARTITIONS_TO_TXN, 5 if add else 4, body)
-        except (OSError, EOFError, TimeoutError, asyncio.IncompleteReadError, ConnectionError) as e:
-            log.debug("verifying %s with broker %d failed: %r", transactional_id, leader, e)
+        resp = await self._connections.call(
+            leader, ApiKey.ADD_PARTITIONS_TO_TXN, 5 if add else 4, body
+        )
+        if resp is None:  # no endpoint, no answer or the connection failed
             return dict.fromkeys(partitions, unavailable)
         out: dict[TopicPartition, int] = {}
         if int(resp.error_code):
@@ -208,6 +197,4 @@ class TxnVerifier:
         return {tp: out.get(tp, errors_for(ErrorCode.invalid_txn_state)) for tp in partitions}
 
     async def close(self) -> None:
-        for c in self._connections.values():
-            c.close()
-        self._connections.clear()
+        self._connections.close()

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from kafkalite.common.types import TopicPartition
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.sasl_client import SaslClientCredentials
-from kafkalite.server.txn_marker_sender import BrokerConnection
+from kafkalite.server.broker_connections import BrokerConnectionPool, list_offsets_body
 
 __all__ = ["ClusterReader", "RemoteFigures", "RemoteGroup"]
 
@@ -58,31 +58,10 @@ class ClusterReader:
         sasl: SaslClientCredentials | None = None,
     ) -> None:
         self.broker_id = broker_id
-        self._endpoint = endpoint
-        self._ssl = ssl_context
-        self._sasl = sasl
-        self._conns: dict[tuple[int, str, int], BrokerConnection] = {}
-
-    def _conn(self, broker: int) -> BrokerConnection | None:
-        ep = self._endpoint(broker)
-        if ep is None:
-            return None
-        key = (broker, ep[0], ep[1])
-        c = self._conns.get(key)
-        if c is None:
-            c = self._conns[key] = BrokerConnection(ep[0], ep[1], self._ssl, self._sasl)
-        return c
+        self._pool = BrokerConnectionPool(endpoint, ssl_context, sasl, TIMEOUT_S)
 
     async def _call(self, broker: int, api_key: int, version: int, body: dict) -> object | None:
-        c = self._conn(broker)
-        if c is None:
-            return None
-        try:
-            async with asyncio.timeout(TIMEOUT_S):
-                return await c.call(api_key, version, body)
-        except (OSError, EOFError, TimeoutError, ConnectionError, asyncio.IncompleteReadError) as e:
-            log.debug("console: broker %d did not answer api %d: %r", broker, api_key, e)
-            return None
+        return await self._pool.call(broker, api_key, version, body)
 
     async def sizes(
         self, by_broker: Mapping[int, Iterable[TopicPartition]]
@@ -124,23 +103,7 @@ class ClusterReader:
         (read_uncommitted: the high watermark); missing when it did not answer."""
 
         async def ask(broker: int, tps: list[TopicPartition], ts: int) -> dict[TopicPartition, int]:
-            topics: dict[str, list[int]] = {}
-            for t, p in tps:
-                topics.setdefault(t, []).append(p)
-            body = {
-                "replica_id": -1,
-                "isolation_level": 0,
-                "topics": [
-                    {
-                        "name": t,
-                        "partitions": [
-                            {"partition_index": p, "current_leader_epoch": -1, "timestamp": ts}
-                            for p in ps
-                        ],
-                    }
-                    for t, ps in topics.items()
-                ],
-            }
+            body = list_offsets_body(tps, ts)
             resp = await self._call(broker, ApiKey.LIST_OFFSETS, 5, body)
             out: dict[TopicPartition, int] = {}
             if resp is None:
@@ -194,6 +157,4 @@ class ClusterReader:
         return RemoteFigures(sizes, offsets)
 
     def close(self) -> None:
-        for c in self._conns.values():
-            c.close()
-        self._conns.clear()
+        self._pool.close()
