@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 import gc
 import itertools
+import logging
 import operator
 import re
 import time
@@ -33,6 +34,8 @@ __all__ = [
     "read_range",
     "resolve",
 ]
+
+log = logging.getLogger(__name__)
 
 #: topic -> partition -> offset
 Offsets = dict[str, dict[int, int]]
@@ -342,6 +345,19 @@ class _Columns:
         return pa.RecordBatch.from_arrays(cols, schema=self.schema)
 
 
+_DIRECT: dict[tuple[tuple[str, str], ...], Any] = {}
+
+
+def _direct_reader(client: dict[str, str]) -> Any:
+    from kafkalite.spark.direct_fetch import DirectReader
+
+    key = tuple(sorted(client.items()))
+    reader = _DIRECT.get(key)
+    if reader is None:
+        reader = _DIRECT[key] = DirectReader(client)
+    return reader
+
+
 def read_range(
     rng: OffsetRange,
     client: dict[str, str],
@@ -351,8 +367,62 @@ def read_range(
     poll_timeout_ms: int,
     arrow_schema: Any,
     group_id_prefix: str = "spark-kafka-source",
+    direct: bool = True,
 ) -> Iterator[Any]:
     """Yield ``pyarrow.RecordBatch`` es of the records in ``[rng.start, rng.end)``.
+
+    With ``direct`` (the ``directFetch`` option, on by default) and settings the direct path
+    understands, the range is read with Fetch requests decoded straight into columns
+    (:mod:`kafkalite.spark.direct_fetch`); whatever that path does not read (an error, a
+    leader move, an old message format) is read on with confluent-kafka from the offset it
+    reached. Both give the same rows (tests/spark/test_direct_fetch.py).
+    """
+    if rng.size == 0:
+        return
+    if direct:
+        from kafkalite.spark.direct_fetch import DirectUnavailable, understood
+        from kafkalite.spark.record_columns import BatchColumns
+
+        if understood(client):
+            cols = BatchColumns(rng.topic, rng.partition, include_headers, arrow_schema)
+            try:
+                yield from _direct_reader(client).read(
+                    rng.topic, rng.partition, rng.start, rng.end, cols
+                )
+                return
+            except DirectUnavailable as e:
+                log.info(
+                    "direct read of %s-%s stopped at %d (%s): reading on with confluent-kafka",
+                    rng.topic,
+                    rng.partition,
+                    e.offset,
+                    e.reason,
+                )
+                rng = OffsetRange(rng.topic, rng.partition, max(rng.start, e.offset), rng.end)
+                if rng.size == 0:
+                    return
+    yield from _consumer_read(
+        rng,
+        client,
+        include_headers=include_headers,
+        fail_on_data_loss=fail_on_data_loss,
+        poll_timeout_ms=poll_timeout_ms,
+        arrow_schema=arrow_schema,
+        group_id_prefix=group_id_prefix,
+    )
+
+
+def _consumer_read(
+    rng: OffsetRange,
+    client: dict[str, str],
+    *,
+    include_headers: bool,
+    fail_on_data_loss: bool,
+    poll_timeout_ms: int,
+    arrow_schema: Any,
+    group_id_prefix: str,
+) -> Iterator[Any]:
+    """The records in ``[rng.start, rng.end)`` read with a confluent-kafka consumer.
 
     Gaps (compacted records, transaction markers, aborted records under read_committed)
     are skipped: the read ends when the consumer's position reaches ``end`` (librdkafka moves

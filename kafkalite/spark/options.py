@@ -79,6 +79,8 @@ class SourceOptions:
     max_records_per_partition: int | None = None
     #: the clients' generated ``group.id`` starts with it (never joined: assign only)
     group_id_prefix: str = "spark-kafka-source"
+    #: executors read ranges with Fetch requests decoded into columns (``directFetch``)
+    direct_fetch: bool = True
 
     @property
     def read_committed(self) -> bool:
@@ -305,6 +307,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         max_trigger_delay_ms=_duration_ms("maxTriggerDelay", opts.get("maxTriggerDelay") or "15m"),
         max_records_per_partition=_int(opts, "maxRecordsPerPartition"),
         group_id_prefix=opts.get("groupIdPrefix") or "spark-kafka-source",
+        direct_fetch=_bool(opts, "directFetch", True),
     )
 
 

@@ -98,6 +98,7 @@ class _ReaderBase:
             poll_timeout_ms=self.opts.poll_timeout_ms,
             arrow_schema=to_arrow_schema(self.schema, timezone="UTC"),
             group_id_prefix=self.opts.group_id_prefix,
+            direct=self.opts.direct_fetch,
         )
 
 

@@ -1,0 +1,448 @@
+"""Arrow columns straight from the records of a Fetch response (the executors' direct reads).
+
+Why not confluent-kafka here: it turns each record into a librdkafka message, a Python
+``Message`` and a ``bytes`` object before pyarrow copies the value again into its column:
+about 1.5 us of CPU per 1 KiB record in a Python worker that shares two cores with Spark's
+JVM and the broker (docs/spark.md, "round 4"). Here one Python pass per record follows only
+the record lengths (``_walk``); every other field is decoded for all the records of a
+response at once by pyarrow compute kernels (``_varints``), and each key and value is copied
+once, from the response into its column (``_binary``).
+
+A v2 record is::
+
+    length varint | attributes int8 | timestampDelta varlong | offsetDelta varint
+    keyLength varint | key | valueLength varint | value | headerCount varint | headers
+
+Batches the direct path does not read (message format v0/v1, a record that does not parse)
+end the decode at that batch with a reason: the caller reads on from there with
+confluent-kafka, which has its own handling of them.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["BatchColumns", "CorruptRecords", "Decoded"]
+
+#: baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta,
+#: baseTimestamp, maxTimestamp, producerId, producerEpoch, baseSequence, recordCount
+_BATCH = struct.Struct(">qiiBIhiqqqhii")
+BATCH_OVERHEAD = _BATCH.size  # 61
+_LOG_OVERHEAD = 12  # baseOffset and batchLength precede what batchLength counts
+_COMPRESSION = 0x07
+_LOG_APPEND_TIME = 0x08
+_TRANSACTIONAL = 0x10
+_CONTROL = 0x20
+_ABORT = 0  # a control record's type (its key: version int16, type int16)
+
+
+class CorruptRecords(Exception):
+    """A batch or record that does not parse."""
+
+
+@dataclass
+class Decoded:
+    """What one records section gave: an Arrow batch of the records in ``[start, stop)``
+    (None when there were none), the offset to fetch next (past every complete batch read,
+    markers and skipped batches included), and why the decode stopped early, if it did
+    (``next_offset`` is then the first offset it did not read)."""
+
+    batch: Any
+    next_offset: int
+    stopped: str | None = None
+
+
+@dataclass
+class _Records:
+    """The records to decode: where each starts in one buffer, and per batch (as run ends,
+    decoded into per-record columns by Arrow) the fields its records share."""
+
+    starts: list[int] = field(default_factory=list)  # each record's length varint
+    run_ends: list[int] = field(default_factory=list)  # records up to each batch's end
+    batch_ends: list[int] = field(default_factory=list)  # where each batch's records end
+    base_offsets: list[int] = field(default_factory=list)
+    base_ts: list[int] = field(default_factory=list)  # maxTimestamp with LogAppendTime
+    append_time: list[int] = field(default_factory=list)  # 1: LogAppendTime
+
+
+class BatchColumns:
+    """Builds ``pyarrow.RecordBatch`` es of the kafkalite schema for one topic partition."""
+
+    def __init__(self, topic: str, partition: int, include_headers: bool, schema: Any) -> None:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        self.pa, self.pc = pa, pc
+        self.schema = schema
+        self.include_headers = include_headers
+        self.topic = pa.scalar(topic, pa.string())
+        self.partition = pa.scalar(partition, pa.int32())
+        # compute kernels given Python ints look for numpy on every call (a failed import,
+        # never cached: a third of the decode's time without numpy installed), so every
+        # constant is an Arrow scalar
+        self.i64 = {k: pa.scalar(k, pa.int64()) for k in (-1, 0, 1, 2, 7)}
+        self.u64 = {k: pa.scalar(k, pa.uint64()) for k in (1, 127)}
+        self.u8_7 = pa.scalar(7, pa.uint8())
+        self.null_i64 = pa.scalar(None, pa.int64())
+        self._arange = pa.array([], pa.int64())
+        self.ree_type = pa.run_end_encoded(pa.int32(), pa.int64())
+
+    def decode(
+        self,
+        buf: bytes | bytearray | memoryview,
+        pos: int,
+        end: int,
+        *,
+        start: int,
+        stop: int,
+        aborted: list[tuple[int, int]] | None,
+    ) -> Decoded:
+        """The records of ``buf[pos:end]`` (a Fetch response's records) with offsets in
+        ``[start, stop)``. ``aborted`` is the response's aborted transactions, (producer id,
+        first offset), under read_committed; None under read_uncommitted."""
+        recs, src, next_offset, stopped = _walk(buf, pos, end, start, stop, aborted)
+        if not recs.starts:
+            return Decoded(None, next_offset, stopped)
+        return Decoded(self._columns(src, recs, start, stop), next_offset, stopped)
+
+    # --- vectorized decode -------------------------------------------------------------------
+
+    def _u8(self, src: bytes | bytearray | memoryview) -> Any:
+        pa = self.pa
+        return pa.Array.from_buffers(pa.uint8(), len(src), [None, pa.py_buffer(src)])
+
+    def _varints(self, u8: Any, pos: Any, last: Any) -> tuple[Any, Any]:
+        """The zigzag varints at ``pos`` (int64 positions): (values as int64, positions after
+        them). One round of kernels per byte of the longest varint."""
+        pc, i64, u64 = self.pc, self.i64, self.u64
+        b = pc.take(u8, pos)
+        raw = pc.bit_wise_and(b.cast(self.pa.uint64()), u64[127])
+        more = pc.shift_right(b, self.u8_7).cast(self.pa.int64())
+        p = pc.add(pos, i64[1])
+        for k in range(1, 10):
+            if not pc.max(more).as_py():
+                break
+            b = pc.take(u8, pc.min_element_wise(p, last))
+            part = pc.shift_left(
+                pc.bit_wise_and(b.cast(self.pa.uint64()), u64[127]),
+                self.pa.scalar(7 * k, self.pa.uint64()),
+            )
+            raw = pc.bit_wise_or(raw, pc.multiply(part, more.cast(self.pa.uint64())))
+            p = pc.add(p, more)
+            more = pc.multiply(more, pc.shift_right(b, self.u8_7).cast(self.pa.int64()))
+        else:
+            if pc.max(more).as_py():
+                raise CorruptRecords("varint too long")
+        half = pc.shift_right(raw, u64[1]).cast(self.pa.int64())
+        sign = pc.negate(pc.bit_wise_and(raw, u64[1]).cast(self.pa.int64()))
+        return pc.bit_wise_xor(half, sign), p
+
+    def _range(self, n: int) -> Any:
+        """0 .. n-1 as int64 (a slice of one cached array)."""
+        if len(self._arange) < n:
+            self._arange = self.pa.array(range(max(n, 2 * len(self._arange))), self.pa.int64())
+        return self._arange[:n]
+
+    def _binary(self, data: Any, begins: Any, ends: Any, lengths: Any) -> Any:
+        """A binary column of ``data[begins[i]:ends[i]]`` (null where ``lengths`` is -1): the
+        extents, interleaved with the gaps between them, are the offsets of one binary array
+        over ``data``; taking its even elements copies the keys (values) into a column."""
+        pa, pc, i64 = self.pa, self.pc, self.i64
+        n = len(begins)
+        ar = self._range(2 * n)
+        # [b0, e0, b1, e1, ...] = concat(begins, ends)[(i >> 1) + (i & 1) * n]
+        idx = pc.add(
+            pc.shift_right(ar, i64[1]),
+            pc.multiply(pc.bit_wise_and(ar, i64[1]), pa.scalar(n, pa.int64())),
+        )
+        both = pa.concat_arrays([begins, ends])
+        offsets = pc.take(both, idx).cast(pa.int32())
+        spans = pa.Array.from_buffers(pa.binary(), 2 * n - 1, [None, offsets.buffers()[1], data])
+        even = pc.multiply(self._range(n), i64[2])
+        if pc.min(lengths).as_py() < 0:
+            even = pc.if_else(pc.less(lengths, i64[0]), self.null_i64, even)
+        return pc.take(spans, even)
+
+    def _per_record(self, recs: _Records, values: list[int]) -> Any:
+        """A per-batch field as a per-record int64 column."""
+        pa = self.pa
+        # (not RunEndEncodedArray.from_arrays, which looks for pandas on every call)
+        ree = pa.Array.from_buffers(
+            self.ree_type,
+            recs.run_ends[-1],
+            [None],
+            children=[pa.array(recs.run_ends, pa.int32()), pa.array(values, pa.int64())],
+        )
+        return self.pc.run_end_decode(ree)
+
+    def _columns(self, src: Any, recs: _Records, start: int, stop: int) -> Any:
+        pa, pc, i64 = self.pa, self.pc, self.i64
+        u8 = self._u8(src)
+        last = pa.scalar(len(src) - 1, pa.int64())
+        starts = pa.array(recs.starts, pa.int64())
+        size, attrs = self._varints(u8, starts, last)
+        # a record ends where the next begins, or its batch's records end (the walk checked
+        # that each batch's records fill it exactly)
+        following = pa.concat_arrays([starts[1:], pa.array([len(src)], pa.int64())])
+        ends = pc.min_element_wise(following, self._per_record(recs, recs.batch_ends))
+        if not pc.all(pc.equal(pc.add(attrs, size), ends)).as_py() or pc.min(size).as_py() < 6:
+            raise CorruptRecords("record lengths do not add up to their batch")
+        ts_delta, p = self._varints(u8, pc.add(attrs, i64[1]), last)
+        off_delta, p = self._varints(u8, p, last)
+        offsets = pc.add(self._per_record(recs, recs.base_offsets), off_delta)
+        # records of the first and last batches outside [start, stop)
+        lo = pc.sum(pc.less(offsets, pa.scalar(start, pa.int64()))).as_py() or 0
+        past = pc.sum(pc.greater_equal(offsets, pa.scalar(stop, pa.int64()))).as_py() or 0
+        hi = len(offsets) - past
+        if hi <= lo:
+            return None
+        n = hi - lo
+        offsets, ts_delta, p, ends = offsets[lo:hi], ts_delta[lo:hi], p[lo:hi], ends[lo:hi]
+        key_len, key_at = self._varints(u8, p, last)
+        key_end = pc.add(key_at, pc.max_element_wise(key_len, i64[0]))
+        value_len, value_at = self._varints(u8, key_end, last)
+        value_end = pc.add(value_at, pc.max_element_wise(value_len, i64[0]))
+        if (
+            pc.min(key_len).as_py() < -1
+            or pc.min(value_len).as_py() < -1
+            or not pc.all(pc.less(value_end, ends)).as_py()  # the header count follows
+        ):
+            raise CorruptRecords("a record's fields overrun it")
+        data = pa.py_buffer(src)
+        base_ts = self._per_record(recs, recs.base_ts)[lo:hi]
+        if any(recs.append_time):
+            create = pc.equal(self._per_record(recs, recs.append_time)[lo:hi], i64[0])
+            stamps = pc.if_else(create, pc.add(base_ts, ts_delta), base_ts)
+            ts_type = pc.if_else(create, pa.scalar(0, pa.int32()), pa.scalar(1, pa.int32()))
+        else:
+            stamps = pc.add(base_ts, ts_delta)
+            ts_type = pa.repeat(pa.scalar(0, pa.int32()), n)
+        cols = [
+            self._binary(data, key_at, key_end, key_len),
+            self._binary(data, value_at, value_end, value_len),
+            pa.repeat(self.topic, n),
+            pa.repeat(self.partition, n),
+            offsets,
+            stamps.cast(pa.timestamp("ms", tz="UTC")).cast(self.schema.field("timestamp").type),
+            ts_type,
+        ]
+        if self.include_headers:
+            cols.append(self._headers(src, u8, value_end, ends, n))
+        return pa.RecordBatch.from_arrays(cols, schema=self.schema)
+
+    def _headers(self, src: Any, u8: Any, at: Any, ends: Any, n: int) -> Any:
+        pa, pc = self.pa, self.pc
+        htype = self.schema.field("headers").type
+        if pc.max(pc.take(u8, at)).as_py() == 0:  # every header count a one-byte 0
+            return pa.array([[]] * n, htype)
+        view = memoryview(src)
+        rows = [
+            _parse_headers(view, a, e)
+            for a, e in zip(at.to_pylist(), ends.to_pylist(), strict=True)
+        ]
+        return pa.array(rows, htype)
+
+
+def _uvarint(buf: Any, p: int, end: int) -> tuple[int, int]:
+    raw = shift = 0
+    while True:
+        if p >= end or shift > 63:
+            raise CorruptRecords("varint overruns its record")
+        b = buf[p]
+        p += 1
+        raw |= (b & 0x7F) << shift
+        if b < 0x80:
+            return raw, p
+        shift += 7
+
+
+def _zigzag(buf: Any, p: int, end: int) -> tuple[int, int]:
+    raw, p = _uvarint(buf, p, end)
+    return (raw >> 1) ^ -(raw & 1), p
+
+
+def _parse_headers(view: memoryview, p: int, end: int) -> list[dict[str, Any]]:
+    count, p = _zigzag(view, p, end)
+    if count < 0 or count > end - p:
+        raise CorruptRecords(f"header count {count}")
+    out = []
+    for _ in range(count):
+        n, p = _zigzag(view, p, end)
+        if n < 0 or p + n > end:
+            raise CorruptRecords("header key overruns its record")
+        key = str(view[p : p + n], "utf-8", "replace")
+        p += n
+        n, p = _zigzag(view, p, end)
+        if n < -1 or p + n > end:
+            raise CorruptRecords("header value overruns its record")
+        value = None if n < 0 else bytes(view[p : p + n])
+        p += max(n, 0)
+        out.append({"key": key, "value": value})
+    return out
+
+
+def _is_abort_marker(body: Any, p: int, end: int) -> bool:
+    """A control batch's record is an ABORT marker (its key: version, type)."""
+    _, p = _zigzag(body, p, end)  # length
+    p += 1  # attributes
+    _, p = _zigzag(body, p, end)  # timestamp delta
+    _, p = _zigzag(body, p, end)  # offset delta
+    key_len, p = _zigzag(body, p, end)
+    if key_len < 4 or p + 4 > end:
+        raise CorruptRecords("control record without a key")
+    return bool(struct.unpack_from(">h", body, p + 2)[0] == _ABORT)
+
+
+def _decompress(codec: int, data: Any) -> bytes:
+    try:
+        return _decompress_with(codec, data)
+    except CorruptRecords:
+        raise
+    except Exception as e:  # cramjam's DecompressionError, a short xerial frame
+        raise CorruptRecords(f"compressed batch: {e}") from None
+
+
+def _decompress_with(codec: int, data: Any) -> bytes:
+    import cramjam
+
+    if codec == 1:
+        return bytes(cramjam.gzip.decompress(data))
+    if codec == 2:
+        raw = bytes(data)
+        if raw.startswith(b"\x82SNAPPY\x00"):  # the Java clients' xerial framing
+            out, p = bytearray(), 16
+            while p + 4 <= len(raw):
+                (size,) = struct.unpack_from(">i", raw, p)
+                out += bytes(cramjam.snappy.decompress_raw(raw[p + 4 : p + 4 + size]))
+                p += 4 + size
+            return bytes(out)
+        return bytes(cramjam.snappy.decompress_raw(raw))
+    if codec == 3:
+        return bytes(cramjam.lz4.decompress(data))
+    if codec == 4:
+        return bytes(cramjam.zstd.decompress(data))
+    raise CorruptRecords(f"compression codec {codec}")
+
+
+def _walk(
+    buf: Any,
+    pos: int,
+    end: int,
+    start: int,
+    stop: int,
+    aborted: list[tuple[int, int]] | None,
+) -> tuple[_Records, Any, int, str | None]:
+    """The one pass per record: each record's position from the lengths, and its batch's
+    fields. Returns the records, the buffer their positions are in (``buf``, or a copy with
+    the batches' records decompressed when any batch is compressed), the offset after the
+    last complete batch, and why the walk stopped early, if it did."""
+    recs = _Records()
+    starts = recs.starts.append
+    next_offset = start
+    aborting: set[int] = set()
+    pending = sorted(aborted or (), key=lambda a: a[1])
+    ai = 0
+    side: bytearray | None = None  # the records of every batch, once one is compressed
+    pieces: list[tuple[int, int]] = []  # each batch's records in ``buf``, until then
+    stopped = None
+    while pos + BATCH_OVERHEAD <= end:
+        (base, length, _, magic, _, attrs, last_delta, base_ts, max_ts, pid, _, _, count) = (
+            _BATCH.unpack_from(buf, pos)
+        )
+        batch_end = pos + _LOG_OVERHEAD + length
+        if batch_end > end:
+            break  # the response's last batch, cut at its size limit
+        if magic != 2:
+            stopped = f"message format v{magic}"
+            break
+        last = base + last_delta
+        body_at, pos = pos + BATCH_OVERHEAD, batch_end
+        if last < start:
+            continue
+        if base >= stop:
+            next_offset = max(next_offset, base)  # nothing is left in [next_offset, stop)
+            break
+        next_offset = last + 1
+        if aborted is not None and pid >= 0:
+            while ai < len(pending) and pending[ai][1] <= last:
+                aborting.add(pending[ai][0])
+                ai += 1
+            if attrs & _CONTROL:
+                if count and _is_abort_marker(buf, body_at, batch_end):
+                    aborting.discard(pid)
+                continue
+            if attrs & _TRANSACTIONAL and pid in aborting:
+                continue
+        if attrs & _CONTROL or count <= 0:
+            continue
+        codec = attrs & _COMPRESSION
+        body, b_from, b_to = buf, body_at, batch_end
+        if codec:
+            if side is None:
+                side = bytearray()
+                for f, t in pieces:
+                    side += buf[f:t]
+            body = _decompress(codec, memoryview(buf)[body_at:batch_end])
+            b_from, b_to = 0, len(body)
+        first = len(recs.starts)
+        try:
+            p = _lengths(body, b_from, count, starts)
+        except IndexError:
+            raise CorruptRecords("a record overruns its batch") from None
+        if p != b_to:
+            # Kafka: "Incorrect declared batch size, records still remaining"
+            raise CorruptRecords("the records do not fill their batch")
+        if side is not None:
+            shift = len(side) - b_from
+            side += body[b_from:b_to] if body is buf else body
+            if shift:
+                recs.starts[first:] = [x + shift for x in recs.starts[first:]]
+            b_to += shift
+        else:
+            pieces.append((b_from, b_to))
+        recs.run_ends.append(len(recs.starts))
+        recs.batch_ends.append(b_to)
+        recs.base_offsets.append(base)
+        if attrs & _LOG_APPEND_TIME:
+            recs.base_ts.append(max_ts)
+            recs.append_time.append(1)
+        else:
+            recs.base_ts.append(base_ts)
+            recs.append_time.append(0)
+    if side is not None:
+        _rebase(recs, pieces)
+        return recs, side, next_offset, stopped
+    return recs, buf, next_offset, stopped
+
+
+def _lengths(body: Any, p: int, count: int, starts: Any) -> int:
+    """The per-record loop: where each record starts, from the lengths alone (one- and
+    two-byte lengths inline: every record under 8 KiB). A negative length is taken as
+    positive here and fails the vectorized check of the lengths afterwards."""
+    for _ in range(count):
+        starts(p)
+        b = body[p]
+        if b < 0x80:
+            p += 1 + (b >> 1)
+        else:
+            b2 = body[p + 1]
+            if b2 < 0x80:
+                p += 2 + (((b & 0x7F) | (b2 << 7)) >> 1)
+            else:
+                raw, q = _uvarint(body, p, len(body))
+                p = q + (raw >> 1)
+    return p
+
+
+def _rebase(recs: _Records, pieces: list[tuple[int, int]]) -> None:
+    """Move the positions of the records walked before the side buffer began (one piece per
+    batch, copied to its front in order) from ``buf`` to the side buffer."""
+    i = at = 0
+    for b, (f, t) in enumerate(pieces):
+        j = recs.run_ends[b]
+        recs.starts[i:j] = [x + at - f for x in recs.starts[i:j]]
+        recs.batch_ends[b] = at + t - f
+        i = j
+        at += t - f
