@@ -115,9 +115,10 @@ class BatchColumns:
 
     def _varints(self, u8: Any, pos: Any, last: Any) -> tuple[Any, Any]:
         """The zigzag varints at ``pos`` (int64 positions): (values as int64, positions after
-        them). One round of kernels per byte of the longest varint."""
+        them). One round of kernels per byte of the longest varint. Every read is clamped to
+        the buffer (a corrupt length can point past it): the callers check the positions."""
         pc, i64, u64 = self.pc, self.i64, self.u64
-        b = pc.take(u8, pos)
+        b = pc.take(u8, pc.min_element_wise(pos, last))
         raw = pc.bit_wise_and(b.cast(self.pa.uint64()), u64[127])
         more = pc.shift_right(b, self.u8_7).cast(self.pa.int64())
         p = pc.add(pos, i64[1])
@@ -191,6 +192,8 @@ class BatchColumns:
             raise CorruptRecords("record lengths do not add up to their batch")
         ts_delta, p = self._varints(u8, pc.add(attrs, i64[1]), last)
         off_delta, p = self._varints(u8, p, last)
+        if not pc.all(pc.less(p, ends)).as_py():  # before the offsets decide what is kept
+            raise CorruptRecords("a record's timestamp or offset delta overruns it")
         offsets = pc.add(self._per_record(recs, recs.base_offsets), off_delta)
         # records of the first and last batches outside [start, stop)
         lo = pc.sum(pc.less(offsets, pa.scalar(start, pa.int64()))).as_py() or 0
@@ -357,6 +360,9 @@ def _walk(
         if magic != 2:
             stopped = f"message format v{magic}"
             break
+        if length < BATCH_OVERHEAD - _LOG_OVERHEAD:
+            # (a length of -12 would read the same batch forever, a smaller one go back)
+            raise CorruptRecords(f"batch length {length} is below a batch header's")
         last = base + last_delta
         body_at, pos = pos + BATCH_OVERHEAD, batch_end
         if last < start:
