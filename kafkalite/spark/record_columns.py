@@ -85,6 +85,7 @@ class BatchColumns:
         self.i64 = {k: pa.scalar(k, pa.int64()) for k in (-1, 0, 1, 2, 7)}
         self.u64 = {k: pa.scalar(k, pa.uint64()) for k in (1, 127)}
         self.u8_7 = pa.scalar(7, pa.uint8())
+        self.u8_0 = pa.scalar(0, pa.uint8())
         self.null_i64 = pa.scalar(None, pa.int64())
         self._arange = pa.array([], pa.int64())
         self.ree_type = pa.run_end_encoded(pa.int32(), pa.int64())
@@ -195,6 +196,11 @@ class BatchColumns:
         if not pc.all(pc.less(p, ends)).as_py():  # before the offsets decide what is kept
             raise CorruptRecords("a record's timestamp or offset delta overruns it")
         offsets = pc.add(self._per_record(recs, recs.base_offsets), off_delta)
+        # the trimming to [start, stop) below counts records: it needs increasing offsets
+        if pc.min(off_delta).as_py() < 0 or (
+            len(offsets) > 1 and not pc.all(pc.greater(offsets[1:], offsets[:-1])).as_py()
+        ):
+            raise CorruptRecords("record offsets do not increase")
         # records of the first and last batches outside [start, stop)
         lo = pc.sum(pc.less(offsets, pa.scalar(start, pa.int64()))).as_py() or 0
         past = pc.sum(pc.greater_equal(offsets, pa.scalar(stop, pa.int64()))).as_py() or 0
@@ -233,12 +239,36 @@ class BatchColumns:
         ]
         if self.include_headers:
             cols.append(self._headers(src, u8, value_end, ends, n))
+        else:
+            self._check_headers(src, u8, value_end, ends)
         return pa.RecordBatch.from_arrays(cols, schema=self.schema)
+
+    def _bare(self, u8: Any, at: Any, ends: Any) -> Any:
+        """Per record: a one-byte 0 header count at ``at`` that ends the record."""
+        pc = self.pc
+        return pc.and_(
+            pc.equal(pc.take(u8, at), self.u8_0), pc.equal(pc.add(at, self.i64[1]), ends)
+        )
+
+    def _check_headers(self, src: Any, u8: Any, at: Any, ends: Any) -> None:
+        """Without a headers column, the headers of the records that have any are parsed all
+        the same: as in Kafka's reader, a record whose fields do not end at its length is
+        corrupt (a wrong value length would otherwise give a wrong value)."""
+        pc = self.pc
+        bare = self._bare(u8, at, ends)
+        if pc.all(bare).as_py():
+            return
+        rest = pc.invert(bare)
+        view = memoryview(src)
+        for a, e in zip(
+            pc.filter(at, rest).to_pylist(), pc.filter(ends, rest).to_pylist(), strict=True
+        ):
+            _parse_headers(view, a, e)
 
     def _headers(self, src: Any, u8: Any, at: Any, ends: Any, n: int) -> Any:
         pa, pc = self.pa, self.pc
         htype = self.schema.field("headers").type
-        if pc.max(pc.take(u8, at)).as_py() == 0:  # every header count a one-byte 0
+        if pc.all(self._bare(u8, at, ends)).as_py():  # no record has headers
             return pa.array([[]] * n, htype)
         view = memoryview(src)
         rows = [
@@ -283,6 +313,8 @@ def _parse_headers(view: memoryview, p: int, end: int) -> list[dict[str, Any]]:
         value = None if n < 0 else bytes(view[p : p + n])
         p += max(n, 0)
         out.append({"key": key, "value": value})
+    if p != end:  # Kafka: "Invalid record size"
+        raise CorruptRecords("a record's fields do not end at its length")
     return out
 
 
@@ -363,6 +395,8 @@ def _walk(
         if length < BATCH_OVERHEAD - _LOG_OVERHEAD:
             # (a length of -12 would read the same batch forever, a smaller one go back)
             raise CorruptRecords(f"batch length {length} is below a batch header's")
+        if count < 0:  # (not a batch to skip: its offsets would be counted as read)
+            raise CorruptRecords(f"record count {count}")
         last = base + last_delta
         body_at, pos = pos + BATCH_OVERHEAD, batch_end
         if last < start:

@@ -12,15 +12,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-import crc32c
 import cramjam
+import crc32c
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from kafkalite.protocol.record_batch import CorruptRecordBatch
+from kafkalite.protocol.record_batch import InvalidRecordBatch
 from kafkalite.protocol.records import (
     ControlRecordType,
     Record,
@@ -327,12 +327,12 @@ def expected_next_offset(batches: list[tuple[int, int]], start: int, stop: int) 
 
 
 @st.composite
-def batch_runs(draw: st.DrawFn, *, gaps: bool = True) -> list[list[Record]]:
+def batch_runs(draw: st.DrawFn, *, gaps: bool = True, headers: bool = False) -> list[list[Record]]:
     """Consecutive batches (offsets increasing, with gaps inside and between them)."""
     out: list[list[Record]] = []
     base = draw(st.integers(0, 1000))
     for _ in range(draw(st.integers(1, 5))):
-        recs = draw(record_lists(base_offset=base, gaps=gaps))
+        recs = draw(record_lists(base_offset=base, gaps=gaps, headers=headers))
         out.append(recs)
         base = recs[-1].offset + 1 + draw(st.integers(0, 3))
     return out
@@ -655,35 +655,98 @@ def reference_rows(buf: bytes, include_headers: bool) -> list[Row] | None:
                 continue
             append_time = header.max_timestamp if header.attributes & 0x08 else None
             for r in rows_of(recs, log_append_time=append_time):
-                if not include_headers:
-                    r.headers = []
+                # a header key that is not UTF-8: U+FFFD as in Java's new String(bytes, UTF_8)
+                r.headers = [
+                    (k.encode("utf-8", "surrogateescape").decode("utf-8", "replace"), v)
+                    for k, v in r.headers
+                    if include_headers
+                ]
                 out.append(r)
-    except (CorruptRecordBatch, ValueError, IndexError, struct.error):
+    except (InvalidRecordBatch, ValueError, IndexError, struct.error):
         return None
     return out
 
 
+#: timestamps (ms) Spark's TimestampType (us) holds
+SPARK_TS = range(-(1 << 63) // 1000, ((1 << 63) - 1) // 1000 + 1)
+
+
 @PROPERTY
 @given(
-    batch_runs(gaps=False),
+    batch_runs(gaps=False, headers=True),
     st.lists(st.tuples(st.integers(0), st.integers(0, 255)), min_size=1, max_size=4),
     st.booleans(),
 )
 def test_flipped_bytes_never_give_wrong_rows(
     runs: list[list[Record]], flips: list[tuple[int, int]], include_headers: bool
 ) -> None:
-    """Random corruption: the decode raises CorruptRecords, stops, or gives exactly the rows
-    the reference decoder reads from the same bytes (which it then must accept)."""
+    """Random corruption (no CRC is checked on this path): the decode raises CorruptRecords,
+    stops, or gives exactly the rows the reference decoder reads from the same bytes; it
+    never hangs nor fails otherwise. (What the reference rejects, the direct path may still
+    read: a control batch's codec, say, which it never decompresses.)"""
     buf = bytearray(b"".join(build_batch(recs, base_offset=recs[0].offset) for recs in runs))
     for at, byte in flips:
         buf[at % len(buf)] = byte
     ref = reference_rows(bytes(buf), include_headers)
-    assume(ref is not None)  # what the reference rejects, the direct path may read leniently
     try:
         with time_limit(5):
-            got = decode(bytes(buf), start=0, include_headers=include_headers)
+            got = decode(
+                bytes(buf), start=-(1 << 63), stop=(1 << 63) - 1, include_headers=include_headers
+            )
     except CorruptRecords:
         return
-    if got.stopped is not None:
+    except pa.ArrowInvalid as e:
+        # a timestamp beyond Spark's range: the confluent-kafka path's cast fails alike
+        assert "out of bounds timestamp" in str(e)
+        assert ref is None or any(r.timestamp not in SPARK_TS for r in ref)
+        return
+    if got.stopped is not None or ref is None:
         return
     assert_rows(got, ref, include_headers=include_headers)
+
+
+def test_negative_record_count_raises() -> None:
+    batch = bytearray(build_batch(records([(b"k", b"v")], base_offset=1), base_offset=1))
+    struct.pack_into(">i", batch, 57, -5)
+    buf = build_batch(records([(b"k", b"v")])) + bytes(batch)
+    with pytest.raises(CorruptRecords):
+        decode(buf)  # not skipped as an empty batch: its offset would count as read
+
+
+def test_offsets_that_do_not_increase_raise() -> None:
+    body = record_bytes(b"a", b"1", offset_delta=2) + record_bytes(b"b", b"2", offset_delta=1)
+    body += record_bytes(b"c", b"3", offset_delta=3)
+    for start in (0, 2):  # (the trimming to [start, stop) counts records)
+        with pytest.raises(CorruptRecords):
+            decode(raw_batch(body, 3, last_offset_delta=3), start=start)
+    with pytest.raises(CorruptRecords):
+        decode(raw_batch(record_bytes(b"a", b"1", offset_delta=-1), 1))
+    later = build_batch(records([(b"x", b"y")], base_offset=5), base_offset=5)
+    earlier = build_batch(records([(b"x", b"y")], base_offset=3), base_offset=3)
+    with pytest.raises(CorruptRecords):
+        decode(later + earlier)
+
+
+@pytest.mark.parametrize("include_headers", [True, False])
+def test_value_length_too_short_raises_with_or_without_headers(include_headers: bool) -> None:
+    """A value length one short leaves the value's last byte where the header count is:
+    the record's fields no longer end at its length."""
+    good = record_bytes(b"k", b"value\x05")
+    assert good[6:7] == varint(6)
+    bad = good[:6] + varint(5) + good[7:]
+    assert_rows(decode(raw_batch(good, 1)), [Row(0, BASE_TS, b"k", b"value\x05")])
+    with pytest.raises(CorruptRecords):
+        decode(raw_batch(bad, 1), include_headers=include_headers)
+
+
+@pytest.mark.parametrize("include_headers", [True, False])
+def test_bytes_after_a_records_headers_raise(include_headers: bool) -> None:
+    good = record_bytes(b"k", b"v")
+    padded = varint(len(good)) + good[1:] + b"\x00"  # one byte more than its fields
+    with pytest.raises(CorruptRecords):
+        decode(raw_batch(padded, 1), include_headers=include_headers)
+    with_header = Record(0, BASE_TS, b"k", b"v", [("h", b"x")])
+    batch = build_batch([with_header])
+    body = varint(batch[61] // 2 + 1) + batch[62:] + b"\x00"
+    with pytest.raises(CorruptRecords):
+        decode(raw_batch(body, 1), include_headers=include_headers)
