@@ -120,6 +120,12 @@ class BatchColumns:
         the buffer (a corrupt length can point past it): the callers check the positions."""
         pc, i64, u64 = self.pc, self.i64, self.u64
         b = pc.take(u8, pc.min_element_wise(pos, last))
+        if pc.max(b).as_py() < 0x80:  # one byte each: most deltas and key lengths
+            raw = b.cast(self.pa.int64())
+            half = pc.shift_right(raw, i64[1])
+            return pc.bit_wise_xor(half, pc.negate(pc.bit_wise_and(raw, i64[1]))), pc.add(
+                pos, i64[1]
+            )
         raw = pc.bit_wise_and(b.cast(self.pa.uint64()), u64[127])
         more = pc.shift_right(b, self.u8_7).cast(self.pa.int64())
         p = pc.add(pos, i64[1])
@@ -374,7 +380,6 @@ def _walk(
     the batches' records decompressed when any batch is compressed), the offset after the
     last complete batch, and why the walk stopped early, if it did."""
     recs = _Records()
-    starts = recs.starts.append
     next_offset = start
     aborting: set[int] = set()
     pending = sorted(aborted or (), key=lambda a: a[1])
@@ -428,7 +433,7 @@ def _walk(
             b_from, b_to = 0, len(body)
         first = len(recs.starts)
         try:
-            p = _lengths(body, b_from, count, starts)
+            p = _lengths(body, b_from, count, recs.starts)
         except IndexError:
             raise CorruptRecords("a record overruns its batch") from None
         if p != b_to:
@@ -457,22 +462,61 @@ def _walk(
     return recs, buf, next_offset, stopped
 
 
-def _lengths(body: Any, p: int, count: int, starts: Any) -> int:
-    """The per-record loop: where each record starts, from the lengths alone (one- and
-    two-byte lengths inline: every record under 8 KiB). A negative length is taken as
-    positive here and fails the vectorized check of the lengths afterwards."""
-    for _ in range(count):
-        starts(p)
-        b = body[p]
-        if b < 0x80:
-            p += 1 + (b >> 1)
-        else:
-            b2 = body[p + 1]
-            if b2 < 0x80:
-                p += 2 + (((b & 0x7F) | (b2 << 7)) >> 1)
-            else:
-                raw, q = _uvarint(body, p, len(body))
-                p = q + (raw >> 1)
+#: records read one by one after a run of equal lengths that was too short to pay
+_PLAIN_STRETCH = 32
+#: the shortest run of equal record lengths worth the look-ahead's two slices
+_MIN_RUN = 8
+#: the most records one look-ahead covers (its slices cost a byte per record it covers)
+_MAX_RUN = 4096
+
+
+def _lengths(body: Any, p: int, count: int, starts: list[int]) -> int:
+    """The per-record loop: where each record starts, from the lengths alone.
+
+    Runs of records of one length (fixed-size values; keys of one width) are taken whole: if
+    the record at ``p`` is ``stride`` bytes long, the records at ``p + k * stride`` have the
+    same length bytes for as long as the byte columns ``body[p::stride]`` (one per length
+    byte) repeat the first record's, which ``lstrip`` counts in C. Where lengths vary, the
+    records are read one by one (one- and two-byte lengths inline: every record under
+    8 KiB). A negative length is taken as positive here and fails the vectorized check of
+    the lengths afterwards."""
+    left = count
+    end = len(body)
+    speculate = hasattr(body, "lstrip")  # bytes, bytearray (a memoryview: one by one)
+    plain = 0 if speculate else count
+    add = starts.append
+    while left > 0:
+        if plain:
+            n = min(plain, left)
+            plain -= n
+            left -= n
+            for _ in range(n):
+                add(p)
+                b = body[p]
+                if b < 0x80:
+                    p += 1 + (b >> 1)
+                else:
+                    b2 = body[p + 1]
+                    if b2 < 0x80:
+                        p += 2 + (((b & 0x7F) | (b2 << 7)) >> 1)
+                    else:
+                        raw, q = _uvarint(body, p, end)
+                        p = q + (raw >> 1)
+            continue
+        raw, q = _uvarint(body, p, end)
+        stride = q - p + (raw >> 1)
+        run = 1
+        if left >= _MIN_RUN:
+            run = min(left, _MAX_RUN)
+            limit = min(p + stride * run, end)
+            for k in range(p, q):  # each length byte, as a column over the run
+                column = body[k:limit:stride]
+                run = min(run, len(column) - len(column.lstrip(column[:1])))
+        starts.extend(range(p, p + stride * run, stride))
+        p += stride * run
+        left -= run
+        if run < _MIN_RUN:
+            plain = _PLAIN_STRETCH
     return p
 
 

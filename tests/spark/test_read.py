@@ -32,6 +32,24 @@ def test_subscribe_reads_what_was_produced(spark: Any, spark_broker: Any, topic_
     assert any(s.key is None for s in sent) and all(s.headers for s in sent)
 
 
+@pytest.mark.parametrize("direct", ["true", "false"])
+def test_both_executor_read_paths_give_what_was_produced(
+    spark: Any, spark_broker: Any, topic_name: str, direct: str
+) -> None:
+    # directFetch=true (the default): Fetch requests decoded into columns; false: the
+    # confluent-kafka consumer (tests/spark/test_direct_fetch.py compares them range by range)
+    spark_broker.create_topic(topic_name, 2)
+    sent = produce(spark_broker.bootstrap_servers, topic_name, 40, partitions=2, headers=True)
+    df = _read(
+        spark,
+        spark_broker.bootstrap_servers,
+        subscribe=topic_name,
+        includeHeaders="true",
+        directFetch=direct,
+    )
+    assert kafka_rows(df) == sent
+
+
 def test_subscribe_pattern_and_case_insensitive_options(
     spark: Any, spark_broker: Any, topic_name: str
 ) -> None:
