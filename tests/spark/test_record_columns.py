@@ -242,6 +242,36 @@ def test_many_records_in_one_batch() -> None:
     assert got.next_offset == 1_005_000
 
 
+@PROPERTY
+@given(
+    st.lists(
+        st.tuples(st.integers(1, 40), st.sampled_from([0, 1, 5, 60, 200, 9000]), st.booleans()),
+        min_size=1,
+        max_size=8,
+    ),
+    st.integers(1, 3),
+    st.sampled_from([0, 4]),
+    st.booleans(),
+)
+def test_runs_of_records_of_one_length(
+    runs: list[tuple[int, int, bool]], batches: int, codec: int, as_view: bool
+) -> None:
+    """Stretches of records with equal length bytes (fixed-size values, keys of one width),
+    long and short, across batch boundaries: the walk takes such runs whole."""
+    recs = []
+    for count, size, keyed in runs:
+        for _ in range(count):
+            i = len(recs)
+            key = f"k{i % 10}".encode() if keyed else None
+            recs.append(Record(i, BASE_TS + i, key, bytes([i % 251]) * size))
+    cut = [len(recs) * b // batches for b in range(batches + 1)]
+    parts = [recs[a:b] for a, b in zip(cut, cut[1:], strict=False) if b > a]
+    buf = b"".join(build_batch(p, base_offset=p[0].offset, compression=codec) for p in parts)
+    got = decode(memoryview(buf) if as_view else buf)
+    assert_rows(got, rows_of(recs))
+    assert got.next_offset == len(recs)
+
+
 def test_headers_none_several_null_value_non_ascii_keys() -> None:
     recs = [
         Record(0, BASE_TS, b"k0", b"v0", []),
