@@ -257,19 +257,38 @@ class BatchColumns:
         )
 
     def _check_headers(self, src: Any, u8: Any, at: Any, ends: Any) -> None:
-        """Without a headers column, the headers of the records that have any are parsed all
-        the same: as in Kafka's reader, a record whose fields do not end at its length is
-        corrupt (a wrong value length would otherwise give a wrong value)."""
-        pc = self.pc
-        bare = self._bare(u8, at, ends)
-        if pc.all(bare).as_py():
+        """Without a headers column, the headers are still walked to the record's end: as in
+        Kafka's reader, a record whose fields do not end at its length is corrupt (a wrong
+        value length would otherwise give a wrong value). Vectorized, one round of kernels
+        per header of the record with the most; past a few, in Python."""
+        pa, pc, i64 = self.pa, self.pc, self.i64
+        if pc.all(self._bare(u8, at, ends)).as_py():
             return
-        rest = pc.invert(bare)
-        view = memoryview(src)
-        for a, e in zip(
-            pc.filter(at, rest).to_pylist(), pc.filter(ends, rest).to_pylist(), strict=True
-        ):
-            _parse_headers(view, a, e)
+        last = pa.scalar(len(src) - 1, pa.int64())
+        left, p = self._varints(u8, at, last)
+        most = pc.max(left).as_py()
+        if pc.min(left).as_py() < 0 or most > _HEADER_ROUNDS:
+            view = memoryview(src)
+            for a, e in zip(at.to_pylist(), ends.to_pylist(), strict=True):
+                _parse_headers(view, a, e)
+            return
+        zero = i64[0]
+        # one round per header: the records with headers left, each round fewer (a record
+        # done reads nothing more: the bytes after it may be anything)
+        while True:
+            done = pc.equal(left, zero)
+            if pc.any(pc.not_equal(pc.filter(p, done), pc.filter(ends, done))).as_py():
+                raise CorruptRecords("a record's fields do not end at its length")
+            more = pc.invert(done)
+            p, left, ends = pc.filter(p, more), pc.filter(left, more), pc.filter(ends, more)
+            if not len(p):
+                return
+            key_len, q = self._varints(u8, p, last)
+            value_len, r = self._varints(u8, pc.add(q, pc.max_element_wise(key_len, zero)), last)
+            if pc.min(key_len).as_py() < 0 or pc.min(value_len).as_py() < -1:
+                raise CorruptRecords("a header's length is negative")
+            p = pc.add(r, pc.max_element_wise(value_len, zero))
+            left = pc.subtract(left, i64[1])
 
     def _headers(self, src: Any, u8: Any, at: Any, ends: Any, n: int) -> Any:
         pa, pc = self.pa, self.pc
@@ -282,6 +301,10 @@ class BatchColumns:
             for a, e in zip(at.to_pylist(), ends.to_pylist(), strict=True)
         ]
         return pa.array(rows, htype)
+
+
+#: headers per record the check without a headers column walks in kernels (more: in Python)
+_HEADER_ROUNDS = 8
 
 
 def _uvarint(buf: Any, p: int, end: int) -> tuple[int, int]:

@@ -780,3 +780,33 @@ def test_bytes_after_a_records_headers_raise(include_headers: bool) -> None:
     body = varint(batch[61] // 2 + 1) + batch[62:] + b"\x00"
     with pytest.raises(CorruptRecords):
         decode(raw_batch(body, 1), include_headers=include_headers)
+
+
+def record_body(record: Record) -> bytes:
+    """A record's bytes after its length varint, as build_batch encodes it."""
+    section = build_batch([record])[61:]
+    p = 0
+    while section[p] & 0x80:
+        p += 1
+    return section[p + 1 :]
+
+
+@pytest.mark.parametrize("headers", [1, 3, 8, 9, 20])
+def test_headers_checked_to_the_record_end_without_a_headers_column(headers: int) -> None:
+    """Records with headers read with includeHeaders=false: valid ones give their rows, a
+    record a byte longer or shorter than its headers raises (with up to 8 headers checked in
+    kernels, more in Python)."""
+    hs = [(f"h{i}", None if i % 3 else b"x" * i) for i in range(headers)]
+    recs = [Record(0, BASE_TS, b"k", b"v", hs), Record(1, BASE_TS, b"k", b"v", [])]
+    assert_rows(
+        decode(build_batch(recs), include_headers=False), rows_of(recs), include_headers=False
+    )
+    second = record_body(Record(1, BASE_TS, b"k", b"v"))
+    second = second[:2] + varint(1) + second[3:]  # offset delta 1 (at index 2, 0 before)
+    first = record_body(recs[0])
+    for bad in (first + b"\x00", first[:-1]):  # a byte more / less than its fields
+        section = varint(len(bad)) + bad + varint(len(second)) + second
+        with pytest.raises(CorruptRecords):
+            decode(raw_batch(section, 2), include_headers=False)
+    good = varint(len(first)) + first + varint(len(second)) + second
+    assert_rows(decode(raw_batch(good, 2)), rows_of(recs))
