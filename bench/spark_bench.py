@@ -14,7 +14,10 @@ of ``--size`` bytes, then times, on the same records:
   one-second queue back-offs, which would flatter the connector's ratio);
 - ``availableNow, wall``: ``spark.readStream.format("kafkalite")`` with
   ``Trigger.AvailableNow`` into Spark's ``noop`` sink, from ``start()`` to termination (the
-  figure issue 18's goal is judged on);
+  figure issue 18's goal is judged on); executors read with direct Fetch requests
+  (``directFetch``, the default);
+- ``availableNow, consumer path``: the same with ``directFetch=false`` (executors read with
+  confluent-kafka consumers), for the before/after of the direct reads in one run;
 - ``availableNow, batches``: the part of it spent in micro-batches (the sum of the progress'
   ``triggerExecution``), i.e. excluding the query's start-up;
 - ``floor, availableNow, wall`` / ``floor, availableNow, batches``: the same availableNow
@@ -62,6 +65,8 @@ from bench.harness.brokers import open_broker  # noqa: E402
 #: the two availableNow figures: the goal is judged on the first (docs/spark.md, Benchmark)
 WALL = "availableNow, wall"
 BATCHES = "availableNow, batches"
+#: the availableNow read with the executors on confluent-kafka (``directFetch=false``)
+CONSUMER_PATH = "availableNow, consumer path"
 
 
 def log(msg: str) -> None:
@@ -236,10 +241,16 @@ def main(argv: list[str] | None = None) -> int:
         # rounds of every read case in turn, so that a burst of load elsewhere slows one round
         # of each rather than every run of one case; the best of each case is kept
         times: dict[str, list[float]] = {}
-        in_batches: dict[str, list[float]] = {WALL: [], "floor, " + WALL: []}
+        in_batches: dict[str, list[float]] = {WALL: [], CONSUMER_PATH: [], "floor, " + WALL: []}
         cases: list[tuple[str, Callable[[], Any]]] = [
             ("consumer", lambda: consume(bootstrap, topic, n, args.partitions)),
             (WALL, lambda: source_stream("kafkalite", kafka_opts, in_batches[WALL])),
+            (
+                CONSUMER_PATH,
+                lambda: source_stream(
+                    "kafkalite", {**kafka_opts, "directFetch": "false"}, in_batches[CONSUMER_PATH]
+                ),
+            ),
             (
                 "floor, " + WALL,
                 lambda: source_stream("kafkalite_floor", floor_opts, in_batches["floor, " + WALL]),
@@ -252,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
                 log(f"{name}: run {i + 1}/{args.runs} {times[name][-1]:.2f} s")
         for name, _ in cases:
             results.append((name, min(times[name])))
-            if name in in_batches:
+            if name in in_batches and name != CONSUMER_PATH:
                 results.append((name.replace(WALL, BATCHES), min(in_batches[name])))
 
         def sink_batch() -> None:

@@ -324,6 +324,26 @@ class DirectReader:
             rack_id="",
         )
 
+    def _first_fetch(
+        self, address: tuple[str, int], topic: str, partition: int, offset: int, limit: int
+    ) -> tuple[_Connection, bytearray, int]:
+        """The range's first Fetch and its response. A kept connection may have been closed
+        by the broker while the worker was idle (``connections.max.idle.ms``): that one is
+        retried once on a new connection, rather than handing the range to confluent-kafka."""
+        kept = address in self._connections
+        body = self._fetch_body(topic, partition, offset)
+        for attempt in (1, 2):
+            conn = self._connect(address)
+            try:
+                conn.send(_FETCH, _FETCH_VERSION, body)
+                buf, size = conn.receive(limit)
+                return conn, buf, size
+            except OSError:
+                self._drop(address)
+                if not kept or attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
     def read(
         self, topic: str, partition: int, start: int, stop: int, cols: BatchColumns
     ) -> Iterator[Any]:
@@ -333,11 +353,12 @@ class DirectReader:
         address = None
         try:
             address = self._leader_of(topic, partition)
-            conn = self._connect(address)
-            conn.send(_FETCH, _FETCH_VERSION, self._fetch_body(topic, partition, offset))
             limit = max(self.max_bytes, self.partition_bytes) + _FRAME_SLACK
+            conn, first, size = self._first_fetch(address, topic, partition, offset, limit)
+            buf: bytearray | None = first
             while True:
-                buf, size = conn.receive(limit)
+                if buf is None:
+                    buf, size = conn.receive(limit)
                 resp = _Response(buf, size)
                 if resp.error:
                     self._leaders.pop((topic, partition), None)
@@ -368,6 +389,7 @@ class DirectReader:
                 if got.next_offset <= offset:
                     raise DirectUnavailable(offset, "a fetch without progress")
                 offset = got.next_offset
+                buf = None
                 if following != offset:  # (no request in flight)
                     raise DirectUnavailable(offset, "a response read differently than walked")
         except (OSError, ValueError, struct.error) as e:

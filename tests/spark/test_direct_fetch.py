@@ -314,3 +314,17 @@ def test_unknown_settings_read_everything_with_confluent_kafka(
     assert got.column("offset").to_pylist() == list(range(30))
     assert seen and 11 not in seen
     assert DirectReader({"bootstrap.servers": bootstrap}).client_id == b"kafkalite-spark"
+
+
+def test_a_kept_connection_the_broker_closed_is_replaced_not_handed_over(
+    spark_broker: ThreadedBroker, topic: Callable[..., str], handovers: Callable[[], list[str]]
+) -> None:
+    bootstrap = spark_broker.bootstrap_servers
+    name = topic()
+    produce(bootstrap, name, 50)
+    first = _read(bootstrap, name, 0, 50, direct=True)
+    # as the broker's idle sweep (connections.max.idle.ms) does while a worker waits
+    assert spark_broker.faults.sever_connections(client_id=DIRECT_CLIENT_ID) >= 1
+    again = _read(bootstrap, name, 0, 50, direct=True)
+    assert again.equals(first)
+    assert handovers() == []
