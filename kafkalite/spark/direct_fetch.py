@@ -28,6 +28,7 @@ import struct
 from collections.abc import Iterator
 from typing import Any
 
+from kafkalite.common import structs
 from kafkalite.spark.record_columns import BatchColumns, CorruptRecords
 
 __all__ = ["DirectReader", "DirectUnavailable", "understood"]
@@ -56,7 +57,6 @@ UNDERSTOOD = frozenset(
 
 _FETCH, _METADATA, _API_VERSIONS = 1, 3, 18
 _FETCH_VERSION, _METADATA_VERSION = 11, 1
-_I16, _I32, _I64 = struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">q")
 _FETCH_PARTITION = struct.Struct(">ihqqq")  # partition, error, HW, LSO, log start
 _ABORTED = struct.Struct(">qq")  # producer id, first offset
 _HEADER = struct.Struct(">hhi")  # api key, version, correlation id
@@ -96,14 +96,14 @@ class _Connection:
     def send(self, api_key: int, version: int, body: bytes) -> None:
         self.correlation += 1
         head = _HEADER.pack(api_key, version, self.correlation)
-        head += _I16.pack(len(self.client_id)) + self.client_id
-        self.sock.sendall(_I32.pack(len(head) + len(body)) + head + body)
+        head += structs.I16.pack(len(self.client_id)) + self.client_id
+        self.sock.sendall(structs.I32.pack(len(head) + len(body)) + head + body)
         self.pending.append(self.correlation)
 
     def receive(self, limit: int) -> tuple[bytearray, int]:
         """The next response: (buffer, its size); the body starts at 4 (after the
         correlation id)."""
-        size = _I32.unpack(self._read_into(memoryview(bytearray(4)), 4))[0]
+        size = structs.I32.unpack(self._read_into(memoryview(bytearray(4)), 4))[0]
         if size < 4 or size > limit:
             raise ValueError(f"response of {size} bytes")
         if len(self.buf) < size:
@@ -111,7 +111,7 @@ class _Connection:
         view = memoryview(self.buf)
         self._read_into(view, size)
         view.release()
-        (correlation,) = _I32.unpack_from(self.buf, 0)
+        (correlation,) = structs.I32.unpack_from(self.buf, 0)
         if not self.pending or correlation != self.pending.pop(0):
             raise ValueError(f"unexpected correlation id {correlation}")
         return self.buf, size
@@ -147,7 +147,7 @@ def _kio_body(api_key: int, version: int, **fields: Any) -> bytes:
 
 
 def _string(body: bytes, p: int) -> tuple[str, int]:
-    (n,) = _I16.unpack_from(body, p)
+    (n,) = structs.I16.unpack_from(body, p)
     p += 2
     if n < 0:
         return "", p
@@ -173,28 +173,28 @@ def _check_versions(body: bytes) -> None:
 
 def _leader(body: bytes, topic: str, partition: int) -> tuple[str, int] | None:
     """Metadata v1: the address of ``topic``-``partition``'s leader, if it has one."""
-    (count,) = _I32.unpack_from(body, 0)
+    (count,) = structs.I32.unpack_from(body, 0)
     p, brokers = 4, {}
     for _ in range(count):
-        (node,) = _I32.unpack_from(body, p)
+        (node,) = structs.I32.unpack_from(body, p)
         host, p = _string(body, p + 4)
-        (port,) = _I32.unpack_from(body, p)
+        (port,) = structs.I32.unpack_from(body, p)
         _, p = _string(body, p + 4)  # rack
         brokers[node] = (host, port)
     p += 4  # controller id
-    (topics,) = _I32.unpack_from(body, p)
+    (topics,) = structs.I32.unpack_from(body, p)
     p += 4
     for _ in range(topics):
-        (error,) = _I16.unpack_from(body, p)
+        (error,) = structs.I16.unpack_from(body, p)
         name, p = _string(body, p + 2)
         p += 1  # is_internal
-        (parts,) = _I32.unpack_from(body, p)
+        (parts,) = structs.I32.unpack_from(body, p)
         p += 4
         for _ in range(parts):
             perror, index, leader = struct.unpack_from(">hii", body, p)
             p += 10
             for _ in range(2):  # replicas, isr
-                (n,) = _I32.unpack_from(body, p)
+                (n,) = structs.I32.unpack_from(body, p)
                 p += 4 + 4 * max(n, 0)
             if name == topic and index == partition and not error and not perror:
                 return brokers.get(leader)
@@ -209,21 +209,21 @@ class _Response:
     def __init__(self, buf: bytearray, size: int) -> None:
         self.aborted: list[tuple[int, int]] | None = None
         p = 4 + 4  # correlation id, throttle time
-        (error,) = _I16.unpack_from(buf, p)
+        (error,) = structs.I16.unpack_from(buf, p)
         p += 2 + 4  # error, session id
-        (topics,) = _I32.unpack_from(buf, p)
+        (topics,) = structs.I32.unpack_from(buf, p)
         if error or topics != 1:
             self.error = error or -1
             return
-        (n,) = _I16.unpack_from(buf, p + 4)
+        (n,) = structs.I16.unpack_from(buf, p + 4)
         p += 6 + max(n, 0)
-        (parts,) = _I32.unpack_from(buf, p)
+        (parts,) = structs.I32.unpack_from(buf, p)
         if parts != 1:
             self.error = -1
             return
         _, self.error, self.high_watermark, _, _ = _FETCH_PARTITION.unpack_from(buf, p + 4)
         p += 4 + _FETCH_PARTITION.size
-        (count,) = _I32.unpack_from(buf, p)
+        (count,) = structs.I32.unpack_from(buf, p)
         p += 4
         aborted = []
         for _ in range(max(count, 0)):
@@ -231,7 +231,7 @@ class _Response:
             p += _ABORTED.size
         self.aborted = aborted
         p += 4  # preferred read replica
-        (length,) = _I32.unpack_from(buf, p)
+        (length,) = structs.I32.unpack_from(buf, p)
         p += 4
         if p + max(length, 0) > size:
             raise ValueError("records overrun the response")
@@ -243,7 +243,7 @@ def _next_offset(buf: bytearray, pos: int, end: int, start: int) -> int:
     nxt = start
     while pos + 61 <= end:
         base, length = struct.unpack_from(">qi", buf, pos)
-        (last_delta,) = _I32.unpack_from(buf, pos + 23)
+        (last_delta,) = structs.I32.unpack_from(buf, pos + 23)
         if pos + 12 + length > end or length < 49:
             break
         nxt = max(nxt, base + last_delta + 1)
