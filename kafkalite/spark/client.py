@@ -10,7 +10,6 @@ configuration.
 from __future__ import annotations
 
 import bisect
-import gc
 import itertools
 import logging
 import operator
@@ -18,11 +17,11 @@ import re
 import time
 import uuid
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, cast
 
 from kafkalite.spark.options import EARLIEST, LATEST, OffsetSpec, SourceOptions
+from kafkalite.spark.record_columns import gc_paused
 
 __all__ = [
     "DataLossError",
@@ -266,22 +265,6 @@ def _executor_consumer(client: dict[str, str], group_id_prefix: str) -> Any:
 _FIRST, _SECOND = operator.itemgetter(0), operator.itemgetter(1)
 
 
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """The cyclic GC off while a batch's messages and columns are made: a batch allocates
-    thousands of GC-tracked objects (librdkafka's messages, timestamp tuples), none in a cycle,
-    which set off a collection every 700 allocations that walks the worker's live objects;
-    measured at 60% of the time spent building a batch's columns (docs/spark.md)."""
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
-
-
 class _Columns:
     """Arrow record batches built column-wise from confluent-kafka messages.
 
@@ -447,7 +430,7 @@ def _consumer_read(
         while next_off < rng.end:
             # asking for no more than the range holds returns as soon as it is all there
             want = min(BATCH_ROWS, rng.end - next_off)
-            with _gc_paused():
+            with gc_paused():
                 msgs = consumer.consume(num_messages=want, timeout=POLL_SECONDS)
             if not msgs:
                 pos = consumer.position([tp])[0].offset
@@ -492,7 +475,7 @@ def _consumer_read(
                     pending.add(msgs, offs)
                     next_off = max(next_off, offs[-1] + 1)
                 if len(pending) >= BATCH_ROWS:
-                    with _gc_paused():
+                    with gc_paused():
                         batch = pending.take()
                     yield batch
             if err is None:
