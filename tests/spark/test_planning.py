@@ -215,18 +215,18 @@ def test_executor_fetch_settings_and_user_overrides() -> None:
 def test_gc_paused_restores_the_collector() -> None:
     import gc
 
-    from kafkalite.spark.client import _gc_paused
+    from kafkalite.spark.record_columns import gc_paused
 
     assert gc.isenabled()
-    with _gc_paused():
+    with gc_paused():
         assert not gc.isenabled()
     assert gc.isenabled()
-    with pytest.raises(RuntimeError), _gc_paused():
+    with pytest.raises(RuntimeError), gc_paused():
         raise RuntimeError("consume failed")
     assert gc.isenabled()
     gc.disable()
     try:
-        with _gc_paused():
+        with gc_paused():
             pass
         assert not gc.isenabled()  # a caller's own choice is left alone
     finally:
