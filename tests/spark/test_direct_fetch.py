@@ -74,6 +74,19 @@ def _fetches_by(broker: ThreadedBroker, client_id: str) -> list[int]:
     return seen
 
 
+def _nth_direct_fetch(n: int) -> Callable[[Any, Any], bool]:
+    """A fault rule's predicate: the ``n``-th direct Fetch (v11) from now on."""
+    seen = [0]
+
+    def nth(ctx: Any, _req: Any) -> bool:
+        if ctx.client_id != DIRECT_CLIENT_ID or ctx.api_version != 11:
+            return False
+        seen[0] += 1
+        return seen[0] == n
+
+    return nth
+
+
 @pytest.fixture(autouse=True, scope="module")
 def _close_clients() -> Any:
     """The module's cached executor clients (this process plays the executor) are closed
@@ -205,15 +218,9 @@ def test_a_fetch_error_hands_the_rest_of_the_range_to_the_consumer(
     small = {"max.partition.fetch.bytes": "65536"}  # many fetches per range
     expected = _read(bootstrap, name, 0, 200, direct=False, client=small)
     # the third direct Fetch is answered NOT_LEADER_OR_FOLLOWER
-    count = {"n": 0}
-
-    def third(ctx: Any, _req: Any) -> bool:
-        if ctx.client_id != DIRECT_CLIENT_ID or ctx.api_version != 11:
-            return False
-        count["n"] += 1
-        return count["n"] == 3
-
-    rule = spark_broker.faults.error("Fetch", "NOT_LEADER_OR_FOLLOWER", when=third, times=1)
+    rule = spark_broker.faults.error(
+        "Fetch", "NOT_LEADER_OR_FOLLOWER", when=_nth_direct_fetch(3), times=1
+    )
     got = _read(bootstrap, name, 0, 200, direct=True, client=small)
     assert rule.hits == 1
     [handover] = handovers()
@@ -232,15 +239,7 @@ def test_a_severed_connection_hands_the_rest_of_the_range_to_the_consumer(
         produce(bootstrap, name, 20, start=20 * i, value_size=4000)
     small = {"max.partition.fetch.bytes": "40000"}
     expected = _read(bootstrap, name, 0, 100, direct=False, client=small)
-    count = {"n": 0}
-
-    def second(ctx: Any, _req: Any) -> bool:
-        if ctx.client_id != DIRECT_CLIENT_ID or ctx.api_version != 11:
-            return False
-        count["n"] += 1
-        return count["n"] == 2
-
-    rule = spark_broker.faults.sever("Fetch", when=second, times=1)
+    rule = spark_broker.faults.sever("Fetch", when=_nth_direct_fetch(2), times=1)
     assert _read(bootstrap, name, 0, 100, direct=True, client=small).equals(expected)
     assert rule.hits == 1
     [handover] = handovers()
