@@ -60,7 +60,7 @@ def _read(
     return pa.Table.from_batches(batches, schema=_schema(headers))
 
 
-def _fetches_by(broker: ThreadedBroker, client_id: str) -> list[int]:
+def _fetches_by(faults: Any, client_id: str) -> list[int]:
     """The versions of the Fetch requests ``client_id`` sends from now on (a rule that only
     looks; the direct path sends v11, librdkafka a later version)."""
     seen: list[int] = []
@@ -70,7 +70,7 @@ def _fetches_by(broker: ThreadedBroker, client_id: str) -> list[int]:
             seen.append(ctx.api_version)
         return False
 
-    broker.faults.add("Fetch", Delay(0), when=look, times=None)
+    faults.add("Fetch", Delay(0), when=look, times=None)
     return seen
 
 
@@ -128,7 +128,7 @@ def test_direct_read_gives_the_rows_the_consumer_read_gives(
     name = topic()
     produce(bootstrap, name, 300, headers=True)
     produce(bootstrap, name, 40, start=300, value_size=9000)  # three-byte lengths
-    seen = _fetches_by(spark_broker, DIRECT_CLIENT_ID)
+    seen = _fetches_by(spark_broker.faults, DIRECT_CLIENT_ID)
     for start, end in ((0, 340), (17, 311), (299, 301), (5, 6)):
         for headers in (True, False):
             direct = _read(bootstrap, name, start, end, direct=True, headers=headers)
@@ -306,7 +306,7 @@ def test_unknown_settings_read_everything_with_confluent_kafka(
     bootstrap = spark_broker.bootstrap_servers
     name = topic()
     produce(bootstrap, name, 30)
-    seen = _fetches_by(spark_broker, DIRECT_CLIENT_ID)
+    seen = _fetches_by(spark_broker.faults, DIRECT_CLIENT_ID)
     # a setting only librdkafka knows: the whole range goes through confluent-kafka, whose
     # fetches carry the same client id but never the direct path's Fetch v11
     got = _read(bootstrap, name, 0, 30, direct=True, client={"socket.keepalive.enable": "true"})
@@ -327,3 +327,54 @@ def test_a_kept_connection_the_broker_closed_is_replaced_not_handed_over(
     again = _read(bootstrap, name, 0, 50, direct=True)
     assert again.equals(first)
     assert handovers() == []
+
+
+@pytest.fixture(scope="module")
+def three_brokers(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    from kafkalite.testing.in_process_cluster import ThreadedCluster
+
+    c = ThreadedCluster(3, tmp_path_factory.mktemp("direct-cluster"))
+    c.start()
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+def test_direct_reads_find_each_partitions_leader_and_follow_a_move(
+    three_brokers: Any, handovers: Callable[[], list[str]]
+) -> None:
+    c = three_brokers
+    bootstrap = c.bootstrap_servers
+    name = f"direct-{uuid.uuid4().hex[:8]}"
+    c.create_topic(name, 3, 2)
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
+    for i in range(300):
+        p.produce(name, key=f"k{i}".encode(), value=f"v{i}".encode() * 50, partition=i % 3)
+    assert p.flush(30) == 0
+    leaders = {part: c.leader_of(name, part) for part in range(3)}
+    assert len(set(leaders.values())) > 1, leaders  # the reads go to more than one broker
+    expected = {
+        part: _read(bootstrap, name, 0, 100, direct=False, partition=part) for part in range(3)
+    }
+    by_broker = {b: _fetches_by(c.faults(b), DIRECT_CLIENT_ID) for b in range(3)}
+    for part in range(3):
+        assert _read(bootstrap, name, 0, 100, direct=True, partition=part).equals(expected[part])
+    assert handovers() == []
+    # each partition was fetched from its leader, and from no other broker
+    assert {b for b, seen in by_broker.items() if 11 in seen} == set(leaders.values())
+    # partition 0's leadership moves. The reader's cached leader is now a follower, which
+    # serves Fetch v11 up to its own high watermark (KIP-392), or answers
+    # NOT_LEADER_OR_FOLLOWER and the range goes on with confluent-kafka: the rows are the same
+    to = next(b for b in range(3) if b != leaders[0])
+    c.move_leader(name, 0, to)
+    assert _read(bootstrap, name, 0, 100, direct=True, partition=0).equals(expected[0])
+    assert len(handovers()) <= 1
+    # a reader that looks the leader up again reads from the new one, directly
+    seen = _fetches_by(c.faults(to), DIRECT_CLIENT_ID)
+    for reader in kc._DIRECT.values():
+        reader._leaders.clear()
+    before = len(handovers())
+    assert _read(bootstrap, name, 0, 100, direct=True, partition=0).equals(expected[0])
+    assert len(handovers()) == before
+    assert 11 in seen
