@@ -158,7 +158,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     log(f"Spark's Python: {os.environ['PYSPARK_PYTHON']}")
     from confluent_kafka.admin import AdminClient, NewTopic
-    from pyspark.sql import SparkSession
+
+    from bench import spark_floor
 
     topic, out = f"spark-bench-{os.getpid()}", f"spark-bench-out-{os.getpid()}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -176,15 +177,7 @@ def main(argv: list[str] | None = None) -> int:
         warm_n = min(n, n if args.warmup is None else args.warmup)
         log(f"warm-up: the plain consumer reads {warm_n} records")
         consume(bootstrap, topic, warm_n, args.partitions)
-        spark = (
-            SparkSession.builder.master(args.master)
-            .config("spark.driver.host", "127.0.0.1")
-            .config("spark.driver.bindAddress", "127.0.0.1")
-            .config("spark.ui.enabled", "false")
-            .config("spark.sql.shuffle.partitions", str(args.partitions))
-            .getOrCreate()
-        )
-        spark.sparkContext.setLogLevel("ERROR")
+        spark = spark_floor.local_session(args.master, args.partitions)
         kafkalite.spark.register(spark)
         # warm-up: the Python workers, which Spark then reuses, and the JVM's JIT (a running
         # pipeline pays both once, not per query)
@@ -203,7 +196,6 @@ def main(argv: list[str] | None = None) -> int:
         # batches of the same schema and sizes (bench/spark_floor.py), with no Kafka at all
         from pyspark import cloudpickle
 
-        from bench import spark_floor
         from kafkalite.spark.client import BATCH_ROWS
 
         cloudpickle.register_pickle_by_value(spark_floor)  # workers need not find bench/

@@ -129,6 +129,25 @@ class FloorSource(DataSource):
         return _Stream(dict(self.options), schema)
 
 
+def local_session(master: str, partitions: int, conf: dict[str, str] | None = None) -> Any:
+    """The benches' SparkSession: driver on loopback, no UI, ``partitions`` shuffle
+    partitions, then ``conf``; Spark's log at ERROR."""
+    from pyspark.sql import SparkSession
+
+    b = (
+        SparkSession.builder.master(master)
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", str(partitions))
+    )
+    for k, v in (conf or {}).items():
+        b = b.config(k, v)
+    spark = b.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
 def run_available_now(spark: Any, fmt: str, opts: dict[str, str], rows: int) -> Any:
     """Run ``fmt``'s stream with ``Trigger.AvailableNow`` into the noop sink until it ends;
     check it read ``rows`` rows and return the finished query (its ``recentProgress``)."""
@@ -166,20 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     import kafkalite.spark
 
     os.environ.setdefault("PYSPARK_PYTHON", kafkalite.spark.worker_python())
-    from pyspark.sql import SparkSession
 
-    b = (
-        SparkSession.builder.master(args.master)
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", str(args.partitions))
-    )
-    for kv in args.conf:
-        k, v = kv.split("=", 1)
-        b = b.config(k, v)
-    spark = b.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = local_session(args.master, args.partitions, dict(kv.split("=", 1) for kv in args.conf))
     spark.dataSource.register(FloorSource)
     opts = {
         "records": str(args.records),

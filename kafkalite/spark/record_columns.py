@@ -194,15 +194,16 @@ class BatchColumns:
             even = pc.if_else(pc.less(lengths, i64[0]), self.null_i64, even)
         return pc.take(spans, even)
 
-    def _per_record(self, recs: _Records, values: list[int]) -> Any:
-        """A per-batch field as a per-record int64 column."""
+    def _per_record(self, run_ends: Any, values: list[int]) -> Any:
+        """A per-batch field as a per-record int64 column (``run_ends``: the records up to
+        each batch's end, as an int32 array)."""
         pa = self.pa
         # (not RunEndEncodedArray.from_arrays, which looks for pandas on every call)
         ree = pa.Array.from_buffers(
             self.ree_type,
-            recs.run_ends[-1],
+            run_ends[-1].as_py(),
             [None],
-            children=[pa.array(recs.run_ends, pa.int32()), pa.array(values, pa.int64())],
+            children=[run_ends, pa.array(values, pa.int64())],
         )
         return self.pc.run_end_decode(ree)
 
@@ -211,18 +212,19 @@ class BatchColumns:
         u8 = self._u8(src)
         last = pa.scalar(len(src) - 1, pa.int64())
         starts = pa.array(recs.starts, pa.int64())
+        run_ends = pa.array(recs.run_ends, pa.int32())
         size, attrs = self._varints(u8, starts, last)
         # a record ends where the next begins, or its batch's records end (the walk checked
         # that each batch's records fill it exactly)
         following = pa.concat_arrays([starts[1:], pa.array([len(src)], pa.int64())])
-        ends = pc.min_element_wise(following, self._per_record(recs, recs.batch_ends))
+        ends = pc.min_element_wise(following, self._per_record(run_ends, recs.batch_ends))
         if not pc.all(pc.equal(pc.add(attrs, size), ends)).as_py() or pc.min(size).as_py() < 6:
             raise CorruptRecords("record lengths do not add up to their batch")
         ts_delta, p = self._varints(u8, pc.add(attrs, i64[1]), last)
         off_delta, p = self._varints(u8, p, last)
         if not pc.all(pc.less(p, ends)).as_py():  # before the offsets decide what is kept
             raise CorruptRecords("a record's timestamp or offset delta overruns it")
-        offsets = pc.add(self._per_record(recs, recs.base_offsets), off_delta)
+        offsets = pc.add(self._per_record(run_ends, recs.base_offsets), off_delta)
         # the trimming to [start, stop) below counts records: it needs increasing offsets
         if pc.min(off_delta).as_py() < 0 or (
             len(offsets) > 1 and not pc.all(pc.greater(offsets[1:], offsets[:-1])).as_py()
@@ -247,9 +249,9 @@ class BatchColumns:
         ):
             raise CorruptRecords("a record's fields overrun it")
         data = pa.py_buffer(src)
-        base_ts = self._per_record(recs, recs.base_ts)[lo:hi]
+        base_ts = self._per_record(run_ends, recs.base_ts)[lo:hi]
         if any(recs.append_time):
-            create = pc.equal(self._per_record(recs, recs.append_time)[lo:hi], i64[0])
+            create = pc.equal(self._per_record(run_ends, recs.append_time)[lo:hi], i64[0])
             stamps = pc.if_else(create, pc.add(base_ts, ts_delta), base_ts)
             ts_type = pc.if_else(create, pa.scalar(0, pa.int32()), pa.scalar(1, pa.int32()))
         else:
@@ -267,7 +269,7 @@ class BatchColumns:
         if self.include_headers:
             cols.append(self._headers(src, u8, value_end, ends, n))
         else:
-            self._check_headers(src, u8, value_end, ends)
+            self._check_headers(src, u8, value_end, ends, last)
         return pa.RecordBatch.from_arrays(cols, schema=self.schema)
 
     def _bare(self, u8: Any, at: Any, ends: Any) -> Any:
@@ -277,15 +279,14 @@ class BatchColumns:
             pc.equal(pc.take(u8, at), self.u8_0), pc.equal(pc.add(at, self.i64[1]), ends)
         )
 
-    def _check_headers(self, src: Any, u8: Any, at: Any, ends: Any) -> None:
+    def _check_headers(self, src: Any, u8: Any, at: Any, ends: Any, last: Any) -> None:
         """Without a headers column, the headers are still walked to the record's end: as in
         Kafka's reader, a record whose fields do not end at its length is corrupt (a wrong
         value length would otherwise give a wrong value). Vectorized, one round of kernels
         per header of the record with the most; past a few, in Python."""
-        pa, pc, i64 = self.pa, self.pc, self.i64
+        pc, i64 = self.pc, self.i64
         if pc.all(self._bare(u8, at, ends)).as_py():
             return
-        last = pa.scalar(len(src) - 1, pa.int64())
         left, p = self._varints(u8, at, last)
         most = pc.max(left).as_py()
         if pc.min(left).as_py() < 0 or most > _HEADER_ROUNDS:
