@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import gc
 import struct
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -102,12 +103,12 @@ class BatchColumns:
         # compute kernels given Python ints look for numpy on every call (a failed import,
         # never cached: a third of the decode's time without numpy installed), so every
         # constant is an Arrow scalar
-        self.i64 = {k: pa.scalar(k, pa.int64()) for k in (-1, 0, 1, 2, 7)}
+        self.i64 = {k: pa.scalar(k, pa.int64()) for k in (-1, 0, 1, 2, 7, 32)}
         self.u64 = {k: pa.scalar(k, pa.uint64()) for k in (1, 127)}
         self.u8_7 = pa.scalar(7, pa.uint8())
         self.u8_0 = pa.scalar(0, pa.uint8())
         self.null_i64 = pa.scalar(None, pa.int64())
-        self._arange = pa.array([], pa.int64())
+        self._even = pa.array([], pa.int64())
         self.ree_type = pa.run_end_encoded(pa.int32(), pa.int64())
 
     def decode(
@@ -147,6 +148,17 @@ class BatchColumns:
             return pc.bit_wise_xor(half, pc.negate(pc.bit_wise_and(raw, i64[1]))), pc.add(
                 pos, i64[1]
             )
+        b0 = b.cast(self.pa.int64())
+        cont = pc.shift_right(b0, i64[7])  # 1 where a second byte follows
+        at = pc.add(pos, cont)  # each varint's last byte, if none is longer than two
+        b1 = pc.take(u8, pc.min_element_wise(at, last)).cast(self.pa.int64())
+        if pc.max(b1).as_py() < 0x80:
+            # one byte: b1 is b0 and cont 0; two: (b0 - 0x80) + (b1 << 7)
+            raw = pc.add(b0, pc.multiply(pc.shift_left(pc.subtract(b1, i64[1]), i64[7]), cont))
+            half = pc.shift_right(raw, i64[1])
+            return pc.bit_wise_xor(half, pc.negate(pc.bit_wise_and(raw, i64[1]))), pc.add(
+                at, i64[1]
+            )
         raw = pc.bit_wise_and(b.cast(self.pa.uint64()), u64[127])
         more = pc.shift_right(b, self.u8_7).cast(self.pa.int64())
         p = pc.add(pos, i64[1])
@@ -168,31 +180,50 @@ class BatchColumns:
         sign = pc.negate(pc.bit_wise_and(raw, u64[1]).cast(self.pa.int64()))
         return pc.bit_wise_xor(half, sign), p
 
-    def _range(self, n: int) -> Any:
-        """0 .. n-1 as int64 (a slice of one cached array)."""
-        if len(self._arange) < n:
-            self._arange = self.pa.array(range(max(n, 2 * len(self._arange))), self.pa.int64())
-        return self._arange[:n]
-
     def _binary(self, data: Any, begins: Any, ends: Any, lengths: Any) -> Any:
         """A binary column of ``data[begins[i]:ends[i]]`` (null where ``lengths`` is -1): the
         extents, interleaved with the gaps between them, are the offsets of one binary array
-        over ``data``; taking its even elements copies the keys (values) into a column."""
+        over ``data``; taking its even elements copies the keys (values) into a column.
+        (Positions are under 2 GiB: :meth:`_columns` checks.)"""
         pa, pc, i64 = self.pa, self.pc, self.i64
         n = len(begins)
-        ar = self._range(2 * n)
-        # [b0, e0, b1, e1, ...] = concat(begins, ends)[(i >> 1) + (i & 1) * n]
-        idx = pc.add(
-            pc.shift_right(ar, i64[1]),
-            pc.multiply(pc.bit_wise_and(ar, i64[1]), pa.scalar(n, pa.int64())),
-        )
-        both = pa.concat_arrays([begins, ends])
-        offsets = pc.take(both, idx).cast(pa.int32())
-        spans = pa.Array.from_buffers(pa.binary(), 2 * n - 1, [None, offsets.buffers()[1], data])
-        even = pc.multiply(self._range(n), i64[2])
+        # each extent as one int64 whose two int32 halves are, in memory order, its begin and
+        # end: the n int64s are the 2n int32 offsets [b0, e0, b1, e1, ...]
+        if _LITTLE_ENDIAN:
+            pairs = pc.bit_wise_or(begins, pc.shift_left(ends, i64[32]))
+        else:
+            pairs = pc.bit_wise_or(pc.shift_left(begins, i64[32]), ends)
+        offsets = pairs.buffers()[1].slice(pairs.offset * 8, n * 8)
+        spans = pa.Array.from_buffers(pa.binary(), 2 * n - 1, [None, offsets, data])
+        even = self._evens(n)
         if pc.min(lengths).as_py() < 0:
             even = pc.if_else(pc.less(lengths, i64[0]), self.null_i64, even)
         return pc.take(spans, even)
+
+    def _evens(self, n: int) -> Any:
+        """0, 2, .. 2n-2 as int64 (a slice of one cached array)."""
+        if len(self._even) < n:
+            self._even = self.pa.array(
+                range(0, 2 * max(n, 2 * len(self._even)), 2), self.pa.int64()
+            )
+        return self._even[:n]
+
+    def _length_sizes(self, total: Any, shortest: int, longest: int) -> Any:
+        """How many bytes each record's length varint takes, from the record's ``total``
+        size: a shortest-form varint of a size s takes k bytes for 2s < 128^k, so the total
+        (s + k) is at most 64 with one byte, 8193 with two, and so on."""
+        pa, pc, i64 = self.pa, self.pc, self.i64
+        if longest <= _TOTAL_UNDER[1]:
+            return i64[1]
+        if shortest > _TOTAL_UNDER[1] and longest <= _TOTAL_UNDER[2]:
+            return i64[2]
+        sizes = i64[1]
+        for bound in _TOTAL_UNDER[1:]:
+            if longest <= bound:
+                break
+            over = pc.greater(total, pa.scalar(bound, pa.int64())).cast(pa.int64())
+            sizes = pc.add(over, sizes)
+        return sizes
 
     def _per_record(self, run_ends: Any, values: list[int]) -> Any:
         """A per-batch field as a per-record int64 column (``run_ends``: the records up to
@@ -209,17 +240,22 @@ class BatchColumns:
 
     def _columns(self, src: Any, recs: _Records, start: int, stop: int) -> Any:
         pa, pc, i64 = self.pa, self.pc, self.i64
+        if len(src) > 0x7FFFFFFF:  # (binary columns' offsets are int32)
+            raise CorruptRecords("records over 2 GiB")
         u8 = self._u8(src)
         last = pa.scalar(len(src) - 1, pa.int64())
         starts = pa.array(recs.starts, pa.int64())
         run_ends = pa.array(recs.run_ends, pa.int32())
-        size, attrs = self._varints(u8, starts, last)
         # a record ends where the next begins, or its batch's records end (the walk checked
-        # that each batch's records fill it exactly)
+        # that each batch's records fill it exactly, from lengths that are not negative and
+        # in their shortest form: a record's size says how many bytes its length took)
         following = pa.concat_arrays([starts[1:], pa.array([len(src)], pa.int64())])
         ends = pc.min_element_wise(following, self._per_record(run_ends, recs.batch_ends))
-        if not pc.all(pc.equal(pc.add(attrs, size), ends)).as_py() or pc.min(size).as_py() < 6:
-            raise CorruptRecords("record lengths do not add up to their batch")
+        total = pc.subtract(ends, starts)
+        shortest, longest = (v.as_py() for v in pc.min_max(total).values())
+        if shortest < 7:  # a length byte, then 6 one-byte fields at least
+            raise CorruptRecords("a record shorter than the smallest record")
+        attrs = pc.add(starts, self._length_sizes(total, shortest, longest))
         ts_delta, p = self._varints(u8, pc.add(attrs, i64[1]), last)
         off_delta, p = self._varints(u8, p, last)
         if not pc.all(pc.less(p, ends)).as_py():  # before the offsets decide what is kept
@@ -230,10 +266,14 @@ class BatchColumns:
             len(offsets) > 1 and not pc.all(pc.greater(offsets[1:], offsets[:-1])).as_py()
         ):
             raise CorruptRecords("record offsets do not increase")
-        # records of the first and last batches outside [start, stop)
-        lo = pc.sum(pc.less(offsets, pa.scalar(start, pa.int64()))).as_py() or 0
-        past = pc.sum(pc.greater_equal(offsets, pa.scalar(stop, pa.int64()))).as_py() or 0
-        hi = len(offsets) - past
+        # records of the first and last batches outside [start, stop) (counted only when
+        # there are some: the offsets increase)
+        lo = hi = 0
+        if offsets[0].as_py() < start:
+            lo = pc.sum(pc.less(offsets, pa.scalar(start, pa.int64()))).as_py()
+        if offsets[-1].as_py() >= stop:
+            hi = pc.sum(pc.greater_equal(offsets, pa.scalar(stop, pa.int64()))).as_py()
+        hi = len(offsets) - hi
         if hi <= lo:
             return None
         n = hi - lo
@@ -324,6 +364,10 @@ class BatchColumns:
         ]
         return pa.array(rows, htype)
 
+
+#: the largest record (its length varint included) whose length takes k bytes, by k
+_TOTAL_UNDER = [0] + [64 * 128 ** (k - 1) - 1 + k for k in range(1, 6)]
+_LITTLE_ENDIAN = sys.byteorder == "little"
 
 #: headers per record the check without a headers column walks in kernels (more: in Python)
 _HEADER_ROUNDS = 8
@@ -523,8 +567,11 @@ def _lengths(body: Any, p: int, count: int, starts: list[int]) -> int:
     same length bytes for as long as the byte columns ``body[p::stride]`` (one per length
     byte) repeat the first record's, which ``lstrip`` counts in C. Where lengths vary, the
     records are read one by one (one- and two-byte lengths inline: every record under
-    8 KiB). A negative length is taken as positive here and fails the vectorized check of
-    the lengths afterwards."""
+    8 KiB).
+
+    A length that is negative or not in its shortest form (Kafka's writers never write one)
+    raises: with both ruled out, a record's size alone says how long its length varint is,
+    which is how :meth:`BatchColumns._columns` finds each record's fields."""
     left = count
     end = len(body)
     speculate = hasattr(body, "lstrip")  # bytes, bytearray (a memoryview: one by one)
@@ -539,16 +586,18 @@ def _lengths(body: Any, p: int, count: int, starts: list[int]) -> int:
                 add(p)
                 b = body[p]
                 if b < 0x80:
+                    if b & 1:
+                        raise CorruptRecords("negative record length")
                     p += 1 + (b >> 1)
                 else:
                     b2 = body[p + 1]
-                    if b2 < 0x80:
+                    if 0 < b2 < 0x80 and not b & 1:
                         p += 2 + (((b & 0x7F) | (b2 << 7)) >> 1)
                     else:
-                        raw, q = _uvarint(body, p, end)
-                        p = q + (raw >> 1)
+                        p = _record_end(body, p, end)
             continue
         raw, q = _uvarint(body, p, end)
+        _check_length(raw, q - p)
         stride = q - p + (raw >> 1)
         run = 1
         if left >= _MIN_RUN:
@@ -563,6 +612,22 @@ def _lengths(body: Any, p: int, count: int, starts: list[int]) -> int:
         if run < _MIN_RUN:
             plain = _PLAIN_STRETCH
     return p
+
+
+def _record_end(body: Any, p: int, end: int) -> int:
+    """Where the record at ``p`` ends, from its length varint (checked as :func:`_lengths`
+    says)."""
+    raw, q = _uvarint(body, p, end)
+    _check_length(raw, q - p)
+    return q + (raw >> 1)
+
+
+def _check_length(raw: int, size: int) -> None:
+    """A record length's zigzag ``raw`` value, read from ``size`` bytes."""
+    if raw & 1:
+        raise CorruptRecords("negative record length")
+    if size != max(1, (raw.bit_length() + 6) // 7):
+        raise CorruptRecords("a record length not in its shortest form")
 
 
 def _rebase(recs: _Records, pieces: list[tuple[int, int]]) -> None:

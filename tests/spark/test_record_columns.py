@@ -597,6 +597,22 @@ def test_negative_record_length_raises() -> None:
         decode(raw_batch(body, 2))
 
 
+@pytest.mark.parametrize("runs", [1, 12])  # read one by one, and as a run of one length
+def test_record_length_not_in_its_shortest_form_raises(runs: int) -> None:
+    """Kafka's writers never pad a varint; the decode takes a record's length-varint size
+    from its total size, so a padded length (0x90 0x00 for 8) is not read as if it were
+    short: it raises, and the direct read hands the range to confluent-kafka."""
+    recs = [record_bytes(b"k", b"v", offset_delta=i) for i in range(runs)]
+    assert all(r[0] == varint(8)[0] for r in recs)  # one byte
+    padded = b"".join(bytes([r[0] | 0x80, 0x00]) + r[1:] for r in recs)
+    with pytest.raises(CorruptRecords, match="shortest form"):
+        decode(raw_batch(padded, runs))
+    assert_rows(
+        decode(raw_batch(b"".join(recs), runs)),
+        [Row(i, BASE_TS, b"k", b"v") for i in range(runs)],
+    )
+
+
 def test_record_length_shorter_than_its_fields_raises() -> None:
     good = record_bytes(b"key", b"value")
     short = varint(len(good) - 2) + good[1:-1]  # the header count cut off
