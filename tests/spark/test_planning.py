@@ -197,8 +197,9 @@ def test_spark_finds_the_top_level_entry_module() -> None:
 
 def test_executor_fetch_settings_and_user_overrides() -> None:
     """Executors fetch without librdkafka's one-second queue back-off and 500 ms end-of-log
-    wait; the driver (which never fetches) keeps the defaults; ``kafka.*`` options win."""
-    from kafkalite.spark.client import EXECUTOR_FETCH, _consumer_conf
+    wait; the driver (which never fetches) keeps the fetch defaults and reconnects to the
+    brokers its first Metadata names without the 100 ms back-off; ``kafka.*`` options win."""
+    from kafkalite.spark.client import DRIVER_LOOKUP, EXECUTOR_FETCH, _consumer_conf
 
     conf = _consumer_conf({"bootstrap.servers": "h:9092"}, "executor", "p")
     assert {k: conf[k] for k in EXECUTOR_FETCH} == {
@@ -206,10 +207,17 @@ def test_executor_fetch_settings_and_user_overrides() -> None:
         "fetch.wait.max.ms": "10",
         "max.partition.fetch.bytes": str(8 << 20),
     }
-    assert not EXECUTOR_FETCH.keys() & _consumer_conf({}, "driver", "p").keys()
+    driver = _consumer_conf({}, "driver", "p")
+    assert not EXECUTOR_FETCH.keys() & driver.keys()
+    assert driver["reconnect.backoff.ms"] == DRIVER_LOOKUP["reconnect.backoff.ms"] == "10"
+    assert "reconnect.backoff.ms" not in conf
     mine = _consumer_conf({"fetch.wait.max.ms": "250"}, "executor", "p")
     assert mine["fetch.wait.max.ms"] == "250"
     assert mine["fetch.queue.backoff.ms"] == "10"
+    assert (
+        _consumer_conf({"reconnect.backoff.ms": "200"}, "driver", "p")["reconnect.backoff.ms"]
+        == "200"
+    )
 
 
 def test_gc_paused_restores_the_collector() -> None:
