@@ -446,11 +446,21 @@ class _Member:
                 auto_offset_reset="earliest",
                 session_timeout_ms=6000,
                 heartbeat_interval_ms=200,
-                # a leader that joined before it knew the topic assigned nothing: it sees
-                # the topic, and rebalances, at its next metadata refresh
-                metadata_max_age_ms=500,
             )
             self.kp.subscribe([topic], listener=Listener())
+            # The leader's first assignment must already see every partition. Otherwise
+            # (its first JoinGroup usually beats its first Metadata for the topic) it
+            # assigns nothing, and the metadata update that follows makes it rejoin; in
+            # kafka-python 3.0.12 that rejoin can strand: when poll(timeout_ms=50) gives up
+            # while the JoinGroup is in flight, the assignment run inside that JoinGroup
+            # makes need_rejoin() False, so no later poll() awaits the join again; the
+            # SyncGroup's assignment is never applied, heartbeats stay off, and the broker
+            # drops the member at its session timeout (CI: "group did not settle").
+            # Fetching the topic's metadata after subscribe() and before the first poll()
+            # rebuilds the coordinator's metadata snapshot (its listener runs on that
+            # update), so the first assignment is the full one and nothing changes later.
+            parts = self.kp.partitions_for_topic(topic)
+            assert parts, f"kafka-python has no metadata for {topic}"
             return
         conf: dict[str, object] = {
             "bootstrap.servers": bs,
@@ -547,8 +557,8 @@ def test_rolling_upgrade_from_classic_to_consumer_never_owns_a_partition_twice(c
     bs = cg_broker.bootstrap_servers
     topic, group = f"kip848-roll-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"
     cg_broker.create_topic(topic, partitions=6)
-    # a kafka-python leader that joins before Metadata shows the topic assigns nothing and,
-    # seen once in CI under load, did not rebalance again within the minute settle() waits
+    # every partition has a leader before the kafka-python leader reads the topic's
+    # metadata (see _Member): its first assignment then covers all six
     _wait_for_metadata(bs, topic, 6)
     own = Ownership()
     members = [_Member("kafka-python", "kp-classic", bs, group, topic, own)]
