@@ -138,8 +138,10 @@ class BatchColumns:
 
     def _varints(self, u8: Any, pos: Any, last: Any) -> tuple[Any, Any]:
         """The zigzag varints at ``pos`` (int64 positions): (values as int64, positions after
-        them). One round of kernels per byte of the longest varint. Every read is clamped to
-        the buffer (a corrupt length can point past it): the callers check the positions."""
+        them). One round of kernels when none is longer than two bytes (every length under
+        8 KiB, offset deltas under 8,192), else one per byte of the longest. Every read is
+        clamped to the buffer (a corrupt length can point past it): the callers check the
+        positions."""
         pc, i64, u64 = self.pc, self.i64, self.u64
         b = pc.take(u8, pc.min_element_wise(pos, last))
         if pc.max(b).as_py() < 0x80:  # one byte each: most deltas and key lengths

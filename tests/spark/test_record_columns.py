@@ -229,6 +229,19 @@ def test_values_over_8_kib_have_three_byte_length_varints() -> None:
     assert_rows(decode(build_batch(recs)), rows_of(recs))
 
 
+def test_records_on_both_sides_of_each_length_varint_size_in_one_response() -> None:
+    """A record's length varint takes 1 byte up to 64 bytes in all, 2 up to 8,193, then 3:
+    the decode finds each record's fields from that rule, so records just under and over
+    each bound, mixed in one response, keep their own values."""
+    sizes = [*range(40, 72), *range(8160, 8200), 5, 9000]
+    recs = records([(b"k", bytes([n % 251]) * n) for n in sizes])
+    totals = {len(record_bytes(b"k", bytes(n))) for n in sizes}
+    assert {64, 66, 8193, 8195} <= totals  # the bounds themselves are in the response
+    assert_rows(
+        decode(build_batch(recs[:40]) + build_batch(recs[40:], base_offset=40)), rows_of(recs)
+    )
+
+
 def test_many_records_in_one_batch() -> None:
     recs = records(
         [
