@@ -145,11 +145,7 @@ class BatchColumns:
         pc, i64, u64 = self.pc, self.i64, self.u64
         b = pc.take(u8, pc.min_element_wise(pos, last))
         if pc.max(b).as_py() < 0x80:  # one byte each: most deltas and key lengths
-            raw = b.cast(self.pa.int64())
-            half = pc.shift_right(raw, i64[1])
-            return pc.bit_wise_xor(half, pc.negate(pc.bit_wise_and(raw, i64[1]))), pc.add(
-                pos, i64[1]
-            )
+            return self._unzigzag(b.cast(self.pa.int64())), pc.add(pos, i64[1])
         b0 = b.cast(self.pa.int64())
         cont = pc.shift_right(b0, i64[7])  # 1 where a second byte follows
         at = pc.add(pos, cont)  # each varint's last byte, if none is longer than two
@@ -157,10 +153,7 @@ class BatchColumns:
         if pc.max(b1).as_py() < 0x80:
             # one byte: b1 is b0 and cont 0; two: (b0 - 0x80) + (b1 << 7)
             raw = pc.add(b0, pc.multiply(pc.shift_left(pc.subtract(b1, i64[1]), i64[7]), cont))
-            half = pc.shift_right(raw, i64[1])
-            return pc.bit_wise_xor(half, pc.negate(pc.bit_wise_and(raw, i64[1]))), pc.add(
-                at, i64[1]
-            )
+            return self._unzigzag(raw), pc.add(at, i64[1])
         raw = pc.bit_wise_and(b.cast(self.pa.uint64()), u64[127])
         more = pc.shift_right(b, self.u8_7).cast(self.pa.int64())
         p = pc.add(pos, i64[1])
@@ -181,6 +174,11 @@ class BatchColumns:
         half = pc.shift_right(raw, u64[1]).cast(self.pa.int64())
         sign = pc.negate(pc.bit_wise_and(raw, u64[1]).cast(self.pa.int64()))
         return pc.bit_wise_xor(half, sign), p
+
+    def _unzigzag(self, raw: Any) -> Any:
+        """Zigzag-decoded int64 values of ``raw`` (int64, under 2^63: varints of up to 8 bytes)."""
+        pc, i64 = self.pc, self.i64
+        return pc.bit_wise_xor(pc.shift_right(raw, i64[1]), pc.negate(pc.bit_wise_and(raw, i64[1])))
 
     def _binary(self, data: Any, begins: Any, ends: Any, lengths: Any) -> Any:
         """A binary column of ``data[begins[i]:ends[i]]`` (null where ``lengths`` is -1): the
