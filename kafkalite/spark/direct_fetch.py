@@ -29,7 +29,13 @@ from collections.abc import Iterator
 from typing import Any
 
 from kafkalite.common import structs
-from kafkalite.spark.record_columns import BatchColumns, CorruptRecords
+from kafkalite.spark.record_columns import (
+    BATCH_HEADER,
+    BATCH_OVERHEAD,
+    LOG_OVERHEAD,
+    BatchColumns,
+    CorruptRecords,
+)
 
 __all__ = ["DirectReader", "DirectUnavailable", "understood"]
 
@@ -241,13 +247,17 @@ class _Response:
 def _next_offset(buf: bytearray, pos: int, end: int, start: int) -> int:
     """The offset after the last complete batch of ``buf[pos:end]`` (``start`` if none)."""
     nxt = start
-    while pos + 61 <= end:
-        base, length = struct.unpack_from(">qi", buf, pos)
-        (last_delta,) = structs.I32.unpack_from(buf, pos + 23)
-        if pos + 12 + length > end or length < 49:
+    while pos + BATCH_OVERHEAD <= end:
+        head = BATCH_HEADER.unpack_from(buf, pos)
+        base, length, last_delta = (
+            head[0],
+            head[1],
+            head[6],
+        )  # baseOffset, batchLength, lastOffsetDelta
+        if pos + LOG_OVERHEAD + length > end or length < BATCH_OVERHEAD - LOG_OVERHEAD:
             break
         nxt = max(nxt, base + last_delta + 1)
-        pos += 12 + length
+        pos += LOG_OVERHEAD + length
     return nxt
 
 

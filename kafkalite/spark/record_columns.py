@@ -28,13 +28,21 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["BatchColumns", "CorruptRecords", "Decoded", "gc_paused"]
+__all__ = [
+    "BATCH_HEADER",
+    "BATCH_OVERHEAD",
+    "LOG_OVERHEAD",
+    "BatchColumns",
+    "CorruptRecords",
+    "Decoded",
+    "gc_paused",
+]
 
 #: baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta,
 #: baseTimestamp, maxTimestamp, producerId, producerEpoch, baseSequence, recordCount
-_BATCH = struct.Struct(">qiiBIhiqqqhii")
-BATCH_OVERHEAD = _BATCH.size  # 61
-_LOG_OVERHEAD = 12  # baseOffset and batchLength precede what batchLength counts
+BATCH_HEADER = struct.Struct(">qiiBIhiqqqhii")
+BATCH_OVERHEAD = BATCH_HEADER.size  # 61
+LOG_OVERHEAD = 12  # baseOffset and batchLength precede what batchLength counts
 _COMPRESSION = 0x07
 _LOG_APPEND_TIME = 0x08
 _TRANSACTIONAL = 0x10
@@ -478,15 +486,15 @@ def _walk(
     stopped = None
     while pos + BATCH_OVERHEAD <= end:
         (base, length, _, magic, _, attrs, last_delta, base_ts, max_ts, pid, _, _, count) = (
-            _BATCH.unpack_from(buf, pos)
+            BATCH_HEADER.unpack_from(buf, pos)
         )
-        batch_end = pos + _LOG_OVERHEAD + length
+        batch_end = pos + LOG_OVERHEAD + length
         if batch_end > end:
             break  # the response's last batch, cut at its size limit
         if magic != 2:
             stopped = f"message format v{magic}"
             break
-        if length < BATCH_OVERHEAD - _LOG_OVERHEAD:
+        if length < BATCH_OVERHEAD - LOG_OVERHEAD:
             # (a length of -12 would read the same batch forever, a smaller one go back)
             raise CorruptRecords(f"batch length {length} is below a batch header's")
         if count < 0:  # (not a batch to skip: its offsets would be counted as read)
